@@ -1,0 +1,35 @@
+# gnntrain: set up, run, test, benchmark. Everything runs from the virtual environment $(VENV).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU machines: torch 2.13.0 must be installed before the project, or pip pulls a CUDA build.
+# Where no local CPU wheel exists, point TORCH_PIP_FLAGS at PyTorch's CPU wheel index.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_FLAGS ?=
+PYTEST_FLAGS ?=
+
+.PHONY: install run test test-all bench clean
+
+install: $(BIN)/gnntrain
+
+$(BIN)/gnntrain: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH_PIP_FLAGS) "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[test]"
+	@touch $@
+
+run: install
+	$(BIN)/gnntrain
+
+test: install
+	WANDB_MODE=disabled $(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
+
+test-all: install
+	WANDB_MODE=disabled $(BIN)/pytest $(PYTEST_FLAGS)
+
+bench: install
+	WANDB_MODE=disabled $(BIN)/python scripts/bench.py
+
+clean:
+	rm -rf outputs multirun .pytest_cache

@@ -1,0 +1,50 @@
+"""Collectives over ``torch.distributed`` with per-call byte and time accounting."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.meter import CommMeter
+
+
+def payload_bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class Communicator:
+    """The rank's view of the process group. With ``world_size == 1`` nothing is sent."""
+
+    def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.device = device
+        self.meter = CommMeter()
+
+    def all_to_all(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
+                   kind: str) -> torch.Tensor:
+        """Send ``send_splits[q]`` consecutive rows of ``send`` to each peer ``q``; receive
+        ``recv_splits[q]`` rows from each, stacked in peer order."""
+        recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:]))
+        start = time.perf_counter()
+        if self.world_size > 1:
+            dist.all_to_all_single(recv, send.contiguous(), recv_splits, send_splits)
+        self.meter.record(kind, payload_bytes(send), time.perf_counter() - start)
+        return recv
+
+    def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
+        """In-place all-reduce; counts the payload this rank contributes (``numel x size``)."""
+        start = time.perf_counter()
+        if self.world_size > 1:
+            dist.all_reduce(t, op=op)
+        self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
+        return t
+
+    def reduce_untracked(self, t: torch.Tensor, op: dist.ReduceOp.RedOpType) -> torch.Tensor:
+        """All-reduce for telemetry (metric aggregation); deliberately not counted as training
+        communication."""
+        if self.world_size > 1:
+            dist.all_reduce(t, op=op)
+        return t

@@ -1,0 +1,38 @@
+"""Datasets and partitions: everything a job needs before its workers start."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import torch
+
+from gnntrain.data.graph_data import GraphData
+from gnntrain.data.partition import load_or_partition
+from gnntrain.data.registry import load_dataset
+from gnntrain.graph import partition_stats
+
+
+@dataclass
+class JobData:
+    data: GraphData
+    part: torch.Tensor
+    stats: dict
+    partition_from_cache: bool
+
+
+def dataset_key(dataset_cfg: dict) -> str:
+    """Cache key of a dataset config: its name plus a hash of the keys that shape the graph."""
+    shaping = {k: v for k, v in dataset_cfg.items() if k not in ("root", "download")}
+    digest = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{dataset_cfg['name']}-{digest}"
+
+
+def prepare_job_data(cfg: dict, parts: int) -> JobData:
+    """Load the dataset and its (cached) partition into ``parts`` parts."""
+    cache_dir = cfg["partition"]["cache_dir"]
+    data = load_dataset(cfg["dataset"], cache_dir)
+    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"],
+                                     parts, cfg["seed"], cache_dir)
+    return JobData(data, part, partition_stats(data, part, parts), cached)

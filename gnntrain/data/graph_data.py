@@ -1,0 +1,69 @@
+"""The in-memory form of a node-classification graph that every loader returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class GraphData:
+    """A whole graph on the CPU.
+
+    ``edge_index[0]`` are message sources and ``edge_index[1]`` targets (PyG's convention);
+    there are no self-loops and, unless the dataset was loaded with ``to_undirected=false``,
+    every edge appears in both directions. ``y`` is ``[N]`` class ids, or ``[N, C]`` 0/1 floats
+    when ``multilabel``; nodes without a label are in none of the three masks.
+    """
+
+    name: str
+    x: torch.Tensor
+    y: torch.Tensor
+    edge_index: torch.Tensor
+    train_mask: torch.Tensor
+    val_mask: torch.Tensor
+    test_mask: torch.Tensor
+    num_classes: int
+    multilabel: bool = False
+
+    @property
+    def num_nodes(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    @property
+    def num_features(self) -> int:
+        return self.x.shape[1]
+
+
+def coalesce_edges(edge_index: torch.Tensor, num_nodes: int, symmetric: bool) -> torch.Tensor:
+    """Drop self-loops and duplicate edges, adding reverse edges first when ``symmetric``.
+
+    The result is sorted by (target, source), which makes CSR construction a no-op sort later.
+    """
+    src, dst = edge_index
+    if symmetric:
+        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+    keep = src != dst
+    key = torch.unique(dst[keep] * num_nodes + src[keep])
+    return torch.stack([key % num_nodes, key // num_nodes])
+
+
+def random_split(
+    labeled: torch.Tensor, train_frac: float, val_frac: float, seed: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Seeded train/val/test masks over the nodes where ``labeled`` is true; test gets the rest."""
+    idx = labeled.nonzero().view(-1)
+    idx = idx[torch.randperm(idx.numel(), generator=torch.Generator().manual_seed(seed))]
+    n_train = int(round(train_frac * idx.numel()))
+    n_val = int(round(val_frac * idx.numel()))
+    masks = []
+    for part in (idx[:n_train], idx[n_train : n_train + n_val], idx[n_train + n_val :]):
+        mask = torch.zeros_like(labeled)
+        mask[part] = True
+        masks.append(mask)
+    return masks[0], masks[1], masks[2]

@@ -1,0 +1,17 @@
+"""Exceptions that the command line reports as a single line and a non-zero exit."""
+
+
+class GnntrainError(Exception):
+    """A user-facing error: bad input, a missing file, an impossible setting."""
+
+
+class ConfigError(GnntrainError):
+    """A config value that is well-typed but not allowed (e.g. ``model.layers=0``)."""
+
+
+class DatasetUnavailable(GnntrainError):
+    """A dataset whose files are absent and cannot be downloaded here."""
+
+
+class WorkerFailed(GnntrainError):
+    """A worker process of a distributed job died; the job was taken down."""

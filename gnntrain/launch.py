@@ -1,0 +1,116 @@
+"""Start the workers of a job: spawn them on this machine, or join a ``torchrun`` world.
+
+* local (no ``RANK``/``WORLD_SIZE`` in the environment): the parent loads the dataset and
+  partition once, then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
+  which receive the tensors through shared memory. If any worker dies, the others are
+  terminated at once and :class:`WorkerFailed` names the rank; no process outlives the job.
+* torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
+  the (cached) data itself and runs its share. torchrun handles failures across nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from gnntrain.data import JobData, prepare_job_data
+from gnntrain.errors import ConfigError, WorkerFailed
+from gnntrain.train import WorkerContext
+
+WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
+
+# torch logs each worker it terminates after a failure; the failure is reported in one line here.
+logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+
+
+def under_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def resolve_world_size(cfg: dict) -> int:
+    """The number of workers: torchrun's world, all visible GPUs (``world_size: 0`` on a GPU
+    cluster), or ``cluster.world_size``."""
+    if under_torchrun():
+        return int(os.environ["WORLD_SIZE"])
+    cluster = cfg["cluster"]
+    if cluster["backend"] == "nccl":
+        gpus = torch.cuda.device_count()
+        if gpus == 0:
+            raise ConfigError(f"cluster={cluster['name']} uses NCCL but no CUDA GPU is visible; valid here: cluster=local")
+        if cluster["world_size"] > gpus:
+            raise ConfigError(f"cluster.world_size={cluster['world_size']} exceeds the {gpus} visible GPUs")
+        return cluster["world_size"] or gpus
+    if cluster["world_size"] < 1:
+        raise ConfigError(f"cluster.world_size={cluster['world_size']} must be >= 1 for cluster={cluster['name']}")
+    return cluster["world_size"]
+
+
+def _threads_per_worker(cfg: dict, local_workers: int) -> int:
+    if cfg["cluster"]["threads_per_worker"] > 0:
+        return cfg["cluster"]["threads_per_worker"]
+    return max(1, len(os.sched_getaffinity(0)) // local_workers)
+
+
+def _device(cfg: dict, local_rank: int) -> torch.device:
+    if cfg["cluster"]["backend"] == "nccl":
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int, local_rank: int,
+              local_workers: int, init_method: str) -> Any:
+    torch.set_num_threads(_threads_per_worker(cfg, local_workers))
+    device = _device(cfg, local_rank)
+    dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
+    try:
+        return fn(cfg, WorkerContext(rank, world_size, device), job)
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, world_size: int, init_method: str) -> None:
+    _run_rank(fn, cfg, job, local_rank, world_size, local_rank, world_size, init_method)
+
+
+def _free_port(addr: str) -> int:
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def launch(cfg: dict, fn: WorkerFn) -> Any:
+    """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
+    (the spawned workers' results stay in their processes: they write to the run dir)."""
+    world_size = resolve_world_size(cfg)
+    parts = cfg["partition"]["parts"] or world_size
+    if parts != world_size:
+        raise ConfigError(f"partition.parts={parts} must equal the number of workers ({world_size}) "
+                          f"for strategy={cfg['strategy']['name']}")
+    job = prepare_job_data(cfg, parts)
+    if under_torchrun():
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        return _run_rank(fn, cfg, job, int(os.environ["RANK"]), world_size, local_rank, local_workers, "env://")
+    addr = cfg["cluster"]["master_addr"]
+    port = cfg["cluster"]["master_port"] or _free_port(addr)
+    context = mp.start_processes(_spawned, args=(fn, cfg, job, world_size, f"tcp://{addr}:{port}"),
+                                 nprocs=world_size, join=False, start_method="spawn")
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessRaisedException as exc:
+        last = str(exc).strip().splitlines()[-1]
+        raise WorkerFailed(f"worker rank {exc.error_index} failed: {last}") from None
+    except mp.ProcessExitedException as exc:
+        raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
+                           f"the other workers were stopped") from None
+    return None

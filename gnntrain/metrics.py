@@ -1,0 +1,177 @@
+"""Per-epoch records and where they go: ``metrics.jsonl``, W&B, and the console.
+
+The results contract: each epoch appends one JSON object to ``metrics.jsonl`` (flushed at
+once, so a crashed job keeps the epochs it completed). Times are the maximum over ranks
+(seconds), bytes the sum over ranks of payload bytes sent, memory the maximum over ranks.
+For multilabel datasets the ``*_acc`` fields hold F1-micro.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+TRAINING_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
+
+
+@dataclass
+class EpochRecord:
+    epoch: int
+    loss: float
+    train_acc: Optional[float]
+    val_acc: Optional[float]
+    test_acc: Optional[float]
+    epoch_time: float
+    compute_time: float
+    comm_time: float
+    """Exposed communication: seconds a rank waited on halo exchanges (max over ranks)."""
+    comm_total_time: float
+    """Seconds the halo exchanges were in flight, overlapped or not (max over ranks)."""
+    reduce_time: float
+    """Seconds a rank waited on the gradient all-reduce (max over ranks)."""
+    eval_time: float
+    comm_bytes: int
+    comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    eval_comm_bytes: int = 0
+    peak_mem_mb: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    """Start a new peak-memory window (per epoch): CUDA allocator stats, or Linux's RSS
+    high-water mark via ``/proc/self/clear_refs``."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory since :func:`reset_peak_memory`: CUDA bytes allocated, or peak RSS on CPU
+    (``VmHWM``; the process lifetime peak where that cannot be reset)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class JsonlSink:
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "a", buffering=1)
+
+    def log(self, record: EpochRecord) -> None:
+        self.file.write(json.dumps(record.to_dict()) + "\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
+    def summarize(self, summary: dict) -> None:
+        pass
+
+    def close(self, exit_code: int = 0) -> None:
+        self.file.close()
+
+
+class WandbSink:
+    """Per-epoch numbers to a W&B run (rank 0 only). Offline runs live under the run dir."""
+
+    def __init__(self, cfg: dict, run_dir: Path) -> None:
+        import wandb
+
+        wcfg = cfg["wandb"]
+        self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
+                              dir=str(run_dir), name=run_dir.name, config=cfg, reinit="finish_previous")
+
+    def log(self, record: EpochRecord) -> None:
+        row = record.to_dict()
+        by_kind = row.pop("comm_bytes_by_kind")
+        row.update({f"comm_bytes/{k}": v for k, v in by_kind.items()})
+        self.run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
+
+    def summarize(self, summary: dict) -> None:
+        for key, value in summary.items():
+            self.run.summary[key] = value
+
+    def close(self, exit_code: int = 0) -> None:
+        self.run.finish(exit_code=exit_code)  # offline runs print their `wandb sync` hint here
+
+
+class ConsoleProgress:
+    """A rich progress bar on a terminal; otherwise a plain line every ~5% of the epochs."""
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+        self.every = max(1, epochs // 20)
+        self.progress = None
+        if sys.stdout.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(TextColumn("epoch"), MofNCompleteColumn(), BarColumn(),
+                                     TextColumn("{task.fields[status]}"), TimeRemainingColumn())
+            self.task = self.progress.add_task("train", total=epochs, status="")
+            self.progress.start()
+
+    @staticmethod
+    def status(r: EpochRecord) -> str:
+        val = "  -   " if r.val_acc is None else f"{r.val_acc:.4f}"
+        return (f"loss {r.loss:.4f}  val {val}  {r.epoch_time * 1e3:7.1f} ms/epoch  "
+                f"{r.comm_bytes / 2**20:8.2f} MB/epoch")
+
+    def log(self, record: EpochRecord) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=record.epoch, status=self.status(record))
+        elif record.epoch == 1 or record.epoch % self.every == 0 or record.epoch == self.epochs:
+            print(f"epoch {record.epoch:>{len(str(self.epochs))}}/{self.epochs}  {self.status(record)}", flush=True)
+
+    def summarize(self, s: dict) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        best = "-" if s["best_val"] is None else f"{s['best_val']:.4f}"
+        test = "-" if s["test_at_best_val"] is None else f"{s['test_at_best_val']:.4f}"
+        print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
+              f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
+              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch", flush=True)
+
+    def close(self, exit_code: int = 0) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
+    """Best validation score, test score at that epoch, and per-epoch means over the epochs
+    after the first ``warmup_epochs`` (all epochs if there are no others)."""
+    evaluated = [r for r in records if r.val_acc is not None]
+    best = max(evaluated, key=lambda r: r.val_acc, default=None)
+    steady = records[warmup_epochs:] or records
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return {
+        "epochs": len(records),
+        "best_val": best.val_acc if best else None,
+        "test_at_best_val": best.test_acc if best else None,
+        "best_epoch": best.epoch if best else None,
+        "final_loss": records[-1].loss if records else None,
+        "warmup_epochs_excluded": len(records) - len(steady),
+        "mean_epoch_time": mean([r.epoch_time for r in steady]),
+        "mean_compute_time": mean([r.compute_time for r in steady]),
+        "mean_comm_time": mean([r.comm_time for r in steady]),
+        "mean_reduce_time": mean([r.reduce_time for r in steady]),
+        "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
+        "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
+    }

@@ -1,0 +1,46 @@
+"""A stack of message-passing layers that runs on one rank's local graph.
+
+``layers`` counts message-passing layers from input to output, as the papers count them: a
+2-layer GCN is ``in -> hidden -> classes``. Each layer applies dropout to its input, obtains
+the halo rows of that input from ``halo`` (whatever the strategy supplies: fresh, stale,
+sampled or quantized rows), then aggregates; ReLU between layers. The model never sees global
+node ids or how the halo rows were obtained.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnntrain.graph import LocalGraph
+
+
+class HaloSource(Protocol):
+    def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor: ...
+
+
+class GNN(nn.Module):
+    def __init__(self, layer_cls: Callable[[int, int], nn.Module], in_dim: int, hidden: int,
+                 out_dim: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(layer_cls(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = dropout
+
+    @property
+    def input_widths(self) -> list[int]:
+        """Width of each layer's input: the width of the rows its halo exchange moves."""
+        return [conv.in_dim for conv in self.convs]
+
+    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        h = x
+        for i, conv in enumerate(self.convs):
+            h = F.dropout(h, self.dropout, self.training)
+            h = conv(h, halo(h, i), graph)
+            if i < len(self.convs) - 1:
+                h = F.relu(h)
+        return h
+

@@ -1,0 +1,27 @@
+"""Strategy registry. A strategy decides how a layer obtains its halo rows during training
+and during evaluation; the model, optimizer and epoch loop are shared."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.errors import ConfigError
+from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.vanilla import Vanilla
+
+
+class Strategy(Protocol):
+    def training_halo(self, epoch: int) -> HaloSource: ...
+
+    def evaluation_halo(self) -> HaloSource: ...
+
+
+STRATEGIES = {"vanilla": Vanilla}
+
+
+def build_strategy(cfg: dict, graph: LocalGraph, comm: Communicator) -> Strategy:
+    if cfg["name"] not in STRATEGIES:
+        raise ConfigError(f"unknown strategy.name '{cfg['name']}'; valid: {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[cfg["name"]](cfg, graph, comm)

@@ -1,0 +1,42 @@
+"""Shared fixtures: config composition, dataset root, isolated caches."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from gnntrain.config import register_schemas
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
+DATA_ROOT = Path(os.environ.get("GNNTRAIN_DATA", SHARED_DATA))
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+os.environ.setdefault("GNNTRAIN_DATA", str(DATA_ROOT))
+
+needs_real_data = pytest.mark.skipif(not (DATA_ROOT / "Cora" / "raw").is_dir(),
+                                     reason=f"real datasets not found under {DATA_ROOT}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Partition and processed-dataset caches live in a per-session temp dir."""
+    cache = tmp_path_factory.mktemp("gnntrain-cache")
+    os.environ["GNNTRAIN_CACHE"] = str(cache)
+    return cache
+
+
+def make_cfg(*overrides: str) -> dict:
+    """The resolved config ``gnntrain`` would build for these overrides, as a plain dict."""
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("gnntrain.conf", version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    plain["run_dir"] = ""
+    return plain

@@ -1,0 +1,168 @@
+"""The installed ``gnntrain`` command: config discovery, one-line errors, the results
+contract, multirun, worker failure, torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+GNNTRAIN = str(BIN / "gnntrain")
+SMALL = ["dataset.num_nodes=600", "dataset.avg_degree=6"]
+RECORD_KEYS = {"epoch", "loss", "train_acc", "val_acc", "test_acc", "epoch_time", "compute_time",
+               "comm_time", "comm_total_time", "reduce_time", "comm_bytes", "comm_bytes_by_kind",
+               "peak_mem_mb"}
+
+
+def run(args: list[str], cwd: Path, timeout: float = 240, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None:
+    assert Path(GNNTRAIN).is_file(), "gnntrain is not installed in this environment"
+    res = run([GNNTRAIN, "--cfg", "job", "dataset=cora", "model=sage", "cluster.world_size=4"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "name: cora" in res.stdout and "name: sage" in res.stdout and "world_size: 4" in res.stdout
+    help_text = run([GNNTRAIN, "--help"], tmp_path).stdout
+    for group in ("dataset", "model", "strategy", "cluster"):
+        assert f"{group}:" in help_text
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["dataset=nope"], ["unknown dataset 'nope'", "cora", "synthetic"]),
+    (["model=nope"], ["unknown model 'nope'", "gcn", "sage"]),
+    (["strategy=nope"], ["unknown strategy 'nope'", "vanilla"]),
+    (["cluster=nope"], ["unknown cluster 'nope'", "local", "gpu"]),
+    (["train.epochz=3"], ["train.epochz", "epochs", "lr"]),
+    (["model.hiden=3"], ["model.hiden", "hidden", "layers"]),
+    (["train.epochs=abc"], ["train.epochs", "abc"]),
+    (["partition.method=spectral"], ["partition.method", "metis", "random"]),
+    (["wandb.mode=sometimes"], ["wandb.mode", "online", "offline", "disabled"]),
+    (["model.layers=0"], ["model.layers=0", ">= 1"]),
+    (["dataset.name=nope"], ["dataset.name 'nope'", "cora"]),
+    (["partition.parts=3"], ["partition.parts=3", "workers (2)"]),
+    (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),
+])
+def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path) -> None:
+    res = run([GNNTRAIN, *args, f"hydra.run.dir={tmp_path}/run"], tmp_path)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gnntrain: error: "), res.stderr
+    for text in expected:
+        assert text in lines[0]
+
+
+def _analytic_bytes(summary: dict, in_dims: list[int], num_params: int, world: int) -> dict:
+    """Halo rows x layer input width x 4 bytes, forward every layer, backward every layer but
+    the first (input features need no gradient); plus the all-reduce payload of every rank."""
+    halo_rows = sum(summary["partition"]["boundary_nodes"])
+    return {
+        "halo_fwd": sum(halo_rows * d * 4 for d in in_dims),
+        "halo_bwd": sum(halo_rows * d * 4 for d in in_dims[1:]),
+        "allreduce": world * num_params * 4,
+    }
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, f"model={model}", "model.layers=3", "model.hidden=12", "train.epochs=5",
+               "train.eval_every=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "epoch 5/5" in res.stdout and "MB/epoch" in res.stdout
+
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5]
+    for r in records:
+        assert RECORD_KEYS <= r.keys()
+        evaluated = r["epoch"] in (2, 4, 5)
+        assert (r["val_acc"] is not None) == evaluated and (r["test_acc"] is not None) == evaluated
+        assert r["epoch_time"] > 0 and r["peak_mem_mb"] > 0
+        assert r["comm_time"] <= r["epoch_time"]
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("dataset", "model", "strategy", "world_size", "partition", "best_val", "test_at_best_val",
+                "mean_epoch_time", "warmup_epochs_excluded", "mean_comm_bytes_per_epoch", "total_wall_time"):
+        assert key in summary
+    assert summary["warmup_epochs_excluded"] == 2 and summary["world_size"] == 2
+
+    features, hidden, classes = 32, 12, 5  # the synthetic default's widths
+    dims = [features, hidden, hidden]
+    per_layer = (lambda i, o: i * o + o) if model == "gcn" else (lambda i, o: 2 * i * o + o)
+    params = sum(per_layer(i, o) for i, o in zip(dims, dims[1:] + [classes]))
+    expected = _analytic_bytes(summary, dims, params, 2)
+    for r in records:
+        assert r["comm_bytes_by_kind"] == expected
+        assert r["comm_bytes"] == sum(expected.values())
+
+
+def test_multirun_runs_each_job_to_completion(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    res = run([GNNTRAIN, "-m", "dataset.num_nodes=300,400", "model=gcn,sage", "train.epochs=2",
+               f"hydra.sweep.dir={sweep}"], tmp_path, timeout=400)
+    assert res.returncode == 0, res.stderr
+    summaries = [json.loads((sweep / str(i) / "summary.json").read_text()) for i in range(4)]
+    assert sorted((s["num_nodes"], s["model"]) for s in summaries) == [
+        (300, "gcn"), (300, "sage"), (400, "gcn"), (400, "sage")]
+
+
+def test_dead_worker_ends_the_job_promptly_and_keeps_completed_epochs(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    start = time.monotonic()
+    proc = subprocess.Popen([GNNTRAIN, "fault.rank=1", "fault.epoch=3", "train.epochs=50", *SMALL,
+                             f"hydra.run.dir={run_dir}"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert time.monotonic() - start < 120
+    assert proc.returncode == 1
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "worker rank 1" in lines[0], stderr
+    epochs = [json.loads(line)["epoch"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert epochs == [1, 2]
+    assert _live_processes_in_group(proc.pid, wait_s=10) == []
+
+
+def _live_processes_in_group(pgid: int, wait_s: float) -> list[int]:
+    """Non-zombie processes of a process group, polled until none are left or time is up."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        live = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                live.append(int(stat.parent.name))
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)
+
+
+def test_joins_a_torchrun_world(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    res = run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", GNNTRAIN,
+               "train.epochs=3", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["epochs"] == 3
+
+
+def test_offline_wandb_run_is_written_under_the_run_dir(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, WANDB_MODE="offline")
+    res = run([GNNTRAIN, "train.epochs=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert "wandb sync" in res.stdout + res.stderr

@@ -1,0 +1,81 @@
+"""The dataset registry: synthetic generator, offline real graphs, unavailable remote graphs."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+
+from conftest import DATA_ROOT, make_cfg, needs_real_data
+from gnntrain.data.registry import load_dataset
+from gnntrain.data.synthetic import generate
+from gnntrain.errors import DatasetUnavailable
+
+
+def test_synthetic_is_deterministic_and_has_the_asked_structure() -> None:
+    a = generate(5000, 12, 5, 16, homophily=0.8, graph_seed=3)
+    b = generate(5000, 12, 5, 16, homophily=0.8, graph_seed=3)
+    assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x) and torch.equal(a.y, b.y)
+    assert not torch.equal(a.edge_index, generate(5000, 12, 5, 16, homophily=0.8, graph_seed=4).edge_index)
+    src, dst = a.edge_index
+    assert (src != dst).all()
+    reverse = torch.unique(dst * a.num_nodes + src)
+    assert torch.equal(reverse, torch.unique(src * a.num_nodes + dst))  # undirected
+    assert 9 < a.num_edges / a.num_nodes < 12.5
+    homophily = (a.y[src] == a.y[dst]).float().mean()
+    assert abs(homophily - (0.8 + 0.2 / 5)) < 0.03
+    degree = torch.bincount(dst, minlength=a.num_nodes).float()
+    assert degree.max() > 8 * degree.mean()  # heavy tail
+    assert int(a.train_mask.sum() + a.val_mask.sum() + a.test_mask.sum()) == a.num_nodes
+    assert not (a.train_mask & a.test_mask).any()
+
+
+@needs_real_data
+@pytest.mark.parametrize("name,nodes,features,classes", [
+    ("cora", 2708, 1433, 7), ("citeseer", 3327, 3703, 6), ("squirrel", 5201, 2089, 5),
+    ("amherst41", 2235, 1193, 2), ("reed98", 962, 745, 2),
+])
+def test_offline_real_graphs_load_without_writing_to_the_data_root(name, nodes, features, classes) -> None:
+    before = sorted(p for p in DATA_ROOT.rglob("*"))
+    data = load_dataset(make_cfg(f"dataset={name}")["dataset"], make_cfg()["partition"]["cache_dir"])
+    assert (data.num_nodes, data.num_features, data.num_classes) == (nodes, features, classes)
+    assert data.train_mask.any() and data.val_mask.any() and data.test_mask.any()
+    assert not (data.train_mask & data.val_mask).any()
+    labeled = data.y >= 0
+    assert not ((data.train_mask | data.val_mask | data.test_mask) & ~labeled).any()
+    assert sorted(p for p in DATA_ROOT.rglob("*")) == before
+    if name == "squirrel":
+        assert data.num_edges == 396706  # symmetrised, as GNNPipe counts it
+
+
+@pytest.mark.parametrize("name,missing", [
+    ("reddit", "reddit_data.npz"), ("flickr", "adj_full.npz"), ("yelp", "role.json"),
+    ("amazon-products", "class_map.json"), ("ogbn-arxiv", "ogbn_arxiv"),
+    ("ogbn-products", "ogbn_products"), ("ogbn-papers100m", "ogbn_papers100M"),
+])
+def test_unavailable_graphs_say_what_is_missing_and_where(name, missing, tmp_path) -> None:
+    cfg = make_cfg(f"dataset={name}", f"dataset.root={tmp_path}", "dataset.download=false")
+    with pytest.raises(DatasetUnavailable) as err:
+        load_dataset(cfg["dataset"], tmp_path / "cache")
+    message = str(err.value)
+    assert "\n" not in message and missing in message and str(tmp_path) in message
+
+
+def _offline() -> bool:
+    from urllib.parse import urlparse
+
+    from torch_geometric.datasets import Reddit
+
+    try:
+        socket.getaddrinfo(urlparse(Reddit.url).hostname, 443)
+    except OSError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not _offline(), reason="the network is reachable: the download would run")
+def test_remote_graph_download_failure_is_reported_as_missing_files(tmp_path) -> None:
+    cfg = make_cfg("dataset=reddit", f"dataset.root={tmp_path}")
+    with pytest.raises(DatasetUnavailable, match="reddit_graph.npz"):
+        load_dataset(cfg["dataset"], tmp_path / "cache")

@@ -1,0 +1,76 @@
+"""Partitions, their cache, and the per-rank local graphs and send/receive plans."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnntrain.data.partition import graph_fingerprint, load_or_partition
+from gnntrain.data.synthetic import generate
+from gnntrain.graph import build_local_graph, partition_stats
+
+
+def _graph(seed: int = 0):
+    return generate(num_nodes=3000, avg_degree=10, num_classes=4, num_features=8, homophily=0.8,
+                    graph_seed=seed)
+
+
+def test_metis_is_balanced_and_cuts_fewer_edges_than_random(tmp_path) -> None:
+    data = _graph()
+    metis, _ = load_or_partition(data, "g", "metis", 4, 0, tmp_path)
+    rand, _ = load_or_partition(data, "g", "random", 4, 0, tmp_path)
+    for part in (metis, rand):
+        sizes = torch.bincount(part, minlength=4)
+        assert sizes.min() > 0 and sizes.max() <= 1.05 * data.num_nodes / 4
+    assert partition_stats(data, metis, 4)["edge_cut"] < 0.5 * partition_stats(data, rand, 4)["edge_cut"]
+
+
+def test_cache_is_reused_keyed_and_rebuilt_when_corrupt_or_stale(tmp_path) -> None:
+    data = _graph()
+    part, cached = load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    assert not cached
+    again, cached = load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    assert cached and torch.equal(part, again)
+    assert not load_or_partition(data, "g", "metis", 3, 1, tmp_path)[1]  # seed is in the key
+    assert not load_or_partition(data, "g", "random", 3, 0, tmp_path)[1]  # method too
+
+    path = tmp_path / "partitions" / "g-metis-3-s0.pt"
+    path.write_bytes(b"not a torch file")
+    rebuilt, cached = load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    assert not cached and torch.equal(rebuilt, part)
+
+    torch.save({"part": torch.full((data.num_nodes,), 7), "fingerprint": graph_fingerprint(data)}, path)
+    assert not load_or_partition(data, "g", "metis", 3, 0, tmp_path)[1]  # out-of-range ids
+
+    other = _graph(seed=1)  # same key, different graph: stale
+    stale, cached = load_or_partition(other, "g", "metis", 3, 0, tmp_path)
+    assert not cached and stale.shape == (other.num_nodes,)
+
+
+def test_send_and_receive_plans_agree_between_peers() -> None:
+    data = _graph()
+    part = torch.randint(0, 4, (data.num_nodes,), generator=torch.Generator().manual_seed(0))
+    graphs = [build_local_graph(data, part, r, 4) for r in range(4)]
+    for r, g in enumerate(graphs):
+        assert g.recv_splits[r] == 0 and g.send_splits[r] == 0
+        halo = g.global_ids[g.num_inner:]
+        assert torch.all(part[halo] != r)
+        recv_start = 0
+        for q, peer in enumerate(graphs):
+            count = g.recv_splits[q]
+            received = halo[recv_start: recv_start + count]
+            recv_start += count
+            send_start = sum(peer.send_splits[:r])
+            sent = peer.global_ids[peer.send_index[send_start: send_start + peer.send_splits[r]]]
+            assert torch.equal(sent, received), (r, q)
+
+
+def test_partition_stats_count_boundary_nodes() -> None:
+    data = _graph()
+    part = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(1))
+    stats = partition_stats(data, part, 3)
+    graphs = [build_local_graph(data, part, r, 3) for r in range(3)]
+    assert stats["inner_nodes"] == [g.num_inner for g in graphs]
+    assert stats["boundary_nodes"] == [g.num_halo for g in graphs]
+    expected = (data.num_nodes + sum(g.num_halo for g in graphs)) / data.num_nodes
+    assert stats["replication_factor"] == pytest.approx(expected)
