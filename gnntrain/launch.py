@@ -72,7 +72,9 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int,
     dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
                             world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
     try:
-        return fn(cfg, WorkerContext(rank, world_size, device), job)
+        result = fn(cfg, WorkerContext(rank, world_size, device), job)
+        dist.barrier()  # no rank tears its connections down while a peer still uses them
+        return result
     finally:
         dist.destroy_process_group()
 

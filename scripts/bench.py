@@ -1,0 +1,160 @@
+"""Benchmark: our layers vs PyG's on one graph, and vanilla on 2 workers vs 1 process.
+
+1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN
+   and GraphSAGE against the same architecture built from PyG's ``GCNConv`` (``cached=True``)
+   and ``SAGEConv`` layers, which take the ``edge_index`` (PyG's message passing, as it runs
+   without the optional sparse extensions). Epochs alternate ours/PyG so both see the same
+   machine state; the ratio of median epoch times is printed.
+2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
+   by our single-process epoch time.
+
+Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import GCNConv, SAGEConv
+
+from gnntrain.config import register_schemas
+from gnntrain.data.synthetic import generate
+from gnntrain.graph import build_local_graph
+from gnntrain.launch import launch
+from gnntrain.models import build_model
+from gnntrain.train import run_training
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
+
+
+class PygStack(nn.Module):
+    """``layers`` PyG convolutions with ReLU between, the architecture of ``gnntrain.models.GNN``."""
+
+    def __init__(self, conv, dims: list[int]) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.relu(x)
+        return x
+
+
+def timed_epoch(step) -> float:
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def training_step(model: nn.Module, forward, y: torch.Tensor, mask: torch.Tensor):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(forward()[mask], y[mask]).backward()
+        optimizer.step()
+
+    return step
+
+
+def compare_layers(data, args) -> dict:
+    graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
+    no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
+    dims = [data.num_features] + [args.hidden] * (args.layers - 1) + [data.num_classes]
+    pyg_convs = {"gcn": lambda a, b: GCNConv(a, b, cached=True), "sage": lambda a, b: SAGEConv(a, b, aggr="mean")}
+    rows = {}
+    for name in args.models:
+        ours = build_model({"name": name, "hidden": args.hidden, "layers": args.layers, "dropout": 0.0},
+                           data.num_features, data.num_classes)
+        pyg = PygStack(pyg_convs[name], dims)
+        steps = {
+            "ours": training_step(ours, lambda: ours(data.x, graph, no_halo), data.y, data.train_mask),
+            "pyg": training_step(pyg, lambda: pyg(data.x, data.edge_index), data.y, data.train_mask),
+        }
+        times: dict[str, list[float]] = {"ours": [], "pyg": []}
+        for epoch in range(args.warmup + args.epochs):
+            for which, step in steps.items():
+                t = timed_epoch(step)
+                if epoch >= args.warmup:
+                    times[which].append(t)
+        ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
+        rows[name] = {"ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
+        print(f"{name:5s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
+              f"ours/PyG = {ours_s / pyg_s:.3f}", flush=True)
+    return rows
+
+
+def vanilla_two_workers(args, single_epoch_s: float) -> dict:
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    register_schemas()
+    overrides = ["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
+                 f"dataset.num_features={args.features}", f"dataset.num_classes={args.classes}",
+                 f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={args.layers}",
+                 "model.dropout=0", "cluster.world_size=2", f"train.epochs={args.warmup + args.epochs}",
+                 f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}",
+                 "wandb.mode=disabled"]
+    with initialize_config_module("gnntrain.conf", version_base="1.3"):
+        cfg = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True, enum_to_str=True)
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg["run_dir"] = run_dir
+        launch(cfg, run_training)
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+    ratio = summary["mean_epoch_time"] / single_epoch_s
+    print(f"vanilla {args.models[0]}, 2 workers: {summary['mean_epoch_time'] * 1e3:.1f} ms/epoch "
+          f"(comm {summary['mean_comm_time'] * 1e3:.1f} ms, {summary['mean_comm_bytes_per_epoch'] / 2**20:.1f} MB); "
+          f"2 workers / 1 process = {ratio:.3f}", flush=True)
+    return {"epoch_s": summary["mean_epoch_time"], "comm_s": summary["mean_comm_time"],
+            "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"], "ratio_over_single_process": ratio,
+            "partition": summary["partition"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=100_000)
+    parser.add_argument("--avg-degree", type=float, default=24.0)
+    parser.add_argument("--features", type=int, default=128)
+    parser.add_argument("--classes", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=5, help="timed epochs per model")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model")
+    parser.add_argument("--models", nargs="+", default=["gcn", "sage"])
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    data = generate(args.nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
+    print(f"synthetic graph: {data.num_nodes} nodes, {data.num_edges} edges, {data.num_features} features; "
+          f"{args.layers} layers x {args.hidden}; {torch.get_num_threads()} threads", flush=True)
+    layers = compare_layers(data, args)
+    vanilla = vanilla_two_workers(args, layers[args.models[0]]["ours_epoch_s"])
+    result = {
+        "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "features": data.num_features,
+                  "classes": data.num_classes},
+        "model": {"layers": args.layers, "hidden": args.hidden},
+        "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                    "torch": torch.__version__},
+        "epochs_timed": args.epochs,
+        "layers_vs_pyg": layers,
+        "vanilla_2_workers": vanilla,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

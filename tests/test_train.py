@@ -1,0 +1,44 @@
+"""The epoch loop's loss and metrics, on one process."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from conftest import make_cfg
+from gnntrain.data.synthetic import generate
+from gnntrain.graph import partition_stats
+from gnntrain.train import Trainer, WorkerContext
+
+
+def _multilabel_trainer() -> Trainer:
+    data = generate(400, 6, 4, 8, homophily=0.8)
+    labels = torch.rand(data.num_nodes, 3, generator=torch.Generator().manual_seed(0)) < 0.4
+    data.y, data.num_classes, data.multilabel = labels.float(), 3, True
+    part = torch.zeros(data.num_nodes, dtype=torch.long)
+    cfg = make_cfg("model.dropout=0", "train.epochs=1")
+    return Trainer(cfg, WorkerContext(0, 1, torch.device("cpu")), data, part), data
+
+
+def test_multilabel_uses_bce_and_f1_micro() -> None:
+    trainer, data = _multilabel_trainer()
+    out = trainer.local_outputs()
+    mask = data.train_mask
+    expected_loss = F.binary_cross_entropy_with_logits(out[mask], data.y[mask])
+    torch.testing.assert_close(trainer.local_loss(out), expected_loss)
+
+    counts = trainer.local_eval_counts()
+    for i, split in enumerate((data.train_mask, data.val_mask, data.test_mask)):
+        pred, true = out[split] > 0, data.y[split] > 0.5
+        tp, fp, fn = (pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()
+        assert counts[2 * i] / counts[2 * i + 1] == float(2 * tp / (2 * tp + fp + fn))
+
+
+def test_single_process_epoch_record_has_no_communication() -> None:
+    data = generate(400, 6, 4, 8, homophily=0.8)
+    part = torch.zeros(data.num_nodes, dtype=torch.long)
+    trainer = Trainer(make_cfg("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")), data, part)
+    first, second = trainer.run_epoch(1), trainer.run_epoch(2)
+    assert second.val_acc is not None and 0 <= second.val_acc <= 1
+    assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}
+    assert partition_stats(data, part, 1)["boundary_nodes"] == [0]
