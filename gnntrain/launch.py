@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -43,7 +44,8 @@ def resolve_world_size(cfg: dict) -> int:
     if cluster["backend"] == "nccl":
         gpus = torch.cuda.device_count()
         if gpus == 0:
-            raise ConfigError(f"cluster={cluster['name']} uses NCCL but no CUDA GPU is visible; valid here: cluster=local")
+            raise ConfigError(f"cluster={cluster['name']} uses NCCL but no CUDA GPU is visible; "
+                              "valid here: cluster=local")
         if cluster["world_size"] > gpus:
             raise ConfigError(f"cluster.world_size={cluster['world_size']} exceeds the {gpus} visible GPUs")
         return cluster["world_size"] or gpus
@@ -80,7 +82,14 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int,
 
 
 def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, world_size: int, init_method: str) -> None:
+    """A spawned worker. After an orderly finish (results written, process group destroyed)
+    it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
+    finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
+    run into a failed job."""
     _run_rank(fn, cfg, job, local_rank, world_size, local_rank, world_size, init_method)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _free_port(addr: str) -> int:

@@ -141,22 +141,22 @@ class Trainer:
         if eval_counts is not None:
             sums += eval_counts.tolist()
         maxes = list(times.values()) + [eval_time, peak_memory_mb(self.ctx.device)]
-        dev = self.ctx.device
-        sums_t = self.comm.reduce_untracked(torch.tensor(sums, dtype=torch.float64, device=dev), dist.ReduceOp.SUM).tolist()
-        maxes_t = self.comm.reduce_untracked(torch.tensor(maxes, dtype=torch.float64, device=dev), dist.ReduceOp.MAX).tolist()
-        by_kind = {k: int(b) for k, b in zip(kinds, sums_t[1: 1 + len(kinds)])}
+        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
+        sums = self.comm.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
+        maxes = self.comm.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()
+
+        by_kind = {k: int(b) for k, b in zip(kinds, sums[1: 1 + len(kinds)])}
+        training = {k: b for k, b in by_kind.items() if not k.startswith("eval_")}
         accs: list[float | None] = [None, None, None]
         if eval_counts is not None:
-            counts = sums_t[1 + len(kinds):]
+            counts = sums[1 + len(kinds):]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
-        timing = dict(zip(times, maxes_t))
         return EpochRecord(
-            epoch=epoch, loss=sums_t[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
-            **timing, eval_time=maxes_t[len(times)],
-            comm_bytes=sum(b for k, b in by_kind.items() if not k.startswith("eval_")),
-            comm_bytes_by_kind={k: b for k, b in by_kind.items() if not k.startswith("eval_")},
-            eval_comm_bytes=sum(b for k, b in by_kind.items() if k.startswith("eval_")),
-            peak_mem_mb=maxes_t[len(times) + 1],
+            epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
+            **dict(zip(times, maxes)), eval_time=maxes[len(times)],
+            comm_bytes=sum(training.values()), comm_bytes_by_kind=training,
+            eval_comm_bytes=sum(by_kind.values()) - sum(training.values()),
+            peak_mem_mb=maxes[len(times) + 1],
         )
 
     def run_epoch(self, epoch: int) -> EpochRecord:

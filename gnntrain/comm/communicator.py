@@ -35,10 +35,13 @@ class Communicator:
         return recv
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
-        """In-place all-reduce; counts the payload this rank contributes (``numel x size``)."""
+        """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
+        nothing when there is no peer."""
         start = time.perf_counter()
-        if self.world_size > 1:
-            dist.all_reduce(t, op=op)
+        if self.world_size == 1:
+            self.meter.record(kind, 0, 0.0)
+            return t
+        dist.all_reduce(t, op=op)
         self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
         return t
 

@@ -53,20 +53,21 @@ def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any, class_root: str, raw_rel:
     raw_files = [raw_files] if isinstance(raw_files, str) else list(raw_files)
     missing = [f for f in raw_files if not (class_dir / raw_rel / f).exists()]
     looked_in = root / class_root / raw_rel
+    fetcher = f"torch_geometric.datasets.{cls.__name__}"
     if missing and not cfg["download"]:
-        raise _unavailable(cfg["name"], missing, looked_in, cls, "dataset.download=false")
+        raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
     try:
         return cls(root=str(class_dir), **kwargs)
     except Exception as exc:  # noqa: BLE001 - a failed download is reported as missing files
         if not missing:
             raise
-        raise _unavailable(cfg["name"], missing, looked_in, cls, f"download failed: {exc}") from exc
+        raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
 
 
-def _unavailable(name: str, missing: list[str], looked_in: Path, cls: Any, why: str) -> DatasetUnavailable:
+def _unavailable(name: str, missing: list[str], looked_in: Path, fetcher: str, why: str) -> DatasetUnavailable:
     return DatasetUnavailable(
         f"dataset '{name}' is not available: missing {', '.join(missing)} in {looked_in} ({why}); "
-        f"obtain them on a machine with network access with torch_geometric.datasets.{cls.__name__} "
+        f"obtain them on a machine with network access with {fetcher} "
         f"and copy its folder under dataset.root (or set GNNTRAIN_DATA)"
     )
 
@@ -98,43 +99,13 @@ def _from_pyg(name: str, data: Any, cfg: dict, multilabel: bool = False,
     return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel)
 
 
-def _planetoid(pyg_name: str) -> Loader:
-    def load(cfg: dict, cache_dir: Path) -> GraphData:
-        from torch_geometric.datasets import Planetoid
+def _pyg(cls_name: str, class_root: str, raw_rel: str, multilabel: bool = False, **kwargs: Any) -> Loader:
+    """A loader through ``torch_geometric.datasets.<cls_name>`` (see :func:`_pyg_dataset`)."""
 
-        ds = _pyg_dataset(cfg, cache_dir, Planetoid, "", f"{pyg_name}/raw", name=pyg_name)
-        return _from_pyg(cfg["name"], ds[0], cfg, num_classes=ds.num_classes)
-
-    return load
-
-
-def _wikipedia(pyg_name: str) -> Loader:
-    def load(cfg: dict, cache_dir: Path) -> GraphData:
-        from torch_geometric.datasets import WikipediaNetwork
-
-        ds = _pyg_dataset(cfg, cache_dir, WikipediaNetwork, "", f"{pyg_name}/geom_gcn/raw",
-                          name=pyg_name, geom_gcn_preprocess=True)
-        return _from_pyg(cfg["name"], ds[0], cfg)
-
-    return load
-
-
-def _linkx(pyg_name: str) -> Loader:
-    def load(cfg: dict, cache_dir: Path) -> GraphData:
-        from torch_geometric.datasets import LINKXDataset
-
-        ds = _pyg_dataset(cfg, cache_dir, LINKXDataset, "", f"{pyg_name}/raw", name=pyg_name)
-        return _from_pyg(cfg["name"], ds[0], cfg)
-
-    return load
-
-
-def _pyg_remote(cls_name: str, multilabel: bool = False) -> Loader:
     def load(cfg: dict, cache_dir: Path) -> GraphData:
         import torch_geometric.datasets as pyg_datasets
 
-        cls = getattr(pyg_datasets, cls_name)
-        ds = _pyg_dataset(cfg, cache_dir, cls, cls_name, "raw")
+        ds = _pyg_dataset(cfg, cache_dir, getattr(pyg_datasets, cls_name), class_root, raw_rel, **kwargs)
         return _from_pyg(cfg["name"], ds[0], cfg, multilabel=multilabel)
 
     return load
@@ -149,6 +120,7 @@ def _ogb(ogb_name: str) -> Loader:
         folder = ogb_name.replace("-", "_")
         root = Path(cfg["root"]).expanduser()
         looked_in = root / folder / "raw"
+        fetcher = f"ogb's PygNodePropPredDataset('{ogb_name}')"
         try:
             from ogb.nodeproppred import PygNodePropPredDataset
         except ImportError as exc:
@@ -158,13 +130,13 @@ def _ogb(ogb_name: str) -> Loader:
         mirror = _mirror(root, cache_dir)
         missing = [f for f in OGB_RAW_FILES if not (mirror / folder / "raw" / f).exists()]
         if missing and not cfg["download"]:
-            raise _ogb_unavailable(cfg["name"], ogb_name, missing, looked_in, "dataset.download=false")
+            raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
         try:
             ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
         except Exception as exc:  # noqa: BLE001
             if not missing:
                 raise
-            raise _ogb_unavailable(cfg["name"], ogb_name, missing, looked_in, f"download failed: {exc}") from exc
+            raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
         data = ds[0]
         split = ds.get_idx_split()
         n = data.num_nodes
@@ -182,14 +154,6 @@ def _ogb(ogb_name: str) -> Loader:
     return load
 
 
-def _ogb_unavailable(name: str, ogb_name: str, missing: list[str], looked_in: Path, why: str) -> DatasetUnavailable:
-    return DatasetUnavailable(
-        f"dataset '{name}' is not available: missing {', '.join(missing)} in {looked_in} ({why}); "
-        f"obtain it on a machine with network access with ogb's PygNodePropPredDataset('{ogb_name}') "
-        f"and copy its folder under dataset.root (or set GNNTRAIN_DATA)"
-    )
-
-
 def _synthetic(cfg: dict, cache_dir: Path) -> GraphData:
     return synthetic.generate(
         num_nodes=cfg["num_nodes"], avg_degree=cfg["avg_degree"], num_classes=cfg["num_classes"],
@@ -202,15 +166,15 @@ def _synthetic(cfg: dict, cache_dir: Path) -> GraphData:
 
 DATASETS: dict[str, Loader] = {
     "synthetic": _synthetic,
-    "cora": _planetoid("Cora"),
-    "citeseer": _planetoid("CiteSeer"),
-    "squirrel": _wikipedia("squirrel"),
-    "amherst41": _linkx("amherst41"),
-    "reed98": _linkx("reed98"),
-    "reddit": _pyg_remote("Reddit"),
-    "flickr": _pyg_remote("Flickr"),
-    "yelp": _pyg_remote("Yelp", multilabel=True),
-    "amazon-products": _pyg_remote("AmazonProducts", multilabel=True),
+    "cora": _pyg("Planetoid", "", "Cora/raw", name="Cora"),
+    "citeseer": _pyg("Planetoid", "", "CiteSeer/raw", name="CiteSeer"),
+    "squirrel": _pyg("WikipediaNetwork", "", "squirrel/geom_gcn/raw", name="squirrel", geom_gcn_preprocess=True),
+    "amherst41": _pyg("LINKXDataset", "", "amherst41/raw", name="amherst41"),
+    "reed98": _pyg("LINKXDataset", "", "reed98/raw", name="reed98"),
+    "reddit": _pyg("Reddit", "Reddit", "raw"),
+    "flickr": _pyg("Flickr", "Flickr", "raw"),
+    "yelp": _pyg("Yelp", "Yelp", "raw", multilabel=True),
+    "amazon-products": _pyg("AmazonProducts", "AmazonProducts", "raw", multilabel=True),
     "ogbn-arxiv": _ogb("ogbn-arxiv"),
     "ogbn-products": _ogb("ogbn-products"),
     "ogbn-papers100m": _ogb("ogbn-papers100M"),
