@@ -5,11 +5,13 @@
   which receive the tensors through shared memory. If any worker dies, the others are
   terminated at once and :class:`WorkerFailed` names the rank; no process outlives the job.
 * torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
-  the (cached) data itself and runs its share. torchrun handles failures across nodes.
+  the (cached) data itself and runs its share, in one process group kept for every job of a
+  sweep. torchrun handles failures across nodes.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -69,16 +71,28 @@ def _device(cfg: dict, local_rank: int) -> torch.device:
 
 def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int, local_rank: int,
               local_workers: int, init_method: str) -> Any:
+    """Run one rank's share of a job in this process's process group.
+
+    A spawned worker creates the group and destroys it at the end. Under torchrun the group
+    is created by the first job and kept for the next jobs of a sweep (the same processes run
+    them all): re-initialising a group against torchrun's store can hang. It is destroyed
+    at exit.
+    """
     torch.set_num_threads(_threads_per_worker(cfg, local_workers))
     device = _device(cfg, local_rank)
-    dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
-                            world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
+    keep_group = init_method == "env://"
+    if not dist.is_initialized():
+        dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
+        if keep_group:
+            atexit.register(dist.destroy_process_group)
     try:
         result = fn(cfg, WorkerContext(rank, world_size, device), job)
         dist.barrier()  # no rank tears its connections down while a peer still uses them
         return result
     finally:
-        dist.destroy_process_group()
+        if not keep_group:
+            dist.destroy_process_group()
 
 
 def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, world_size: int, init_method: str) -> None:

@@ -150,13 +150,14 @@ def _live_processes_in_group(pgid: int, wait_s: float) -> list[int]:
         time.sleep(0.2)
 
 
-def test_joins_a_torchrun_world(tmp_path) -> None:
-    run_dir = tmp_path / "run"
-    res = run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", GNNTRAIN,
-               "train.epochs=3", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+def test_joins_a_torchrun_world_for_each_job_of_a_sweep(tmp_path) -> None:
+    """Under torchrun the process group is created and destroyed per job, in the same processes."""
+    sweep = tmp_path / "sweep"
+    res = run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", GNNTRAIN, "-m",
+               "train.epochs=3", "dataset.num_nodes=300,400", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert res.returncode == 0, res.stderr
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["world_size"] == 2 and summary["epochs"] == 3
+    summaries = [json.loads((sweep / str(i) / "summary.json").read_text()) for i in range(2)]
+    assert [(s["num_nodes"], s["world_size"], s["epochs"]) for s in summaries] == [(300, 2, 3), (400, 2, 3)]
 
 
 def test_offline_wandb_run_is_written_under_the_run_dir(tmp_path) -> None:
