@@ -41,7 +41,7 @@ def _one_line(exc: BaseException) -> str:
     """The user-facing line for a composition error, naming the valid choices or keys."""
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
         group, _, option = exc.missing_cfg_file.rpartition("/")
-        choices = ", ".join(sorted(o for o in (exc.options or [])))
+        choices = ", ".join(sorted(exc.options or []))
         return f"unknown {group or 'config'} '{option}'; valid: {choices}"
     cause = exc.__cause__ if isinstance(exc, HydraException) and exc.__cause__ else exc
     if isinstance(cause, OmegaConfBaseException):
