@@ -35,6 +35,11 @@ class WandbMode(str, Enum):
     disabled = "disabled"
 
 
+class Norm(str, Enum):
+    none = "none"
+    layer = "layer"
+
+
 class Backend(str, Enum):
     gloo = "gloo"
     nccl = "nccl"
@@ -77,6 +82,23 @@ class ModelConfig:
     layers: int = 2
     hidden: int = 16
     dropout: float = 0.5
+    norm: Norm = Norm.none
+
+
+@dataclass
+class GATConfig(ModelConfig):
+    """``hidden`` is the concatenated width of the ``heads`` attention heads."""
+
+    heads: int = 8
+
+
+@dataclass
+class GCNIIConfig(ModelConfig):
+    """``alpha``: initial-residual weight; ``theta`` (the paper's lambda): identity-mapping
+    strength, ``beta_l = log(theta / l + 1)``."""
+
+    alpha: float = 0.1
+    theta: float = 0.5
 
 
 @dataclass
@@ -153,6 +175,8 @@ def register_schemas() -> None:
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
     cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
     cs.store(group="schema/model", name="model", node=ModelConfig)
+    cs.store(group="schema/model", name="gat", node=GATConfig)
+    cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
@@ -161,10 +185,10 @@ def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value."""
     from gnntrain.data.registry import DATASETS
     from gnntrain.errors import ConfigError
-    from gnntrain.models import LAYERS
+    from gnntrain.models import MODELS
     from gnntrain.strategies import STRATEGIES
 
-    for section, registry in (("dataset", DATASETS), ("model", LAYERS), ("strategy", STRATEGIES)):
+    for section, registry in (("dataset", DATASETS), ("model", MODELS), ("strategy", STRATEGIES)):
         name = cfg[section]["name"]
         if name not in registry:
             raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
@@ -177,6 +201,10 @@ def validate(cfg: dict) -> None:
         ("train.eval_every", cfg["train"]["eval_every"], cfg["train"]["eval_every"] >= 1, ">= 1"),
         ("train.warmup_epochs", cfg["train"]["warmup_epochs"], cfg["train"]["warmup_epochs"] >= 0, ">= 0"),
     ]
+    model = cfg["model"]
+    if "heads" in model:
+        checks.append(("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
+                       f"a divisor of model.hidden={model['hidden']}"))
     parts = cfg["partition"]["parts"]
     if parts is not None:
         checks.append(("partition.parts", parts, parts >= 1, ">= 1"))

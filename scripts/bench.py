@@ -1,9 +1,10 @@
 """Benchmark: our layers vs PyG's on one graph, and vanilla on 2 workers vs 1 process.
 
-1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN
-   and GraphSAGE against the same architecture built from PyG's ``GCNConv`` (``cached=True``)
-   and ``SAGEConv`` layers, which take the ``edge_index`` (PyG's message passing, as it runs
-   without the optional sparse extensions). Epochs alternate ours/PyG so both see the same
+1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN,
+   GraphSAGE, GAT and GCNII against the same architectures built from PyG's ``GCNConv``
+   (``cached=True``), ``SAGEConv``, ``GATConv`` and ``GCN2Conv`` (``cached=True``) layers, which
+   take the ``edge_index`` (PyG's message passing, as it runs without the optional sparse
+   extensions). Epochs alternate ours/PyG so both see the same
    machine state; the ratio of median epoch times is printed.
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
    by our single-process epoch time.
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
 
 from gnntrain.config import register_schemas
 from gnntrain.data.synthetic import generate
@@ -37,18 +38,46 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
 
 
 class PygStack(nn.Module):
-    """``layers`` PyG convolutions with ReLU between, the architecture of ``gnntrain.models.GNN``."""
+    """PyG convolutions with the architecture of ``gnntrain.models.GNN`` (no norm, no dropout)."""
 
-    def __init__(self, conv, dims: list[int]) -> None:
+    def __init__(self, make_conv, dims: list[int], activation=F.relu) -> None:
         super().__init__()
-        self.convs = nn.ModuleList(conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        last = len(dims) - 2
+        self.convs = nn.ModuleList(make_conv(a, b, i == last) for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
+        self.activation = activation
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         for i, conv in enumerate(self.convs):
             x = conv(x, edge_index)
             if i < len(self.convs) - 1:
-                x = F.relu(x)
+                x = self.activation(x)
         return x
+
+
+class PygGCNII(nn.Module):
+    """PyG's GCN2Conv with the architecture of ``gnntrain.models.gcnii.GCNII`` (no dropout)."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int) -> None:
+        super().__init__()
+        self.lin_in, self.lin_out = nn.Linear(in_dim, hidden), nn.Linear(hidden, out_dim)
+        self.convs = nn.ModuleList(GCN2Conv(hidden, 0.1, 0.5, layer, cached=True) for layer in range(1, layers + 1))
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        h = h0 = F.relu(self.lin_in(x))
+        for conv in self.convs:
+            h = F.relu(conv(h, h0, edge_index))
+        return self.lin_out(h)
+
+
+def pyg_model(name: str, dims: list[int], args) -> nn.Module:
+    if name == "gcn":
+        return PygStack(lambda a, b, last: GCNConv(a, b, cached=True), dims)
+    if name == "sage":
+        return PygStack(lambda a, b, last: SAGEConv(a, b, aggr="mean"), dims)
+    if name == "gat":
+        return PygStack(lambda a, b, last: GATConv(a, b, heads=1, concat=False) if last
+                        else GATConv(a, b // args.heads, heads=args.heads), dims, activation=F.elu)
+    return PygGCNII(dims[0], args.hidden, dims[-1], args.gcnii_layers)
 
 
 def timed_epoch(step) -> float:
@@ -72,12 +101,13 @@ def compare_layers(data, args) -> dict:
     graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
     no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
     dims = [data.num_features] + [args.hidden] * (args.layers - 1) + [data.num_classes]
-    pyg_convs = {"gcn": lambda a, b: GCNConv(a, b, cached=True), "sage": lambda a, b: SAGEConv(a, b, aggr="mean")}
     rows = {}
     for name in args.models:
-        ours = build_model({"name": name, "hidden": args.hidden, "layers": args.layers, "dropout": 0.0},
-                           data.num_features, data.num_classes)
-        pyg = PygStack(pyg_convs[name], dims)
+        layers = args.gcnii_layers if name == "gcnii" else args.layers
+        cfg = {"name": name, "hidden": args.hidden, "layers": layers, "dropout": 0.0, "norm": "none",
+               "heads": args.heads, "alpha": 0.1, "theta": 0.5}
+        ours = build_model(cfg, data.num_features, data.num_classes)
+        pyg = pyg_model(name, dims, args)
         steps = {
             "ours": training_step(ours, lambda: ours(data.x, graph, no_halo), data.y, data.train_mask),
             "pyg": training_step(pyg, lambda: pyg(data.x, data.edge_index), data.y, data.train_mask),
@@ -90,7 +120,7 @@ def compare_layers(data, args) -> dict:
                     times[which].append(t)
         ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
         rows[name] = {"ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
-        print(f"{name:5s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
+        print(f"{name:6s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
               f"ours/PyG = {ours_s / pyg_s:.3f}", flush=True)
     return rows
 
@@ -131,7 +161,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=5, help="timed epochs per model")
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model")
-    parser.add_argument("--models", nargs="+", default=["gcn", "sage"])
+    parser.add_argument("--heads", type=int, default=8, help="GAT heads (hidden must be a multiple)")
+    parser.add_argument("--gcnii-layers", type=int, default=8, help="GCNII convolutions")
+    parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 

@@ -3,8 +3,9 @@
 ``layers`` counts message-passing layers from input to output, as the papers count them: a
 2-layer GCN is ``in -> hidden -> classes``. Each layer applies dropout to its input, obtains
 the halo rows of that input from ``halo`` (whatever the strategy supplies: fresh, stale,
-sampled or quantized rows), then aggregates; ReLU between layers. The model never sees global
-node ids or how the halo rows were obtained.
+sampled or quantized rows), then aggregates; every layer but the last is followed by the
+optional normalisation (``layer``: LayerNorm, as PipeGCN, BNS-GCN and AdaQP use) and the
+activation. The model never sees global node ids or how the halo rows were obtained.
 """
 
 from __future__ import annotations
@@ -17,18 +18,33 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 
+NORMS = ("none", "layer")
+
 
 class HaloSource(Protocol):
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor: ...
 
 
+LayerFactory = Callable[[int, int, bool], nn.Module]
+"""``(in_dim, out_dim, is_last) -> layer``."""
+
+
+def make_norm(kind: str, width: int) -> nn.Module:
+    if kind not in NORMS:
+        raise ValueError(f"unknown model.norm {kind!r}; valid: {', '.join(NORMS)}")
+    return nn.LayerNorm(width) if kind == "layer" else nn.Identity()
+
+
 class GNN(nn.Module):
-    def __init__(self, layer_cls: Callable[[int, int], nn.Module], in_dim: int, hidden: int,
-                 out_dim: int, layers: int, dropout: float) -> None:
+    def __init__(self, make_layer: LayerFactory, in_dim: int, hidden: int, out_dim: int, layers: int,
+                 dropout: float, norm: str = "none", activation: Callable = F.relu) -> None:
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(layer_cls(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.convs = nn.ModuleList(make_layer(a, b, i == layers - 1)
+                                   for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
+        self.norms = nn.ModuleList(make_norm(norm, hidden) for _ in range(layers - 1))
         self.dropout = dropout
+        self.activation = activation
 
     @property
     def input_widths(self) -> list[int]:
@@ -40,7 +56,6 @@ class GNN(nn.Module):
         for i, conv in enumerate(self.convs):
             h = F.dropout(h, self.dropout, self.training)
             h = conv(h, halo(h, i), graph)
-            if i < len(self.convs) - 1:
-                h = F.relu(h)
+            if i < len(self.norms):
+                h = self.activation(self.norms[i](h))
         return h
-

@@ -1,0 +1,52 @@
+"""Graph attention layer (Veličković et al., 2018) on a local graph.
+
+``z = W h``; for every in-edge ``j -> i`` of an inner node and its self-loop,
+``e_ij = LeakyReLU(a_src · z_j + a_dst · z_i)`` per head, ``alpha_ij = softmax_j(e_ij)`` over
+node ``i``'s *full* in-neighbourhood (halo neighbours included, so the softmax equals the
+full-graph one), ``h_i' = ||_heads sum_j alpha_ij z_j`` (or the mean over heads) ``+ b``.
+Same function, parameter names and initialisation as PyG's ``GATConv`` (self-loops added,
+no attention dropout). The halo exchange moves the layer *input* ``h`` once; ``W`` is applied
+to halo rows locally, so bytes do not grow with the number of heads.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnntrain.graph import LocalGraph
+
+
+class GATLayer(nn.Module):
+    def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
+                 negative_slope: float = 0.2) -> None:
+        super().__init__()
+        self.in_dim, self.heads, self.out_dim, self.concat = in_dim, heads, out_dim, concat
+        self.negative_slope = negative_slope
+        self.lin = nn.Linear(in_dim, heads * out_dim, bias=False)
+        self.att_src = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.att_dst = nn.Parameter(torch.empty(1, heads, out_dim))
+        self.bias = nn.Parameter(torch.empty(heads * out_dim if concat else out_dim))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.lin.weight)
+        nn.init.xavier_uniform_(self.att_src)
+        nn.init.xavier_uniform_(self.att_dst)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        n = graph.num_inner
+        z = self.lin(torch.cat([h_inner, h_halo])).view(-1, self.heads, self.out_dim)
+        src, dst = graph.edges_with_self_loops()
+        score_src = (z * self.att_src).sum(-1)
+        score_dst = (z[:n] * self.att_dst).sum(-1)
+        e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
+        index = dst.unsqueeze(-1).expand_as(e)
+        e_max = e.detach().new_full((n, self.heads), float("-inf")).scatter_reduce_(0, index, e.detach(), "amax")
+        w = (e - e_max[dst]).exp()
+        alpha = w / w.new_zeros(n, self.heads).index_add_(0, dst, w)[dst]
+        out = z.new_zeros(n, self.heads, self.out_dim).index_add_(0, dst, alpha.unsqueeze(-1) * z[src])
+        out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
+        return out + self.bias

@@ -1,0 +1,63 @@
+"""GCNII (Chen et al., 2020): deep GCN with initial residual and identity mapping.
+
+``H_0 = ReLU(W_in X)``; for layer ``l = 1..L``:
+``S = (1 - alpha) P H_{l-1} + alpha H_0``, ``H_l = ReLU((1 - beta_l) S + beta_l S W_l)`` with
+``P = D^-1/2 (A + I) D^-1/2`` (global degrees) and ``beta_l = log(theta / l + 1)`` (the paper's
+``lambda`` is ``theta``; ``log(lambda/l + 1) ~ lambda/l``); output ``W_out H_L``. Dropout
+before every layer, as in the paper.
+
+``model.layers`` counts the ``L`` GCNII convolutions, not the input and output linear maps
+(the paper's "64 layers" are convolutions). Only convolution inputs are exchanged; the initial
+residual ``H_0`` uses the rank's own rows and needs no halo. The convolution equals PyG's
+``GCN2Conv(shared_weights=True)`` given the same ``weight1``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import HaloSource
+
+
+class GCNIILayer(nn.Module):
+    def __init__(self, channels: int, alpha: float, theta: float, layer: int) -> None:
+        super().__init__()
+        self.in_dim = channels
+        self.alpha = alpha
+        self.beta = math.log(theta / layer + 1.0)
+        self.weight1 = nn.Parameter(torch.empty(channels, channels))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.xavier_uniform_(self.weight1)
+
+    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, h0: torch.Tensor,
+                graph: LocalGraph) -> torch.Tensor:
+        s = (1.0 - self.alpha) * (graph.operator("gcn") @ torch.cat([h_inner, h_halo])) + self.alpha * h0
+        return (1.0 - self.beta) * s + self.beta * (s @ self.weight1)
+
+
+class GCNII(nn.Module):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float,
+                 alpha: float, theta: float) -> None:
+        super().__init__()
+        self.lin_in = nn.Linear(in_dim, hidden)
+        self.convs = nn.ModuleList(GCNIILayer(hidden, alpha, theta, layer) for layer in range(1, layers + 1))
+        self.lin_out = nn.Linear(hidden, out_dim)
+        self.dropout = dropout
+
+    @property
+    def input_widths(self) -> list[int]:
+        return [conv.in_dim for conv in self.convs]
+
+    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        h = h0 = F.relu(self.lin_in(F.dropout(x, self.dropout, self.training)))
+        for i, conv in enumerate(self.convs):
+            h = F.dropout(h, self.dropout, self.training)
+            h = F.relu(conv(h, halo(h, i), h0, graph))
+        return self.lin_out(F.dropout(h, self.dropout, self.training))
