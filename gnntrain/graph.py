@@ -17,6 +17,7 @@ messages are needed to agree on them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -50,19 +51,17 @@ class LocalGraph:
     val_mask: torch.Tensor
     test_mask: torch.Tensor
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
-    _edges: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
 
     @property
     def num_local(self) -> int:
         return self.num_inner + self.num_halo
 
-    def edges_with_self_loops(self) -> tuple[torch.Tensor, torch.Tensor]:
+    @cached_property
+    def self_loop_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Local (source, target) ids of every in-edge of an inner node plus one self-loop per
         inner node, for layers that compute per-edge values (attention, modulation)."""
-        if "self_loops" not in self._edges:
-            loops = torch.arange(self.num_inner)
-            self._edges["self_loops"] = (torch.cat([self.edge_src, loops]), torch.cat([self.edge_dst, loops]))
-        return self._edges["self_loops"]
+        loops = torch.arange(self.num_inner)
+        return torch.cat([self.edge_src, loops]), torch.cat([self.edge_dst, loops])
 
     def operator(self, kind: str) -> SparseOperator:
         """The normalised ``[inner, local]`` aggregation matrix, built once per kind.
@@ -78,7 +77,7 @@ class LocalGraph:
     def _build_operator(self, kind: str) -> SparseOperator:
         shape = (self.num_inner, self.num_local)
         if kind == "gcn":
-            src, dst = self.edges_with_self_loops()
+            src, dst = self.self_loop_edges
             dinv = (self.in_degree + 1.0).rsqrt()
             return SparseOperator(dst, src, dinv[src] * dinv[dst], shape)
         if kind == "mean":

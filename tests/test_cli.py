@@ -46,6 +46,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["partition.method=spectral"], ["partition.method", "metis", "random"]),
     (["wandb.mode=sometimes"], ["wandb.mode", "online", "offline", "disabled"]),
     (["model.layers=0"], ["model.layers=0", ">= 1"]),
+    (["model=gat", "model.hidden=10"], ["model.heads=8", "model.hidden=10"]),
     (["dataset.name=nope"], ["dataset.name 'nope'", "cora"]),
     (["partition.parts=3"], ["partition.parts=3", "workers (2)"]),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),

@@ -25,10 +25,9 @@ def _stack(cfg: dict, in_dim: int, out_dim: int, make_layer, activation=F.relu) 
 
 def _gat(cfg: dict, in_dim: int, out_dim: int) -> GNN:
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
-    one head. ELU between layers, as in the GAT paper."""
+    one head. ELU between layers, as in the GAT paper. ``config.validate`` checks that
+    ``heads`` divides ``hidden``."""
     heads = cfg["heads"]
-    if cfg["hidden"] % heads:
-        raise ConfigError(f"model.hidden={cfg['hidden']} must be a multiple of model.heads={heads}")
 
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
         return GATLayer(a, b, heads=1, concat=False) if last else GATLayer(a, b // heads, heads=heads)

@@ -39,7 +39,7 @@ class GATLayer(nn.Module):
     def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         n = graph.num_inner
         z = self.lin(torch.cat([h_inner, h_halo])).view(-1, self.heads, self.out_dim)
-        src, dst = graph.edges_with_self_loops()
+        src, dst = graph.self_loop_edges
         score_src = (z * self.att_src).sum(-1)
         score_dst = (z[:n] * self.att_dst).sum(-1)
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
