@@ -29,6 +29,11 @@ class Optimizer(str, Enum):
     sgd = "sgd"
 
 
+class Precision(str, Enum):
+    float32 = "float32"
+    float64 = "float64"
+
+
 class WandbMode(str, Enum):
     online = "online"
     offline = "offline"
@@ -38,6 +43,7 @@ class WandbMode(str, Enum):
 class Norm(str, Enum):
     none = "none"
     layer = "layer"
+    batch = "batch"
 
 
 class Backend(str, Enum):
@@ -102,6 +108,14 @@ class GCNIIConfig(ModelConfig):
 
 
 @dataclass
+class DeepGCNConfig(ModelConfig):
+    """GENConv softmax aggregation: initial inverse temperature ``t``, learnt if ``learn_t``."""
+
+    t: float = 1.0
+    learn_t: bool = True
+
+
+@dataclass
 class StrategyConfig:
     """A training strategy from ``gnntrain.strategies``."""
 
@@ -138,6 +152,8 @@ class TrainConfig:
     optimizer: Optimizer = Optimizer.adam
     eval_every: int = 1
     warmup_epochs: int = 2
+    dtype: Precision = Precision.float32
+    """Floating-point type of features, parameters and messages (float64 for numerical checks)."""
 
 
 @dataclass
@@ -177,6 +193,7 @@ def register_schemas() -> None:
     cs.store(group="schema/model", name="model", node=ModelConfig)
     cs.store(group="schema/model", name="gat", node=GATConfig)
     cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
+    cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
@@ -205,6 +222,8 @@ def validate(cfg: dict) -> None:
     if "heads" in model:
         checks.append(("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
                        f"a divisor of model.hidden={model['hidden']}"))
+    if model["name"] == "gcnii":
+        checks.append(("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)"))
     parts = cfg["partition"]["parts"]
     if parts is not None:
         checks.append(("partition.parts", parts, parts >= 1, ">= 1"))

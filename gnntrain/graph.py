@@ -86,8 +86,10 @@ class LocalGraph:
         raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
 
 
-def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size: int) -> LocalGraph:
-    """Carve rank ``rank``'s local graph out of the whole graph (see the module docstring)."""
+def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size: int,
+                      dtype: torch.dtype = torch.float32) -> LocalGraph:
+    """Carve rank ``rank``'s local graph out of the whole graph (see the module docstring);
+    features, degrees and hence aggregation weights in ``dtype``."""
     n = data.num_nodes
     src, dst = data.edge_index
     inner = (part == rank).nonzero().view(-1)
@@ -107,7 +109,7 @@ def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size
     send_peer, send_global = send_key // n, send_key % n
 
     global_ids = torch.cat([inner, halo])
-    in_degree = torch.bincount(dst, minlength=n).float()[global_ids]
+    in_degree = torch.bincount(dst, minlength=n).to(dtype)[global_ids]
     return LocalGraph(
         rank=rank,
         world_size=world_size,
@@ -120,7 +122,7 @@ def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size
         recv_splits=torch.bincount(halo_key // n, minlength=world_size).tolist(),
         send_index=local_id[send_global],
         send_splits=torch.bincount(send_peer, minlength=world_size).tolist(),
-        x=data.x[inner],
+        x=data.x[inner].to(dtype),
         y=data.y[inner],
         train_mask=data.train_mask[inner],
         val_mask=data.val_mask[inner],

@@ -47,14 +47,18 @@ class Trainer:
         self.cfg = cfg
         self.ctx = ctx
         self.comm = Communicator(ctx.rank, ctx.world_size, ctx.device)
-        self.graph: LocalGraph = build_local_graph(data, part, ctx.rank, ctx.world_size)
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        self.graph: LocalGraph = build_local_graph(data, part, ctx.rank, ctx.world_size, dtype)
         self.multilabel = data.multilabel
         self.num_train = int(data.train_mask.sum())
         self.x = self.graph.x.to(ctx.device)
         self.y = self.graph.y.to(ctx.device)
+        if data.multilabel:
+            self.y = self.y.to(dtype)
         self.masks = {k: getattr(self.graph, f"{k}_mask").to(ctx.device) for k in ("train", "val", "test")}
         torch.manual_seed(cfg["seed"])
-        self.model = build_model(cfg["model"], data.num_features, data.num_classes).to(ctx.device)
+        self.model = build_model(cfg["model"], data.num_features, data.num_classes,
+                                 lambda t: self.comm.all_sum(t, "bn_stats")).to(ctx.device, dtype)
         self.strategy = build_strategy(cfg["strategy"], self.graph, self.comm)
         tcfg = cfg["train"]
         opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
@@ -99,7 +103,7 @@ class Trainer:
         epoch_time = time.perf_counter() - start
         meter = self.comm.meter
         comm_time = sum(meter.wait_s[k] for k in HALO_KINDS)
-        reduce_time = meter.wait_s["allreduce"]
+        reduce_time = sum(t for k, t in meter.wait_s.items() if k not in HALO_KINDS)
         times = {
             "epoch_time": epoch_time,
             "compute_time": epoch_time - comm_time - reduce_time,

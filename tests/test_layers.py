@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
+from torch_geometric.nn import FiLMConv, GATConv, GCN2Conv, GCNConv, GENConv, SAGEConv
 
 from conftest import make_cfg, needs_real_data
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
+from gnntrain.models.deepgcn import GENLayer
+from gnntrain.models.film import FiLMLayer
 from gnntrain.models.gat import GATLayer
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer
+from gnntrain.models.norm import BatchNorm
 from gnntrain.models.sage import SAGELayer
 
 
@@ -119,13 +122,83 @@ def test_gcnii_layer_matches_pyg(layer: int) -> None:
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kind", ["gat", "gcnii"])
+def _compare_forward_backward(ours, ref, inputs: list[torch.Tensor], edge_index: torch.Tensor,
+                               rtol: float = 1e-5) -> None:
+    """Same outputs and same input gradients; ``ours(*inputs, graph)`` vs ``ref(*inputs, edge_index)``."""
+    mine = [t.clone().requires_grad_(True) for t in inputs]
+    theirs = [t.clone().requires_grad_(True) for t in inputs]
+    out, out_ref = ours(*mine), ref(*theirs, edge_index)
+    torch.testing.assert_close(out, out_ref, rtol=rtol, atol=1e-5)
+    weight = torch.randn_like(out)
+    (out * weight).sum().backward()
+    (out_ref * weight).sum().backward()
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm", ["layer", "batch", "none"])
+@pytest.mark.parametrize("learn_t", [True, False])
+@pytest.mark.parametrize("dataset", ["synthetic", pytest.param("cora", marks=needs_real_data)])
+def test_gen_layer_matches_pyg(norm: str, learn_t: bool, dataset: str) -> None:
+    """GENConv with softmax aggregation (training mode, so batch norm uses batch statistics).
+    PyG's MLP puts a zero-rate Dropout after the ReLU and no module for a missing norm, so its
+    last linear map is ``mlp.4`` with a norm and ``mlp.3`` without; ours is always ``mlp.3``."""
+    data, graph = _graph(dataset)
+    torch.manual_seed(0)
+    width = 12
+    ours = GENLayer(width, t=0.7, learn_t=learn_t, norm=norm)
+    ref = GENConv(width, width, aggr="softmax", t=0.7, learn_t=learn_t, norm=None if norm == "none" else norm)
+    last = "mlp.3." if norm == "none" else "mlp.4."
+    state = {k.replace("mlp.3.", last): v for k, v in ours.state_dict().items()}
+    if learn_t:
+        state["aggr_module.t"] = state.pop("t")
+    ref.load_state_dict(state)
+    h = torch.randn(data.num_nodes, width)
+    _compare_forward_backward(lambda h: ours(h, h.new_zeros(0, width), graph), ref, [h], data.edge_index)
+    if learn_t:
+        torch.testing.assert_close(ours.t.grad, ref.aggr_module.t.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", [True, False])
+@pytest.mark.parametrize("dataset", ["synthetic", pytest.param("cora", marks=needs_real_data)])
+def test_film_layer_matches_pyg(act: bool, dataset: str) -> None:
+    data, graph = _graph(dataset)
+    torch.manual_seed(0)
+    ours = FiLMLayer(data.num_features, 10, act=act)
+    ref = FiLMConv(data.num_features, 10, act=torch.nn.ReLU() if act else None)
+    ref.load_state_dict({k.replace("film.", "films.0.").replace("lin.", "lins.0.")
+                         if not k.endswith("skip.weight") else k: v for k, v in ours.state_dict().items()})
+    _compare_forward_backward(lambda x: ours(x, x.new_zeros(0, x.shape[1]), graph), ref, [data.x],
+                              data.edge_index)
+
+
+def test_batch_norm_matches_torch() -> None:
+    """Training mode: batch statistics, gradients and the running estimates; then evaluation
+    mode with those estimates."""
+    torch.manual_seed(0)
+    ours, ref = BatchNorm(6), torch.nn.BatchNorm1d(6)
+    with torch.no_grad():
+        ours.weight.normal_()
+        ours.bias.normal_()
+    ref.load_state_dict(ours.state_dict())
+    for _ in range(3):
+        h = torch.randn(50, 6) * 3 + 1
+        _compare_forward_backward(lambda h: ours(h), lambda h, _: ref(h), [h], torch.empty(0))
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name))
+    ours.eval(), ref.eval()
+    h = torch.randn(20, 6)
+    torch.testing.assert_close(ours(h), ref(h))
+
+
+@pytest.mark.parametrize("kind", ["gat", "gcnii", "deepgcn", "film"])
 def test_attention_and_residual_models_reproduce_full_graph_rows(kind: str) -> None:
     """A local graph with its halo rows gives the full-graph rows it owns (GAT: softmax over the
-    whole in-neighbourhood; GCNII: initial residual from the rank's own rows)."""
+    whole in-neighbourhood; GCNII: initial residual from the rank's own rows; DeepGCN: softmax
+    aggregation and res+ blocks; FiLM: target-side modulation of halo-sourced messages)."""
     data, full = _graph("synthetic")
     cfg = {"name": kind, "hidden": 16, "layers": 3, "dropout": 0.0, "norm": "layer", "heads": 4,
-           "alpha": 0.1, "theta": 0.5}
+           "alpha": 0.1, "theta": 0.5, "t": 0.5, "learn_t": True}
     torch.manual_seed(0)
     model = build_model(cfg, data.num_features, 5)
     with torch.no_grad():

@@ -45,9 +45,28 @@ class Communicator:
         self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
         return t
 
+    def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
+        """Differentiable sum of ``t`` over ranks (for statistics such as batch norm's): the
+        backward pass sums the gradients over ranks too. Bytes go under ``kind`` forward and
+        ``kind + "_grad"`` backward."""
+        return _AllSum.apply(t, self, kind)
+
     def reduce_untracked(self, t: torch.Tensor, op: dist.ReduceOp.RedOpType) -> torch.Tensor:
         """All-reduce for telemetry (metric aggregation); deliberately not counted as training
         communication."""
         if self.world_size > 1:
             dist.all_reduce(t, op=op)
         return t
+
+
+class _AllSum(torch.autograd.Function):
+    """``y = sum_r t_r`` on every rank; ``dL/dt_r = sum_q dL_q/dy`` (every rank's loss uses y)."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor, comm: Communicator, kind: str) -> torch.Tensor:  # type: ignore[override]
+        ctx.comm, ctx.kind = comm, kind
+        return comm.all_reduce(t.clone(), kind)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        return ctx.comm.all_reduce(grad.clone(), ctx.kind + "_grad"), None, None

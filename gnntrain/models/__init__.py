@@ -2,6 +2,8 @@
 
 Every model has ``forward(x, graph, halo)`` (``halo(h, layer)`` returns the halo rows of the
 input of message-passing layer ``layer``) and ``input_widths`` (one entry per such layer).
+``all_sum`` is the differentiable cross-rank sum that ``model.norm=batch`` needs for
+whole-graph statistics (identity in a single process).
 """
 
 from __future__ import annotations
@@ -12,18 +14,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.errors import ConfigError
+from gnntrain.models.deepgcn import DeepGCN
+from gnntrain.models.film import FiLMLayer
 from gnntrain.models.gat import GATLayer
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNII
 from gnntrain.models.gnn import GNN
+from gnntrain.models.norm import AllSum, local_sum
 from gnntrain.models.sage import SAGELayer
 
-
-def _stack(cfg: dict, in_dim: int, out_dim: int, make_layer, activation=F.relu) -> GNN:
-    return GNN(make_layer, in_dim, cfg["hidden"], out_dim, cfg["layers"], cfg["dropout"], cfg["norm"], activation)
+ModelBuilder = Callable[[dict, int, int, AllSum], nn.Module]
 
 
-def _gat(cfg: dict, in_dim: int, out_dim: int) -> GNN:
+def _stack(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum, make_layer, activation=F.relu) -> GNN:
+    return GNN(make_layer, in_dim, cfg["hidden"], out_dim, cfg["layers"], cfg["dropout"], cfg["norm"],
+               activation, all_sum)
+
+
+def _gat(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
     one head. ELU between layers, as in the GAT paper. ``config.validate`` checks that
     ``heads`` divides ``hidden``."""
@@ -32,19 +40,30 @@ def _gat(cfg: dict, in_dim: int, out_dim: int) -> GNN:
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
         return GATLayer(a, b, heads=1, concat=False) if last else GATLayer(a, b // heads, heads=heads)
 
-    return _stack(cfg, in_dim, out_dim, make_layer, activation=F.elu)
+    return _stack(cfg, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
 
 
-MODELS: dict[str, Callable[[dict, int, int], nn.Module]] = {
-    "gcn": lambda cfg, i, o: _stack(cfg, i, o, lambda a, b, last: GCNLayer(a, b)),
-    "sage": lambda cfg, i, o: _stack(cfg, i, o, lambda a, b, last: SAGELayer(a, b)),
+def _film(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+    """FiLM layers carry their own ReLU (none in the output layer), so the stack adds none;
+    the norm follows each hidden layer, as in PyG's GNN-FiLM example."""
+    return _stack(cfg, in_dim, out_dim, all_sum, lambda a, b, last: FiLMLayer(a, b, act=not last),
+                  activation=nn.Identity())
+
+
+MODELS: dict[str, ModelBuilder] = {
+    "gcn": lambda cfg, i, o, s: _stack(cfg, i, o, s, lambda a, b, last: GCNLayer(a, b)),
+    "sage": lambda cfg, i, o, s: _stack(cfg, i, o, s, lambda a, b, last: SAGELayer(a, b)),
     "gat": _gat,
-    "gcnii": lambda cfg, i, o: GCNII(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"], cfg["alpha"], cfg["theta"]),
+    "gcnii": lambda cfg, i, o, s: GCNII(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"], cfg["alpha"],
+                                        cfg["theta"]),
+    "deepgcn": lambda cfg, i, o, s: DeepGCN(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"], cfg["norm"],
+                                            cfg["t"], cfg["learn_t"], s),
+    "film": _film,
 }
 
 
-def build_model(cfg: dict, in_dim: int, out_dim: int) -> nn.Module:
+def build_model(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum = local_sum) -> nn.Module:
     """Build ``cfg['name']`` from a ``model`` config section (plain dict)."""
     if cfg["name"] not in MODELS:
         raise ConfigError(f"unknown model.name '{cfg['name']}'; valid: {', '.join(sorted(MODELS))}")
-    return MODELS[cfg["name"]](cfg, in_dim, out_dim)
+    return MODELS[cfg["name"]](cfg, in_dim, out_dim, all_sum)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models.edge_ops import edge_softmax, edge_sum
 
 
 class GATLayer(nn.Module):
@@ -43,10 +44,7 @@ class GATLayer(nn.Module):
         score_src = (z * self.att_src).sum(-1)
         score_dst = (z[:n] * self.att_dst).sum(-1)
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
-        index = dst.unsqueeze(-1).expand_as(e)
-        e_max = e.detach().new_full((n, self.heads), float("-inf")).scatter_reduce_(0, index, e.detach(), "amax")
-        w = (e - e_max[dst]).exp()
-        alpha = w / w.new_zeros(n, self.heads).index_add_(0, dst, w)[dst]
-        out = z.new_zeros(n, self.heads, self.out_dim).index_add_(0, dst, alpha.unsqueeze(-1) * z[src])
+        alpha = edge_softmax(e, dst, n)
+        out = edge_sum(alpha.unsqueeze(-1) * z[src], dst, n)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias

@@ -4,8 +4,8 @@
 2-layer GCN is ``in -> hidden -> classes``. Each layer applies dropout to its input, obtains
 the halo rows of that input from ``halo`` (whatever the strategy supplies: fresh, stale,
 sampled or quantized rows), then aggregates; every layer but the last is followed by the
-optional normalisation (``layer``: LayerNorm, as PipeGCN, BNS-GCN and AdaQP use) and the
-activation. The model never sees global node ids or how the halo rows were obtained.
+optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`) and the activation.
+The model never sees global node ids or how the halo rows were obtained.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-
-NORMS = ("none", "layer")
+from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
 class HaloSource(Protocol):
@@ -29,20 +28,15 @@ LayerFactory = Callable[[int, int, bool], nn.Module]
 """``(in_dim, out_dim, is_last) -> layer``."""
 
 
-def make_norm(kind: str, width: int) -> nn.Module:
-    if kind not in NORMS:
-        raise ValueError(f"unknown model.norm {kind!r}; valid: {', '.join(NORMS)}")
-    return nn.LayerNorm(width) if kind == "layer" else nn.Identity()
-
-
 class GNN(nn.Module):
     def __init__(self, make_layer: LayerFactory, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float, norm: str = "none", activation: Callable = F.relu) -> None:
+                 dropout: float, norm: str = "none", activation: Callable = F.relu,
+                 all_sum: AllSum = local_sum) -> None:
         super().__init__()
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.convs = nn.ModuleList(make_layer(a, b, i == layers - 1)
                                    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
-        self.norms = nn.ModuleList(make_norm(norm, hidden) for _ in range(layers - 1))
+        self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers - 1))
         self.dropout = dropout
         self.activation = activation
 

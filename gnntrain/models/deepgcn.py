@@ -1,0 +1,74 @@
+"""DeeperGCN (Li et al., 2020): GENConv layers in pre-activation residual (res+) blocks.
+
+GENConv, softmax aggregation with inverse temperature ``t`` (learnable with ``learn_t``):
+``m_j = ReLU(h_j) + eps``, ``a_i = sum_{j in N(i)} softmax_j(t m_j) * m_j`` per channel over
+node ``i``'s full in-neighbourhood (halo included; no self-loop), ``h_i' = MLP(a_i + h_i)``
+with ``MLP = Linear(C, 2C) -> norm -> ReLU -> Linear(2C, C)`` (no biases). Same function and
+parameters as PyG's ``GENConv(C, C, aggr="softmax")`` with ``norm`` given; ``model.norm=batch``
+uses the cross-rank batch norm of :mod:`gnntrain.models.norm`, so it equals PyG's
+``BatchNorm1d`` over the whole graph.
+
+Model (the res+ stack of PyG's ``DeepGCNLayer`` and its ogbn-proteins example):
+``h_0 = W_in x``; ``h_1 = GEN_1(h_0)``; ``h_l = h_{l-1} + GEN_l(dropout(ReLU(norm_l(h_{l-1}))))``
+for ``l = 2..L``; ``out = W_out dropout(ReLU(norm_1(h_L)))``. ``model.layers`` counts the ``L``
+GENConv layers (HopGNN's "seven layers"), not the input and output linear maps. The halo
+exchange moves each GENConv's input, i.e. rows after the owner's norm, activation and dropout.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gnntrain.graph import LocalGraph
+from gnntrain.models.edge_ops import edge_softmax, edge_sum
+from gnntrain.models.gnn import HaloSource
+from gnntrain.models.norm import AllSum, local_sum, make_norm
+
+
+class GENLayer(nn.Module):
+    def __init__(self, channels: int, t: float = 1.0, learn_t: bool = True, norm: str = "layer",
+                 all_sum: AllSum = local_sum, expansion: int = 2, eps: float = 1e-7) -> None:
+        super().__init__()
+        self.in_dim = channels
+        self.eps = eps
+        self.t = nn.Parameter(torch.full((1,), t)) if learn_t else t
+        self.mlp = nn.Sequential(
+            nn.Linear(channels, channels * expansion, bias=False),
+            make_norm(norm, channels * expansion, all_sum),
+            nn.ReLU(),
+            nn.Linear(channels * expansion, channels, bias=False),
+        )
+
+    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        n = graph.num_inner
+        m = (F.relu(torch.cat([h_inner, h_halo])) + self.eps)[graph.edge_src]
+        alpha = edge_softmax(m * self.t, graph.edge_dst, n)
+        return self.mlp(edge_sum(alpha * m, graph.edge_dst, n) + h_inner)
+
+
+class DeepGCN(nn.Module):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float, norm: str,
+                 t: float, learn_t: bool, all_sum: AllSum = local_sum) -> None:
+        super().__init__()
+        self.lin_in = nn.Linear(in_dim, hidden)
+        self.convs = nn.ModuleList(GENLayer(hidden, t, learn_t, norm, all_sum) for _ in range(layers))
+        self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers))
+        self.lin_out = nn.Linear(hidden, out_dim)
+        self.dropout = dropout
+
+    @property
+    def input_widths(self) -> list[int]:
+        return [conv.in_dim for conv in self.convs]
+
+    def _pre_activation(self, h: torch.Tensor, block: int) -> torch.Tensor:
+        return F.dropout(F.relu(self.norms[block](h)), self.dropout, self.training)
+
+    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        h = self.lin_in(x)
+        h = self.convs[0](h, halo(h, 0), graph)
+        for i in range(1, len(self.convs)):
+            u = self._pre_activation(h, i)
+            h = h + self.convs[i](u, halo(u, i), graph)
+        return self.lin_out(self._pre_activation(h, 0))
