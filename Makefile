@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-all bench clean
+.PHONY: install run test test-all bench zoo clean
 
 install: $(BIN)/gnntrain
 
@@ -30,6 +30,11 @@ test-all: install
 
 bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench.py
+	WANDB_MODE=disabled $(BIN)/python scripts/bench_pipegcn.py
+
+# Accuracy of every model with 1, 2 and 4 workers on synthetic and Cora (results/model_zoo.json).
+zoo: install
+	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
 
 clean:
 	rm -rf outputs multirun .pytest_cache

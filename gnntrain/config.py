@@ -46,6 +46,13 @@ class Norm(str, Enum):
     batch = "batch"
 
 
+class Smoothing(str, Enum):
+    none = "none"
+    f = "f"
+    g = "g"
+    gf = "gf"
+
+
 class Backend(str, Enum):
     gloo = "gloo"
     nccl = "nccl"
@@ -123,6 +130,17 @@ class StrategyConfig:
 
 
 @dataclass
+class PipeGCNConfig(StrategyConfig):
+    """PipeGCN: ``smooth`` the stale boundary features (f), gradients (g) or both (gf) with a
+    moving average of weight ``gamma``; ``track_staleness_error`` logs the per-layer error of
+    the stale values against fresh ones (costs an extra exchange)."""
+
+    smooth: Smoothing = Smoothing.none
+    gamma: float = 0.95
+    track_staleness_error: bool = False
+
+
+@dataclass
 class ClusterConfig:
     """Where the workers run. ``world_size: 0`` means one worker per visible GPU."""
 
@@ -195,6 +213,7 @@ def register_schemas() -> None:
     cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
     cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
+    cs.store(group="schema/strategy", name="pipegcn", node=PipeGCNConfig)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
 
@@ -222,6 +241,9 @@ def validate(cfg: dict) -> None:
     if "heads" in model:
         checks.append(("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
                        f"a divisor of model.hidden={model['hidden']}"))
+    if "gamma" in cfg["strategy"]:
+        gamma = cfg["strategy"]["gamma"]
+        checks.append(("strategy.gamma", gamma, 0.0 <= gamma < 1.0, "in [0, 1)"))
     if model["name"] == "gcnii":
         checks.append(("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)"))
     parts = cfg["partition"]["parts"]

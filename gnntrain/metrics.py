@@ -41,6 +41,8 @@ class EpochRecord:
     comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
     eval_comm_bytes: int = 0
     peak_mem_mb: float = 0.0
+    strategy_metrics: dict[str, float] = field(default_factory=dict)
+    """Strategy-specific figures (e.g. PipeGCN's staleness errors)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +104,7 @@ class WandbSink:
         row = record.to_dict()
         by_kind = row.pop("comm_bytes_by_kind")
         row.update({f"comm_bytes/{k}": v for k, v in by_kind.items()})
+        row.update(row.pop("strategy_metrics"))
         self.run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
 
     def summarize(self, summary: dict) -> None:
@@ -171,6 +174,7 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         "mean_epoch_time": mean([r.epoch_time for r in steady]),
         "mean_compute_time": mean([r.compute_time for r in steady]),
         "mean_comm_time": mean([r.comm_time for r in steady]),
+        "mean_comm_total_time": mean([r.comm_total_time for r in steady]),
         "mean_reduce_time": mean([r.reduce_time for r in steady]),
         "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),

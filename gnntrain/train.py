@@ -158,9 +158,10 @@ class Trainer:
         return EpochRecord(
             epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
             **dict(zip(times, maxes)), eval_time=maxes[len(times)],
-            comm_bytes=sum(training.values()), comm_bytes_by_kind=training,
+            comm_bytes=sum(b for k, b in training.items() if not k.startswith("diag_")),
+            comm_bytes_by_kind=training,
             eval_comm_bytes=sum(by_kind.values()) - sum(training.values()),
-            peak_mem_mb=maxes[len(times) + 1],
+            peak_mem_mb=maxes[len(times) + 1], strategy_metrics=self.strategy.epoch_metrics(),
         )
 
     def run_epoch(self, epoch: int) -> EpochRecord:
@@ -210,6 +211,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             records.append(record)
             for sink in sinks:
                 sink.log(record)
+        trainer.strategy.finish()
         summary = None
         if ctx.rank == 0:
             summary = {

@@ -18,7 +18,6 @@ import argparse
 import json
 import platform
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,12 +26,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
 
-from gnntrain.config import register_schemas
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
-from gnntrain.launch import launch
 from gnntrain.models import build_model
-from gnntrain.train import run_training
+
+from jobs import run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
 
@@ -126,22 +124,11 @@ def compare_layers(data, args) -> dict:
 
 
 def vanilla_two_workers(args, single_epoch_s: float) -> dict:
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
-
-    register_schemas()
-    overrides = ["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
-                 f"dataset.num_features={args.features}", f"dataset.num_classes={args.classes}",
-                 f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={args.layers}",
-                 "model.dropout=0", "cluster.world_size=2", f"train.epochs={args.warmup + args.epochs}",
-                 f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}",
-                 "wandb.mode=disabled"]
-    with initialize_config_module("gnntrain.conf", version_base="1.3"):
-        cfg = OmegaConf.to_container(compose("config", overrides=overrides), resolve=True, enum_to_str=True)
-    with tempfile.TemporaryDirectory() as run_dir:
-        cfg["run_dir"] = run_dir
-        launch(cfg, run_training)
-        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+    summary = run_job(["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
+                       f"dataset.num_features={args.features}", f"dataset.num_classes={args.classes}",
+                       f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={args.layers}",
+                       "model.dropout=0", "cluster.world_size=2", f"train.epochs={args.warmup + args.epochs}",
+                       f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"])
     ratio = summary["mean_epoch_time"] / single_epoch_s
     print(f"vanilla {args.models[0]}, 2 workers: {summary['mean_epoch_time'] * 1e3:.1f} ms/epoch "
           f"(comm {summary['mean_comm_time'] * 1e3:.1f} ms, {summary['mean_comm_bytes_per_epoch'] / 2**20:.1f} MB); "

@@ -20,7 +20,9 @@ def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
     """
     trainer = Trainer(cfg, ctx, job.data, job.part)
     inner_ids = trainer.graph.global_ids[: trainer.graph.num_inner]
-    trace: dict = {"ids": inner_ids, "loss": [], "out": [], "grads": []}
+    trace: dict = {"ids": inner_ids, "loss": [], "out": [], "train_out": [], "grads": []}
+    trainer.model.register_forward_hook(
+        lambda module, args, out: trace["train_out"].append(out.detach().clone()) if module.training else None)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         trace["out"].append(trainer.local_outputs().cpu())
         loss = trainer.forward_backward(epoch)
@@ -30,6 +32,45 @@ def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
         trace["loss"].append(float(loss))
         trace["grads"].append({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
         trainer.optimizer.step()
+    trainer.strategy.finish()
     trace["bytes"] = dict(trainer.comm.meter.bytes)
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
     return trace
+
+
+def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Train with the strategy's training halos tapped: per epoch and layer, the layer input's
+    inner rows (``input``), the halo rows the strategy handed the layer (``used``), the gradient
+    of those halo rows (``grad_halo``, what goes back to their owners) and the gradient the
+    exchange gave the layer input (``grad_from_peers``). Written to ``<trace_dir>/rank<r>.pt``."""
+    trainer = Trainer(cfg, ctx, job.data, job.part)
+    graph = trainer.graph
+    epochs: list[dict] = []
+    training_halo = trainer.strategy.training_halo
+
+    def tapped(epoch: int):
+        halo = training_halo(epoch)
+
+        def call(h: torch.Tensor, layer: int) -> torch.Tensor:
+            record = epochs[-1].setdefault(layer, {"input": h.detach().clone()})
+            tap = h.view_as(h)  # used by the exchange only, so its gradient is the exchange's
+            if tap.requires_grad:
+                tap.register_hook(lambda g: record.__setitem__("grad_from_peers", g.clone()))
+            used = halo(tap, layer)
+            record["used"] = used.detach().clone()
+            if used.requires_grad:
+                used.register_hook(lambda g: record.__setitem__("grad_halo", g.clone()))
+            return used
+
+        return call
+
+    trainer.strategy.training_halo = tapped
+    for epoch in range(1, cfg["train"]["epochs"] + 1):
+        epochs.append({})
+        trainer.forward_backward(epoch)
+        trainer.all_reduce_gradients()
+        trainer.optimizer.step()
+    trainer.strategy.finish()
+    trace = {"rank": ctx.rank, "inner": graph.global_ids[: graph.num_inner],
+             "halo": graph.global_ids[graph.num_inner:], "epochs": epochs}
+    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -15,24 +16,43 @@ def payload_bytes(t: torch.Tensor) -> int:
 
 
 class Communicator:
-    """The rank's view of the process group. With ``world_size == 1`` nothing is sent."""
+    """The rank's view of a process group (the default one unless ``group`` is given). With
+    ``world_size == 1`` nothing is sent."""
 
-    def __init__(self, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
+                 meter: CommMeter | None = None) -> None:
         self.rank = rank
         self.world_size = world_size
         self.device = device
-        self.meter = CommMeter()
+        self.group = group
+        self.meter = meter if meter is not None else CommMeter()
 
-    def all_to_all(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
-                   kind: str) -> torch.Tensor:
-        """Send ``send_splits[q]`` consecutive rows of ``send`` to each peer ``q``; receive
-        ``recv_splits[q]`` rows from each, stacked in peer order."""
+    def side_channel(self) -> Communicator:
+        """A communicator over the same ranks on a process group of its own (same backend,
+        same meter), so that its operations can be in flight while this one's run. Every rank
+        must call it at the same point."""
+        group = dist.new_group(backend=dist.get_backend()) if self.world_size > 1 else None
+        return Communicator(self.rank, self.world_size, self.device, group, self.meter)
+
+    def close(self) -> None:
+        """Destroy a side channel's process group."""
+        if self.group is not None:
+            dist.destroy_process_group(self.group)
+            self.group = None
+
+    def all_to_all_start(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
+                         kind: str) -> InFlight:
+        """Start sending ``send_splits[q]`` consecutive rows of ``send`` to each peer ``q`` and
+        receiving ``recv_splits[q]`` rows from each (stacked in peer order). The payload bytes
+        are counted now; the time blocked and the operation's lifetime when
+        :meth:`InFlight.wait` is called."""
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:]))
-        start = time.perf_counter()
+        send = send.contiguous()
+        self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
+        work = None
         if self.world_size > 1:
-            dist.all_to_all_single(recv, send.contiguous(), recv_splits, send_splits)
-        self.meter.record(kind, payload_bytes(send), time.perf_counter() - start)
-        return recv
+            work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)
+        return InFlight(recv, send, work, self.meter, kind)
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
@@ -41,7 +61,7 @@ class Communicator:
         if self.world_size == 1:
             self.meter.record(kind, 0, 0.0)
             return t
-        dist.all_reduce(t, op=op)
+        dist.all_reduce(t, op=op, group=self.group)
         self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
         return t
 
@@ -55,8 +75,34 @@ class Communicator:
         """All-reduce for telemetry (metric aggregation); deliberately not counted as training
         communication."""
         if self.world_size > 1:
-            dist.all_reduce(t, op=op)
+            dist.all_reduce(t, op=op, group=self.group)
         return t
+
+
+class InFlight:
+    """An exchange started by :meth:`Communicator.all_to_all_start`. Its lifetime runs from the
+    start to its completion (marked by a callback on the work's future where the backend
+    offers one, else to the end of the wait)."""
+
+    def __init__(self, recv: torch.Tensor, send: torch.Tensor, work: Any, meter: CommMeter, kind: str) -> None:
+        self.recv, self.send, self.work, self.meter, self.kind = recv, send, work, meter, kind
+        self.start = time.perf_counter()
+        self.done_at: float | None = None
+        if work is not None:
+            work.get_future().then(self._mark_done)
+
+    def _mark_done(self, _: Any) -> None:
+        self.done_at = time.perf_counter()
+
+    def wait(self) -> torch.Tensor:
+        """The received rows; counts the time blocked here as exposed communication."""
+        begin = time.perf_counter()
+        if self.work is not None:
+            self.work.wait()
+        end = time.perf_counter()
+        self.meter.record(self.kind, 0, end - begin, (self.done_at or end) - self.start)
+        self.send = None
+        return self.recv
 
 
 class _AllSum(torch.autograd.Function):

@@ -12,7 +12,8 @@ Model (the res+ stack of PyG's ``DeepGCNLayer`` and its ogbn-proteins example):
 ``h_0 = W_in x``; ``h_1 = GEN_1(h_0)``; ``h_l = h_{l-1} + GEN_l(dropout(ReLU(norm_l(h_{l-1}))))``
 for ``l = 2..L``; ``out = W_out dropout(ReLU(norm_1(h_L)))``. ``model.layers`` counts the ``L``
 GENConv layers (HopGNN's "seven layers"), not the input and output linear maps. The halo
-exchange moves each GENConv's input, i.e. rows after the owner's norm, activation and dropout.
+exchange moves each GENConv's input before dropout, i.e. rows after the owner's norm and
+activation; the receiver applies dropout to them (see :mod:`gnntrain.models.gnn`).
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ class DeepGCN(nn.Module):
     def input_widths(self) -> list[int]:
         return [conv.in_dim for conv in self.convs]
 
-    def _pre_activation(self, h: torch.Tensor, block: int) -> torch.Tensor:
-        return F.dropout(F.relu(self.norms[block](h)), self.dropout, self.training)
+    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, self.dropout, self.training)
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = self.lin_in(x)
         h = self.convs[0](h, halo(h, 0), graph)
         for i in range(1, len(self.convs)):
-            u = self._pre_activation(h, i)
-            h = h + self.convs[i](u, halo(u, i), graph)
-        return self.lin_out(self._pre_activation(h, 0))
+            u = F.relu(self.norms[i](h))
+            u_halo = halo(u, i)
+            h = h + self.convs[i](self._dropout(u), self._dropout(u_halo), graph)
+        return self.lin_out(self._dropout(F.relu(self.norms[0](h))))

@@ -4,7 +4,8 @@
 ``S = (1 - alpha) P H_{l-1} + alpha H_0``, ``H_l = ReLU((1 - beta_l) S + beta_l S W_l)`` with
 ``P = D^-1/2 (A + I) D^-1/2`` (global degrees) and ``beta_l = log(theta / l + 1)`` (the paper's
 ``lambda`` is ``theta``; ``log(lambda/l + 1) ~ lambda/l``); output ``W_out H_L``. Dropout
-before every layer, as in the paper.
+before every layer, as in the paper; a convolution's halo rows get theirs after they arrive
+(see :mod:`gnntrain.models.gnn`).
 
 ``model.layers`` counts the ``L`` GCNII convolutions, not the input and output linear maps
 (the paper's "64 layers" are convolutions). Only convolution inputs are exchanged; the initial
@@ -55,9 +56,12 @@ class GCNII(nn.Module):
     def input_widths(self) -> list[int]:
         return [conv.in_dim for conv in self.convs]
 
+    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, self.dropout, self.training)
+
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        h = h0 = F.relu(self.lin_in(F.dropout(x, self.dropout, self.training)))
+        h = h0 = F.relu(self.lin_in(self._dropout(x)))
         for i, conv in enumerate(self.convs):
-            h = F.dropout(h, self.dropout, self.training)
-            h = F.relu(conv(h, halo(h, i), h0, graph))
-        return self.lin_out(F.dropout(h, self.dropout, self.training))
+            h_halo = halo(h, i)
+            h = F.relu(conv(self._dropout(h), self._dropout(h_halo), h0, graph))
+        return self.lin_out(self._dropout(h))

@@ -1,9 +1,11 @@
 """A stack of message-passing layers that runs on one rank's local graph.
 
 ``layers`` counts message-passing layers from input to output, as the papers count them: a
-2-layer GCN is ``in -> hidden -> classes``. Each layer applies dropout to its input, obtains
-the halo rows of that input from ``halo`` (whatever the strategy supplies: fresh, stale,
-sampled or quantized rows), then aggregates; every layer but the last is followed by the
+2-layer GCN is ``in -> hidden -> classes``. Each layer obtains the halo rows of its input from
+``halo`` (whatever the strategy supplies: fresh, stale, sampled or quantized rows), applies
+dropout to its inner rows and to the received halo rows separately (the receiver draws the
+halo rows' masks, so a stale halo never carries an old mask and forward and backward masks
+agree; PipeGCN, Appendix F), then aggregates; every layer but the last is followed by the
 optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`) and the activation.
 The model never sees global node ids or how the halo rows were obtained.
 """
@@ -45,11 +47,14 @@ class GNN(nn.Module):
         """Width of each layer's input: the width of the rows its halo exchange moves."""
         return [conv.in_dim for conv in self.convs]
 
+    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, self.dropout, self.training)
+
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = x
         for i, conv in enumerate(self.convs):
-            h = F.dropout(h, self.dropout, self.training)
-            h = conv(h, halo(h, i), graph)
+            h_halo = halo(h, i)
+            h = conv(self._dropout(h), self._dropout(h_halo), graph)
             if i < len(self.norms):
                 h = self.activation(self.norms[i](h))
         return h

@@ -9,6 +9,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.pipegcn import PipeGCN
 from gnntrain.strategies.vanilla import Vanilla
 
 
@@ -17,8 +18,17 @@ class Strategy(Protocol):
 
     def evaluation_halo(self) -> HaloSource: ...
 
+    def epoch_metrics(self) -> dict[str, float]:
+        """Strategy-specific figures of the epoch just trained, the same on every rank (every
+        rank calls it)."""
+        ...
 
-STRATEGIES = {"vanilla": Vanilla}
+    def finish(self) -> None:
+        """Complete whatever is still in flight after the last epoch."""
+        ...
+
+
+STRATEGIES = {"vanilla": Vanilla, "pipegcn": PipeGCN}
 
 
 def build_strategy(cfg: dict, graph: LocalGraph, comm: Communicator) -> Strategy:

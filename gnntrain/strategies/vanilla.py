@@ -18,3 +18,9 @@ class Vanilla:
 
     def evaluation_halo(self) -> HaloSource:
         return self.exchange
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return {}
+
+    def finish(self) -> None:
+        pass

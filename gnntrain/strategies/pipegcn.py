@@ -1,0 +1,129 @@
+"""PipeGCN (Wan et al., ICLR 2022): graph parallelism with one-epoch-stale, pipelined halos.
+
+Algorithm 1: in epoch ``t`` layer ``l`` aggregates with the boundary features its peers sent
+in epoch ``t-1`` (zeros in epoch 1, as in the paper) and starts sending epoch ``t``'s, which it
+waits for only when layer ``l`` runs again in epoch ``t+1``. The backward pass mirrors it: the
+gradient that peers' losses put on the rank's boundary rows is the one they sent back in epoch
+``t-1``, and epoch ``t``'s halo gradients leave without waiting. Each exchange thus overlaps a
+whole epoch of compute. The exchanges run on a process group of their own, so they never queue
+behind the gradient all-reduce. Bytes equal the vanilla strategy's (same rows, same widths).
+
+Smoothing (Sec. 3.4, ``strategy.smooth``): ``f`` replaces the received boundary features by
+their moving average ``f_hat(t) = gamma f_hat(t-1) + (1 - gamma) f(t)``, ``g`` does the same
+for the boundary gradients a rank receives for its own rows, ``gf`` both; ``f_hat`` starts at
+the first received value (epoch 1's zero halo is not averaged in).
+
+Evaluation uses a fresh, synchronous exchange: the reported accuracy is the model's.
+
+``strategy.track_staleness_error`` (Fig. 5): per layer, ``||used - fresh||_F`` over all ranks
+for the halo features and for the boundary gradients, where ``fresh`` comes from an extra
+synchronous exchange of the current epoch's values. That traffic is recorded under ``diag_``
+kinds and left out of ``comm_bytes``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator, InFlight
+from gnntrain.comm.halo import HaloExchange
+from gnntrain.graph import LocalGraph
+
+
+@dataclass
+class _LayerPipe:
+    """One layer's exchanges in flight and moving averages."""
+
+    features: InFlight | None = None
+    gradients: InFlight | None = None
+    smoothed_features: torch.Tensor | None = None
+    smoothed_gradients: torch.Tensor | None = None
+
+
+class PipeGCN:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+        self.comm = comm
+        self.fresh = HaloExchange(graph, comm)
+        self.side = comm.side_channel()
+        self.pipe = HaloExchange(graph, self.side)
+        self.smooth_features = cfg["smooth"] in ("f", "gf")
+        self.smooth_gradients = cfg["smooth"] in ("g", "gf")
+        self.gamma = cfg["gamma"]
+        self.track = cfg["track_staleness_error"]
+        self.layers: dict[int, _LayerPipe] = defaultdict(_LayerPipe)
+        self.squared_errors: dict[str, float] = {}
+
+    def training_halo(self, epoch: int):
+        return self._stale_halo
+
+    def evaluation_halo(self) -> HaloExchange:
+        return self.fresh
+
+    def _stale_halo(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        return _StaleExchange.apply(h, self, layer)
+
+    def smoothed(self, received: torch.Tensor, previous: torch.Tensor | None) -> torch.Tensor:
+        return received if previous is None else self.gamma * previous + (1.0 - self.gamma) * received
+
+    def record_error(self, name: str, used: torch.Tensor, fresh: torch.Tensor) -> None:
+        self.squared_errors[name] = float(((used - fresh) ** 2).sum())
+
+    def fresh_rows(self, start) -> torch.Tensor:
+        with self.comm.meter.tagged("diag_"):
+            return start().wait()
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """Staleness errors of the epoch just trained (every rank must call this)."""
+        if not self.track:
+            return {}
+        names = sorted(self.squared_errors)
+        total = torch.tensor([self.squared_errors[n] for n in names], dtype=torch.float64)
+        total = self.comm.reduce_untracked(total, dist.ReduceOp.SUM)
+        self.squared_errors.clear()
+        return {f"staleness_error/{n}": float(v) ** 0.5 for n, v in zip(names, total.tolist())}
+
+    def finish(self) -> None:
+        """Wait for the last epoch's exchanges and release the side channel."""
+        for state in self.layers.values():
+            for pending in (state.features, state.gradients):
+                if pending is not None:
+                    pending.wait()
+        self.layers.clear()
+        self.side.close()
+
+
+class _StaleExchange(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, pipe: PipeGCN, layer: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.pipe, ctx.layer = pipe, layer
+        state = pipe.layers[layer]
+        if state.features is None:
+            used = h.new_zeros(pipe.pipe.num_halo, h.shape[1])
+        else:
+            received = state.features.wait()
+            used = pipe.smoothed(received, state.smoothed_features) if pipe.smooth_features else received
+            state.smoothed_features = used if pipe.smooth_features else None
+        if pipe.track:
+            pipe.record_error(f"features/layer{layer}", used, pipe.fresh_rows(lambda: pipe.fresh.start_forward(h)))
+        state.features = pipe.pipe.start_forward(h)
+        return used.clone()
+
+    @staticmethod
+    def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        pipe = ctx.pipe
+        state = pipe.layers[ctx.layer]
+        if state.gradients is None:
+            used = grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1])
+        else:
+            received = state.gradients.wait()
+            used = pipe.smoothed(received, state.smoothed_gradients) if pipe.smooth_gradients else received
+            state.smoothed_gradients = used if pipe.smooth_gradients else None
+        if pipe.track:
+            fresh = pipe.fresh_rows(lambda: pipe.fresh.start_backward(grad_halo))
+            pipe.record_error(f"gradients/layer{ctx.layer}", used, fresh)
+        state.gradients = pipe.pipe.start_backward(grad_halo)
+        return pipe.pipe.gradient_of_sent_rows(used), None, None
