@@ -211,3 +211,40 @@ def test_attention_and_residual_models_reproduce_full_graph_rows(kind: str) -> N
             inner, halo_ids = g.global_ids[: g.num_inner], g.global_ids[g.num_inner:]
             out = model(data.x[inner], g, lambda h, i: inputs[i][halo_ids])
             torch.testing.assert_close(out, expected[inner], rtol=1e-5, atol=1e-5)
+
+
+def test_deepgcn_matches_pyg_res_plus_stack() -> None:
+    """Our DeepGCN equals the same stack built from PyG's ``DeepGCNLayer(block="res+")`` around
+    ``GENConv`` (the ogbn-proteins example's forward: first layer's conv alone, res+ blocks,
+    then the first layer's norm and activation before the output map)."""
+    from torch_geometric.nn import DeepGCNLayer
+
+    data, graph = _graph("synthetic")
+    torch.manual_seed(0)
+    cfg = {"name": "deepgcn", "hidden": 12, "layers": 4, "dropout": 0.0, "norm": "layer", "t": 0.5, "learn_t": True}
+    ours = build_model(cfg, data.num_features, 5)
+    lin_in, lin_out = torch.nn.Linear(data.num_features, 12), torch.nn.Linear(12, 5)
+    blocks = torch.nn.ModuleList(
+        DeepGCNLayer(GENConv(12, 12, aggr="softmax", t=0.5, learn_t=True, norm="layer"), torch.nn.LayerNorm(12),
+                     torch.nn.ReLU(), block="res+", dropout=0.0) for _ in range(4))
+    state = {}
+    for key, value in ours.state_dict().items():
+        group, _, rest = key.partition(".")
+        index, _, name = rest.partition(".")
+        if group == "convs":
+            name = "aggr_module.t" if name == "t" else name.replace("mlp.3.", "mlp.4.")
+            key = f"blocks.{index}.conv.{name}"
+        elif group == "norms":
+            key = f"blocks.{index}.norm.{name}"
+        state[key] = value
+    reference = torch.nn.ModuleDict({"lin_in": lin_in, "lin_out": lin_out, "blocks": blocks})
+    reference.load_state_dict(state)
+
+    def pyg_forward(x):
+        h = blocks[0].conv(lin_in(x), data.edge_index)
+        for block in blocks[1:]:
+            h = block(h, data.edge_index)
+        return lin_out(blocks[0].act(blocks[0].norm(h)))
+
+    no_halo = lambda h, i: h.new_zeros(0, h.shape[1])  # noqa: E731
+    _compare_forward_backward(lambda x: ours(x, graph, no_halo), lambda x, _: pyg_forward(x), [data.x], data.edge_index)
