@@ -24,7 +24,7 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
@@ -49,7 +49,7 @@ class GENLayer(nn.Module):
         return self.mlp(edge_sum(alpha * m, graph.edge_dst, n) + h_inner)
 
 
-class DeepGCN(nn.Module):
+class DeepGCN(MessagePassingModel):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float, norm: str,
                  t: float, learn_t: bool, all_sum: AllSum = local_sum) -> None:
         super().__init__()
@@ -58,13 +58,6 @@ class DeepGCN(nn.Module):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
-
-    @property
-    def input_widths(self) -> list[int]:
-        return [conv.in_dim for conv in self.convs]
-
-    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
-        return F.dropout(h, self.dropout, self.training)
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = self.lin_in(x)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 
 
 class GCNIILayer(nn.Module):
@@ -43,7 +43,7 @@ class GCNIILayer(nn.Module):
         return (1.0 - self.beta) * s + self.beta * (s @ self.weight1)
 
 
-class GCNII(nn.Module):
+class GCNII(MessagePassingModel):
     def __init__(self, in_dim: int, hidden: int, out_dim: int, layers: int, dropout: float,
                  alpha: float, theta: float) -> None:
         super().__init__()
@@ -51,13 +51,6 @@ class GCNII(nn.Module):
         self.convs = nn.ModuleList(GCNIILayer(hidden, alpha, theta, layer) for layer in range(1, layers + 1))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
-
-    @property
-    def input_widths(self) -> list[int]:
-        return [conv.in_dim for conv in self.convs]
-
-    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
-        return F.dropout(h, self.dropout, self.training)
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = h0 = F.relu(self.lin_in(self._dropout(x)))

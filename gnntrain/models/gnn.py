@@ -30,7 +30,22 @@ LayerFactory = Callable[[int, int, bool], nn.Module]
 """``(in_dim, out_dim, is_last) -> layer``."""
 
 
-class GNN(nn.Module):
+class MessagePassingModel(nn.Module):
+    """What the models share: ``convs`` (message-passing layers with ``in_dim``) and ``dropout``."""
+
+    convs: nn.ModuleList
+    dropout: float
+
+    @property
+    def input_widths(self) -> list[int]:
+        """Width of each layer's input: the width of the rows its halo exchange moves."""
+        return [conv.in_dim for conv in self.convs]
+
+    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
+        return F.dropout(h, self.dropout, self.training)
+
+
+class GNN(MessagePassingModel):
     def __init__(self, make_layer: LayerFactory, in_dim: int, hidden: int, out_dim: int, layers: int,
                  dropout: float, norm: str = "none", activation: Callable = F.relu,
                  all_sum: AllSum = local_sum) -> None:
@@ -41,14 +56,6 @@ class GNN(nn.Module):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers - 1))
         self.dropout = dropout
         self.activation = activation
-
-    @property
-    def input_widths(self) -> list[int]:
-        """Width of each layer's input: the width of the rows its halo exchange moves."""
-        return [conv.in_dim for conv in self.convs]
-
-    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
-        return F.dropout(h, self.dropout, self.training)
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = x
