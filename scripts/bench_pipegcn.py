@@ -40,7 +40,7 @@ def main() -> None:
               f"model.layers={args.layers}", f"train.epochs={args.warmup + args.epochs}",
               f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"]
     print(f"synthetic graph: {args.nodes} nodes, average degree {args.avg_degree}, {args.features} features; "
-          f"GraphSAGE {args.layers} x {args.hidden}; {torch.get_num_threads()} cores here", flush=True)
+          f"GraphSAGE {args.layers} x {args.hidden}; {torch.get_num_threads()} threads in this process", flush=True)
     rows = []
     for workers in args.workers:
         runs = {s: run_job([*common, f"strategy={s}", f"cluster.world_size={workers}"]) for s in ("vanilla", "pipegcn")}

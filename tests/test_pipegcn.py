@@ -10,6 +10,7 @@ import torch
 
 from conftest import make_cfg
 from dist_helpers import trace_pipeline, trace_training
+from test_cli import GNNTRAIN, SMALL, run
 from gnntrain.launch import launch
 
 EPOCHS = 6
@@ -71,6 +72,11 @@ def _halo_gradients_by_owner_row(traces: list[dict], epoch: int, layer: int, num
     return out
 
 
+def _ema(previous: torch.Tensor | None, fresh: torch.Tensor, smooth: str, gamma: float) -> torch.Tensor:
+    """The paper's smoothing, started at the first received value; ``fresh`` when not smoothing."""
+    return fresh if smooth == "none" or previous is None else gamma * previous + (1 - gamma) * fresh
+
+
 @pytest.mark.parametrize("smooth", ["none", "gf"])
 def test_halos_are_exactly_one_epoch_stale(smooth: str, tmp_path) -> None:
     """With the weights changing every epoch: the halo rows layer l uses in epoch t are the rows
@@ -89,25 +95,19 @@ def test_halos_are_exactly_one_epoch_stale(smooth: str, tmp_path) -> None:
         for epoch in range(1, EPOCHS):
             inputs = _by_global_id(traces, epoch - 1, layer, "input", n)
             for t in traces:
-                fresh = inputs[t["halo"]]
-                prev = expected_used[t["rank"]]
-                expected_used[t["rank"]] = fresh if smooth == "none" or prev is None else gamma * prev + (1 - gamma) * fresh
+                expected_used[t["rank"]] = _ema(expected_used[t["rank"]], inputs[t["halo"]], smooth, gamma)
                 torch.testing.assert_close(t["epochs"][epoch][layer]["used"], expected_used[t["rank"]],
                                            rtol=1e-5, atol=1e-6)
             if layer == 0:
                 continue  # the input features need no gradient
             grads = _halo_gradients_by_owner_row(traces, epoch - 1, layer, n)
             for t in traces:
-                fresh = grads[t["inner"]]
-                prev = expected_grad[t["rank"]]
-                expected_grad[t["rank"]] = fresh if smooth == "none" or prev is None else gamma * prev + (1 - gamma) * fresh
+                expected_grad[t["rank"]] = _ema(expected_grad[t["rank"]], grads[t["inner"]], smooth, gamma)
                 torch.testing.assert_close(t["epochs"][epoch][layer]["grad_from_peers"], expected_grad[t["rank"]],
                                            rtol=1e-5, atol=1e-7)
 
 
 def test_staleness_error_is_logged(tmp_path) -> None:
-    from test_cli import GNNTRAIN, SMALL, run
-
     run_dir = tmp_path / "run"
     res = run([GNNTRAIN, "strategy=pipegcn", "strategy.track_staleness_error=true", "train.epochs=4", *SMALL,
                f"hydra.run.dir={run_dir}"], tmp_path)

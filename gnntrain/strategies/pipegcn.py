@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -35,13 +36,27 @@ from gnntrain.graph import LocalGraph
 
 
 @dataclass
-class _LayerPipe:
-    """One layer's exchanges in flight and moving averages."""
+class _StaleStream:
+    """One layer's exchange in one direction: the exchange in flight since the previous epoch
+    and, when smoothing, the moving average of what arrived."""
 
-    features: InFlight | None = None
-    gradients: InFlight | None = None
-    smoothed_features: torch.Tensor | None = None
-    smoothed_gradients: torch.Tensor | None = None
+    smooth: bool
+    gamma: float
+    pending: InFlight | None = None
+    average: torch.Tensor | None = None
+
+    def take(self, empty: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """What the previous epoch sent (``empty()`` before the first exchange), averaged if
+        smoothing."""
+        if self.pending is None:
+            return empty()
+        received = self.pending.wait()
+        self.pending = None
+        if self.smooth:
+            if self.average is not None:
+                received = self.gamma * self.average + (1.0 - self.gamma) * received
+            self.average = received
+        return received
 
 
 class PipeGCN:
@@ -50,11 +65,10 @@ class PipeGCN:
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
         self.pipe = HaloExchange(graph, self.side)
-        self.smooth_features = cfg["smooth"] in ("f", "gf")
-        self.smooth_gradients = cfg["smooth"] in ("g", "gf")
-        self.gamma = cfg["gamma"]
+        gamma = cfg["gamma"]
+        self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma))
+        self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma))
         self.track = cfg["track_staleness_error"]
-        self.layers: dict[int, _LayerPipe] = defaultdict(_LayerPipe)
         self.squared_errors: dict[str, float] = {}
 
     def training_halo(self, epoch: int):
@@ -66,15 +80,13 @@ class PipeGCN:
     def _stale_halo(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return _StaleExchange.apply(h, self, layer)
 
-    def smoothed(self, received: torch.Tensor, previous: torch.Tensor | None) -> torch.Tensor:
-        return received if previous is None else self.gamma * previous + (1.0 - self.gamma) * received
-
-    def record_error(self, name: str, used: torch.Tensor, fresh: torch.Tensor) -> None:
-        self.squared_errors[name] = float(((used - fresh) ** 2).sum())
-
-    def fresh_rows(self, start) -> torch.Tensor:
-        with self.comm.meter.tagged("diag_"):
-            return start().wait()
+    def track_error(self, name: str, used: torch.Tensor, start_fresh: Callable[[], InFlight]) -> None:
+        """With ``track_staleness_error``: ``||used - fresh||_F^2`` on this rank, the fresh rows from
+        an extra synchronous exchange recorded under ``diag_`` kinds."""
+        if self.track:
+            with self.comm.meter.tagged("diag_"):
+                fresh = start_fresh().wait()
+            self.squared_errors[name] = float(((used - fresh) ** 2).sum())
 
     def epoch_metrics(self) -> dict[str, float]:
         """Staleness errors of the epoch just trained (every rank must call this)."""
@@ -88,11 +100,11 @@ class PipeGCN:
 
     def finish(self) -> None:
         """Wait for the last epoch's exchanges and release the side channel."""
-        for state in self.layers.values():
-            for pending in (state.features, state.gradients):
-                if pending is not None:
-                    pending.wait()
-        self.layers.clear()
+        for stream in [*self.features.values(), *self.gradients.values()]:
+            if stream.pending is not None:
+                stream.pending.wait()
+        self.features.clear()
+        self.gradients.clear()
         self.side.close()
 
 
@@ -100,30 +112,17 @@ class _StaleExchange(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h: torch.Tensor, pipe: PipeGCN, layer: int) -> torch.Tensor:  # type: ignore[override]
         ctx.pipe, ctx.layer = pipe, layer
-        state = pipe.layers[layer]
-        if state.features is None:
-            used = h.new_zeros(pipe.pipe.num_halo, h.shape[1])
-        else:
-            received = state.features.wait()
-            used = pipe.smoothed(received, state.smoothed_features) if pipe.smooth_features else received
-            state.smoothed_features = used if pipe.smooth_features else None
-        if pipe.track:
-            pipe.record_error(f"features/layer{layer}", used, pipe.fresh_rows(lambda: pipe.fresh.start_forward(h)))
-        state.features = pipe.pipe.start_forward(h)
+        stream = pipe.features[layer]
+        used = stream.take(lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))
+        pipe.track_error(f"features/layer{layer}", used, lambda: pipe.fresh.start_forward(h))
+        stream.pending = pipe.pipe.start_forward(h)
         return used.clone()
 
     @staticmethod
     def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
         pipe = ctx.pipe
-        state = pipe.layers[ctx.layer]
-        if state.gradients is None:
-            used = grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1])
-        else:
-            received = state.gradients.wait()
-            used = pipe.smoothed(received, state.smoothed_gradients) if pipe.smooth_gradients else received
-            state.smoothed_gradients = used if pipe.smooth_gradients else None
-        if pipe.track:
-            fresh = pipe.fresh_rows(lambda: pipe.fresh.start_backward(grad_halo))
-            pipe.record_error(f"gradients/layer{ctx.layer}", used, fresh)
-        state.gradients = pipe.pipe.start_backward(grad_halo)
+        stream = pipe.gradients[ctx.layer]
+        used = stream.take(lambda: grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1]))
+        pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo))
+        stream.pending = pipe.pipe.start_backward(grad_halo)
         return pipe.pipe.gradient_of_sent_rows(used), None, None
