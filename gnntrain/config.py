@@ -141,6 +141,16 @@ class PipeGCNConfig(StrategyConfig):
 
 
 @dataclass
+class SamplingConfig(StrategyConfig):
+    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``): keep each
+    boundary node with probability ``p`` (the baselines drop as many edges as that drops);
+    ``seed`` drives the per-epoch samples (the run's seed unless set)."""
+
+    p: float = 0.1
+    seed: int = 0
+
+
+@dataclass
 class ClusterConfig:
     """Where the workers run. ``world_size: 0`` means one worker per visible GPU."""
 
@@ -214,6 +224,7 @@ def register_schemas() -> None:
     cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
     cs.store(group="schema/strategy", name="pipegcn", node=PipeGCNConfig)
+    cs.store(group="schema/strategy", name="sampling", node=SamplingConfig)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
 
@@ -244,6 +255,9 @@ def validate(cfg: dict) -> None:
     if "gamma" in cfg["strategy"]:
         gamma = cfg["strategy"]["gamma"]
         checks.append(("strategy.gamma", gamma, 0.0 <= gamma < 1.0, "in [0, 1)"))
+    if "p" in cfg["strategy"]:
+        p = cfg["strategy"]["p"]
+        checks.append(("strategy.p", p, 0.0 <= p <= 1.0, "in [0, 1]"))
     if model["name"] == "gcnii":
         checks.append(("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)"))
     parts = cfg["partition"]["parts"]

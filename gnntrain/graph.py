@@ -12,10 +12,15 @@ with all halo rows present equals the same rows of the full-graph aggregation.
 Send plan: for each peer ``q``, the inner nodes that ``q`` has in its halo, in ``q``'s halo
 order. Every rank derives its plans from the global edge list and the partition, so no
 messages are needed to agree on them.
+
+A *sampled* local graph (:meth:`LocalGraph.restricted`) keeps every inner node, a subset of the
+in-edges and only the halo nodes those edges read; ``edge_scale`` then multiplies each kept
+edge's aggregation weight (1/keep-probability, for an unbiased sum or mean).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -50,6 +55,10 @@ class LocalGraph:
     train_mask: torch.Tensor
     val_mask: torch.Tensor
     test_mask: torch.Tensor
+    edge_scale: torch.Tensor | None = None
+    """Per-edge multiplier of the aggregation weight in a sampled graph; None: all 1."""
+    operator_build_time: float = 0.0
+    """Seconds spent building this graph's aggregation matrices so far."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
 
     @property
@@ -69,9 +78,14 @@ class LocalGraph:
         * ``"gcn"``: ``D^-1/2 (A + I) D^-1/2`` with ``D = in_degree + 1`` (Kipf & Welling), the
           self-loop of inner node ``i`` at column ``i``;
         * ``"mean"``: ``D^-1 A`` with ``D = in_degree`` (rows of isolated nodes are zero).
+
+        In a sampled graph each edge's weight is multiplied by its ``edge_scale``; ``D`` stays
+        the full graph's (self-loops keep weight 1).
         """
         if kind not in self._operators:
+            start = time.perf_counter()
             self._operators[kind] = self._build_operator(kind)
+            self.operator_build_time += time.perf_counter() - start
         return self._operators[kind]
 
     def _build_operator(self, kind: str) -> SparseOperator:
@@ -79,11 +93,48 @@ class LocalGraph:
         if kind == "gcn":
             src, dst = self.self_loop_edges
             dinv = (self.in_degree + 1.0).rsqrt()
-            return SparseOperator(dst, src, dinv[src] * dinv[dst], shape)
+            value = dinv[src] * dinv[dst]
+            if self.edge_scale is not None:
+                value[: self.edge_src.numel()] *= self.edge_scale
+            return SparseOperator(dst, src, value, shape)
         if kind == "mean":
             value = 1.0 / self.in_degree[self.edge_dst]
+            if self.edge_scale is not None:
+                value = value * self.edge_scale
             return SparseOperator(self.edge_dst, self.edge_src, value, shape)
         raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
+
+    def halo_read_by(self, edge_keep: torch.Tensor) -> torch.Tensor:
+        """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
+        used = torch.zeros(self.num_local, dtype=torch.bool)
+        used[self.edge_src[edge_keep]] = True
+        return used[self.num_inner:]
+
+    def restricted(self, edge_keep: torch.Tensor, edge_scale: torch.Tensor | None, halo_keep: torch.Tensor,
+                   send_index: torch.Tensor, send_splits: list[int]) -> LocalGraph:
+        """The sampled graph: every inner node, the in-edges in ``edge_keep`` (with weights
+        multiplied by ``edge_scale[edge_keep]``), the halo nodes in ``halo_keep`` (which must
+        include every source of a kept edge) renumbered in their original order, and the send
+        plan the peers' samples call for."""
+        keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool), halo_keep])
+        new_id = torch.cumsum(keep_local, 0) - 1
+        peer_of_halo = torch.repeat_interleave(torch.arange(self.world_size), torch.tensor(self.recv_splits))
+        return LocalGraph(
+            rank=self.rank,
+            world_size=self.world_size,
+            num_inner=self.num_inner,
+            num_halo=int(halo_keep.sum()),
+            global_ids=self.global_ids[keep_local],
+            in_degree=self.in_degree[keep_local],
+            edge_src=new_id[self.edge_src[edge_keep]],
+            edge_dst=self.edge_dst[edge_keep],
+            recv_splits=torch.bincount(peer_of_halo[halo_keep], minlength=self.world_size).tolist(),
+            send_index=send_index,
+            send_splits=send_splits,
+            x=self.x, y=self.y,
+            train_mask=self.train_mask, val_mask=self.val_mask, test_mask=self.test_mask,
+            edge_scale=None if edge_scale is None else edge_scale[edge_keep],
+        )
 
 
 def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size: int,

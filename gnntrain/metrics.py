@@ -177,5 +177,9 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         "mean_comm_total_time": mean([r.comm_total_time for r in steady]),
         "mean_reduce_time": mean([r.reduce_time for r in steady]),
         "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
+        "mean_comm_bytes_by_kind": {k: mean([r.comm_bytes_by_kind.get(k, 0) for r in steady])
+                                    for k in sorted({k for r in steady for k in r.comm_bytes_by_kind})},
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
+        "mean_strategy_metrics": {k: mean([r.strategy_metrics[k] for r in steady if k in r.strategy_metrics])
+                                  for k in sorted({k for r in steady for k in r.strategy_metrics})},
     }

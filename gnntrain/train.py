@@ -77,7 +77,8 @@ class Trainer:
         """Forward, loss and backward without the gradient all-reduce; returns the local loss."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=False)
-        out = self.model(self.x, self.graph, self.strategy.training_halo(epoch))
+        graph, halo = self.strategy.training_view(epoch)
+        out = self.model(self.x, graph, halo)
         loss = self.local_loss(out)
         loss.backward()
         return loss.detach()

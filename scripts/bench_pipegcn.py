@@ -17,30 +17,20 @@ from pathlib import Path
 
 import torch
 
-from jobs import run_job
+from jobs import add_bench_args, bench_overrides, bench_setting, describe_bench, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_pipegcn.json"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=40_000)
-    parser.add_argument("--avg-degree", type=float, default=16.0)
-    parser.add_argument("--features", type=int, default=256)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=8, help="timed epochs")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed epochs")
+    add_bench_args(parser)
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
-    common = ["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
-              f"dataset.num_features={args.features}", "model=sage", f"model.hidden={args.hidden}",
-              f"model.layers={args.layers}", f"train.epochs={args.warmup + args.epochs}",
-              f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"]
-    print(f"synthetic graph: {args.nodes} nodes, average degree {args.avg_degree}, {args.features} features; "
-          f"GraphSAGE {args.layers} x {args.hidden}; {torch.get_num_threads()} threads in this process", flush=True)
+    common = bench_overrides(args)
+    print(f"{describe_bench(args)}; {torch.get_num_threads()} threads in this process", flush=True)
     rows = []
     for workers in args.workers:
         runs = {s: run_job([*common, f"strategy={s}", f"cluster.world_size={workers}"]) for s in ("vanilla", "pipegcn")}
@@ -62,10 +52,7 @@ def main() -> None:
               f"ratio {row['exposed_comm_ratio']:.3f}; {v['comm_bytes_per_epoch'] / 2**20:.1f} vs "
               f"{p['comm_bytes_per_epoch'] / 2**20:.1f} MB/epoch", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"graph": {"nodes": args.nodes, "avg_degree": args.avg_degree,
-                                              "features": args.features},
-                                    "model": {"name": "sage", "layers": args.layers, "hidden": args.hidden},
-                                    "rows": rows}, indent=2) + "\n")
+    args.out.write_text(json.dumps({**bench_setting(args), "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

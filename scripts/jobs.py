@@ -1,8 +1,9 @@
-"""Run a gnntrain job from a benchmark script: compose the config as the CLI does, launch
-the workers, return ``summary.json``."""
+"""What the benchmark scripts share: run a gnntrain job (compose the config as the CLI does,
+launch the workers, return ``summary.json``) and the synthetic benchmark graph and model."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from pathlib import Path
@@ -25,3 +26,34 @@ def run_job(overrides: list[str]) -> dict:
         cfg["run_dir"] = run_dir
         launch(cfg, run_training)
         return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+def add_bench_args(parser: argparse.ArgumentParser, layers: int = 3) -> None:
+    """Options of the synthetic benchmark graph and the GraphSAGE model trained on it."""
+    parser.add_argument("--nodes", type=int, default=40_000)
+    parser.add_argument("--avg-degree", type=float, default=16.0)
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=layers)
+    parser.add_argument("--epochs", type=int, default=8, help="timed epochs")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed epochs")
+
+
+def bench_overrides(args: argparse.Namespace) -> list[str]:
+    """Overrides for :func:`add_bench_args`'s graph and model; one evaluation, at the end."""
+    epochs = args.warmup + args.epochs
+    return ["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
+            f"dataset.num_features={args.features}", "model=sage", f"model.hidden={args.hidden}",
+            f"model.layers={args.layers}", f"train.epochs={epochs}", f"train.warmup_epochs={args.warmup}",
+            f"train.eval_every={epochs}"]
+
+
+def describe_bench(args: argparse.Namespace) -> str:
+    return (f"synthetic graph: {args.nodes} nodes, average degree {args.avg_degree}, {args.features} features; "
+            f"GraphSAGE {args.layers} x {args.hidden}")
+
+
+def bench_setting(args: argparse.Namespace) -> dict:
+    """The benchmark graph and model, for a results file."""
+    return {"graph": {"nodes": args.nodes, "avg_degree": args.avg_degree, "features": args.features},
+            "model": {"name": "sage", "layers": args.layers, "hidden": args.hidden}}

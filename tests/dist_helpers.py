@@ -14,13 +14,15 @@ from gnntrain.train import Trainer, WorkerContext
 
 def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
     """Train ``cfg['train']['epochs']`` epochs, recording per epoch: global loss, this rank's
-    outputs (by global node id) before the step, and the all-reduced gradients.
+    outputs (by global node id) before the step, the all-reduced gradients and the strategy's
+    epoch metrics; and the rank's bytes by kind over the job and its halo size.
 
     Written to ``<trace_dir>/rank<r>.pt``; also returned (used in-process for one worker).
     """
     trainer = Trainer(cfg, ctx, job.data, job.part)
     inner_ids = trainer.graph.global_ids[: trainer.graph.num_inner]
-    trace: dict = {"ids": inner_ids, "loss": [], "out": [], "train_out": [], "grads": []}
+    trace: dict = {"ids": inner_ids, "boundary": trainer.graph.num_halo, "loss": [], "out": [], "train_out": [],
+                   "grads": [], "epoch_metrics": []}
     trainer.model.register_forward_hook(
         lambda module, args, out: trace["train_out"].append(out.detach().clone()) if module.training else None)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
@@ -32,6 +34,7 @@ def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
         trace["loss"].append(float(loss))
         trace["grads"].append({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
         trainer.optimizer.step()
+        trace["epoch_metrics"].append(trainer.strategy.epoch_metrics())
     trainer.strategy.finish()
     trace["bytes"] = dict(trainer.comm.meter.bytes)
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
@@ -46,10 +49,10 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     trainer = Trainer(cfg, ctx, job.data, job.part)
     graph = trainer.graph
     epochs: list[dict] = []
-    training_halo = trainer.strategy.training_halo
+    training_view = trainer.strategy.training_view
 
     def tapped(epoch: int):
-        halo = training_halo(epoch)
+        graph, halo = training_view(epoch)
 
         def call(h: torch.Tensor, layer: int) -> torch.Tensor:
             record = epochs[-1].setdefault(layer, {"input": h.detach().clone()})
@@ -62,9 +65,9 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
                 used.register_hook(lambda g: record.__setitem__("grad_halo", g.clone()))
             return used
 
-        return call
+        return graph, call
 
-    trainer.strategy.training_halo = tapped
+    trainer.strategy.training_view = tapped
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         epochs.append({})
         trainer.forward_backward(epoch)

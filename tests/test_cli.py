@@ -51,6 +51,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["model=gcnii", "model.norm=layer"], ["model.norm=layer", "none for gcnii"]),
     (["model=deepgcn", "model.heads=2"], ["model.heads", "learn_t"]),
     (["train.dtype=float16"], ["train.dtype", "float32", "float64"]),
+    (["strategy=bns", "strategy.p=1.5"], ["strategy.p=1.5", "in [0, 1]"]),
     (["dataset.name=nope"], ["dataset.name 'nope'", "cora"]),
     (["partition.parts=3"], ["partition.parts=3", "workers (2)"]),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),

@@ -4,7 +4,8 @@ Messages are modulated feature-wise by the *target*: ``[beta_i, gamma_i] = F h_i
 ``m_ij = act(gamma_i * (W h_j) + beta_i)`` for each in-edge ``j -> i``; plus a modulated skip
 term, ``h_i' = act(gamma'_i * (W' h_i) + beta'_i) + mean_{j in N(i)} m_ij`` with
 ``[beta'_i, gamma'_i] = F' h_i``. ``act`` is ReLU (none in the output layer). The mean runs
-over node ``i``'s full (global) in-neighbourhood, so halo rows are needed only as sources:
+over node ``i``'s full (global) in-neighbourhood (in a sampled graph each message is weighted
+by its ``edge_scale`` and the divisor stays the full degree), so halo rows are needed only as sources:
 the exchange moves the layer input once and ``W`` is applied to halo rows locally. Same
 function as PyG's ``FiLMConv`` (``lins.0 -> lin``, ``films.0 -> film``).
 """
@@ -37,4 +38,6 @@ class FiLMLayer(nn.Module):
         beta, gamma = self.film(h_inner).split(self.out_dim, dim=-1)
         z = self.lin(torch.cat([h_inner, h_halo]))
         messages = self.act(gamma[dst] * z[src] + beta[dst])
+        if graph.edge_scale is not None:
+            messages = messages * graph.edge_scale.unsqueeze(-1)
         return skip + edge_sum(messages, dst, n) / graph.in_degree[:n].clamp(min=1).unsqueeze(-1)

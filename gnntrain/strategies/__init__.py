@@ -1,5 +1,6 @@
-"""Strategy registry. A strategy decides how a layer obtains its halo rows during training
-and during evaluation; the model, optimizer and epoch loop are shared."""
+"""Strategy registry. A strategy decides which local graph an epoch trains on and how a layer
+obtains its halo rows during training and during evaluation; the model, optimizer and epoch
+loop are shared."""
 
 from __future__ import annotations
 
@@ -9,14 +10,20 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.bns import BoundarySampling
 from gnntrain.strategies.pipegcn import PipeGCN
 from gnntrain.strategies.vanilla import Vanilla
 
 
 class Strategy(Protocol):
-    def training_halo(self, epoch: int) -> HaloSource: ...
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
+        the same inner nodes) and the source of its layers' halo rows."""
+        ...
 
-    def evaluation_halo(self) -> HaloSource: ...
+    def evaluation_halo(self) -> HaloSource:
+        """Halo rows for evaluation, which always runs on the rank's full local graph."""
+        ...
 
     def epoch_metrics(self) -> dict[str, float]:
         """Strategy-specific figures of the epoch just trained, the same on every rank (every
@@ -28,7 +35,8 @@ class Strategy(Protocol):
         ...
 
 
-STRATEGIES = {"vanilla": Vanilla, "pipegcn": PipeGCN}
+STRATEGIES = {"vanilla": Vanilla, "pipegcn": PipeGCN, "bns": BoundarySampling, "bes": BoundarySampling,
+              "dropedge": BoundarySampling}
 
 
 def build_strategy(cfg: dict, graph: LocalGraph, comm: Communicator) -> Strategy:

@@ -33,6 +33,7 @@ import torch.distributed as dist
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.halo import HaloExchange
 from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import HaloSource
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _StaleStream:
 class PipeGCN:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         self.comm = comm
+        self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
         self.pipe = HaloExchange(graph, self.side)
@@ -71,8 +73,8 @@ class PipeGCN:
         self.track = cfg["track_staleness_error"]
         self.squared_errors: dict[str, float] = {}
 
-    def training_halo(self, epoch: int):
-        return self._stale_halo
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        return self.graph, self._stale_halo
 
     def evaluation_halo(self) -> HaloExchange:
         return self.fresh

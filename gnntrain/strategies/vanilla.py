@@ -11,10 +11,11 @@ from gnntrain.models.gnn import HaloSource
 
 class Vanilla:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+        self.graph = graph
         self.exchange = HaloExchange(graph, comm)
 
-    def training_halo(self, epoch: int) -> HaloSource:
-        return self.exchange
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        return self.graph, self.exchange
 
     def evaluation_halo(self) -> HaloSource:
         return self.exchange

@@ -1,0 +1,129 @@
+"""BNS-GCN (Wan et al., MLSys 2022): random boundary-node sampling, and the edge-sampling
+baselines of its Table 9.
+
+``bns`` (Algorithm 1): at the start of every epoch each rank keeps each of its halo (boundary)
+nodes independently with probability ``p`` (line 4), tells the owners which rows it kept
+(line 6; a 1-bit-per-boundary-node mask, recorded as ``sample_index`` bytes) and trains on the
+subgraph induced by its inner nodes and the kept halo nodes (line 5): every layer exchanges
+only the kept rows' features (forward) and gradients (backward). Kept halo edges are weighted
+by ``1/p`` (the matrix ``S`` of Appendix A) while normalisations keep the full graph's degrees,
+so sum and mean aggregations (GCN, GraphSAGE, GCNII, GNN-FiLM) are unbiased. Softmax
+aggregations (GAT, DeepGCN's GENConv) normalise over the kept neighbourhood and take no
+``1/p`` weight: a softmax already sums to one. ``p = 1`` is the vanilla strategy (no sampling,
+no mask traffic); ``p = 0`` trains every partition in isolation (no halo traffic at all).
+
+Table 9's baselines drop *edges* instead, as many as BNS drops in expectation, which is
+``(1 - p)`` times the number of cut edges (in-edges from halo nodes):
+
+* ``bes`` (boundary edge sampling) keeps each cut edge with probability ``p``;
+* ``dropedge`` keeps each edge of the whole graph with probability
+  ``k = 1 - (1 - p) * cut / edges`` (global counts).
+
+Kept edges are weighted by 1/(keep probability), as for BNS. A halo row is exchanged when at
+least one kept edge reads it, so these baselines move far more rows than BNS at the same
+number of dropped edges: a boundary node is usually read by several cut edges.
+
+Evaluation runs on the full graph with a full exchange. Randomness: one generator per rank,
+seeded from ``strategy.seed`` (the run's seed by default) and the rank, drawn once per epoch;
+it never touches the global RNG, so dropout masks match the vanilla run's.
+
+``epoch_metrics`` reports ``sampling_time`` (slowest rank): drawing the sample, exchanging the
+masks, building the sampled graph and its sparse matrices (Table 12's overhead); and
+``dropped_edges`` (all ranks), which makes the matched-drop comparison checkable.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.bitpack import pack, packed_size, unpack
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.halo import HaloExchange
+from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import HaloSource
+
+
+def _inverse(q: float) -> float:
+    return 1.0 / q if q > 0 else 0.0
+
+
+class BoundarySampling:
+    """``strategy.name`` in {bns, bes, dropedge}; ``strategy.p`` as in the module docstring."""
+
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+        self.method, self.p = cfg["name"], cfg["p"]
+        self.graph, self.comm = graph, comm
+        self.full = HaloExchange(graph, comm)
+        self.generator = torch.Generator().manual_seed(cfg["seed"] * 65_536 + comm.rank)
+        self.is_cut = graph.edge_src >= graph.num_inner
+        self.keep_prob = self.p
+        if self.method == "dropedge":
+            counts = torch.tensor([float(self.is_cut.sum()), float(self.is_cut.numel())], dtype=torch.float64)
+            cut, edges = comm.reduce_untracked(counts, dist.ReduceOp.SUM).tolist()
+            self.keep_prob = 1.0 - (1.0 - self.p) * cut / edges if edges else 1.0
+        self.sampled: LocalGraph | None = None
+        self.sample_time = 0.0
+        self.dropped_edges = 0
+
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        if self.keep_prob == 1.0:
+            return self.graph, self.full
+        start = time.perf_counter()
+        edge_keep, edge_scale, halo_keep = self._sample()
+        send_index, send_splits = self._rows_peers_kept(halo_keep)
+        self.sampled = self.graph.restricted(edge_keep, edge_scale, halo_keep, send_index, send_splits)
+        self.sample_time = time.perf_counter() - start
+        self.dropped_edges = int(edge_keep.numel() - edge_keep.sum())
+        return self.sampled, HaloExchange(self.sampled, self.comm)
+
+    def evaluation_halo(self) -> HaloSource:
+        return self.full
+
+    def _sample(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(kept in-edges, per-edge weight multiplier, kept halo nodes) for this epoch."""
+        g, draw = self.graph, lambda n: torch.rand(n, generator=self.generator) < self.keep_prob
+        dtype = g.in_degree.dtype
+        if self.method == "bns":
+            halo_keep = draw(g.num_halo)
+            edge_keep = ~self.is_cut
+            edge_keep[self.is_cut] = halo_keep[g.edge_src[self.is_cut] - g.num_inner]
+        elif self.method == "bes":
+            edge_keep = ~self.is_cut
+            edge_keep[self.is_cut] = draw(int(self.is_cut.sum()))
+            halo_keep = g.halo_read_by(edge_keep)
+        else:
+            edge_keep = draw(g.edge_src.numel())
+            halo_keep = g.halo_read_by(edge_keep)
+            return edge_keep, torch.full(edge_keep.shape, _inverse(self.keep_prob), dtype=dtype), halo_keep
+        edge_scale = torch.where(self.is_cut, _inverse(self.keep_prob), 1.0).to(dtype)
+        return edge_keep, edge_scale, halo_keep
+
+    def _rows_peers_kept(self, halo_keep: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+        """Send each owner a 1-bit mask of the halo rows kept from it; receive the peers' masks
+        over the rows this rank sends them. Returns the epoch's send index and splits."""
+        g = self.graph
+        if self.keep_prob == 0.0:
+            return g.send_index[:0], [0] * g.world_size
+        masks = torch.cat([pack(block, 1) for block in halo_keep.split(g.recv_splits)])
+        peer_masks = self.comm.all_to_all_start(
+            masks, [packed_size(n, 1) for n in g.recv_splits], [packed_size(n, 1) for n in g.send_splits],
+            "sample_index").wait()
+        blocks = peer_masks.split([packed_size(n, 1) for n in g.send_splits])
+        send_keep = [unpack(b, 1, n).bool() for b, n in zip(blocks, g.send_splits)]
+        return g.send_index[torch.cat(send_keep)], [int(k.sum()) for k in send_keep]
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """Of the epoch just trained: ``sampling_time`` (slowest rank) and ``dropped_edges``
+        (all ranks). Every rank must call it."""
+        if self.sampled is None:
+            return {}
+        time_s = torch.tensor([self.sample_time + self.sampled.operator_build_time], dtype=torch.float64)
+        dropped = torch.tensor([float(self.dropped_edges)], dtype=torch.float64)
+        return {"sampling_time": float(self.comm.reduce_untracked(time_s, dist.ReduceOp.MAX)),
+                "dropped_edges": float(self.comm.reduce_untracked(dropped, dist.ReduceOp.SUM))}
+
+    def finish(self) -> None:
+        pass
