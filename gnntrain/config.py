@@ -138,6 +138,9 @@ class PipeGCNConfig(StrategyConfig):
     smooth: Smoothing = Smoothing.none
     gamma: float = 0.95
     track_staleness_error: bool = False
+    bits: int = 32
+    """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
+    seed: int = 0
 
 
 @dataclass
@@ -147,6 +150,26 @@ class SamplingConfig(StrategyConfig):
     ``seed`` drives the per-epoch samples (the run's seed unless set)."""
 
     p: float = 0.1
+    seed: int = 0
+
+
+class BitAssignment(str, Enum):
+    adaptive = "adaptive"
+    uniform = "uniform"
+    fixed = "fixed"
+
+
+@dataclass
+class AdaQPConfig(StrategyConfig):
+    """AdaQP: quantized halo messages; ``assign`` picks the per-message bit-widths (``bits``
+    for ``fixed``; ``adaptive`` re-solves every ``period`` epochs with weight ``lambda_`` on the
+    variance objective and groups of ``group_size`` messages)."""
+
+    assign: BitAssignment = BitAssignment.adaptive
+    bits: int = 8
+    period: int = 50
+    group_size: int = 100
+    lambda_: float = 0.5
     seed: int = 0
 
 
@@ -225,6 +248,7 @@ def register_schemas() -> None:
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
     cs.store(group="schema/strategy", name="pipegcn", node=PipeGCNConfig)
     cs.store(group="schema/strategy", name="sampling", node=SamplingConfig)
+    cs.store(group="schema/strategy", name="adaqp", node=AdaQPConfig)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
 
@@ -258,6 +282,14 @@ def validate(cfg: dict) -> None:
     if "p" in cfg["strategy"]:
         p = cfg["strategy"]["p"]
         checks.append(("strategy.p", p, 0.0 <= p <= 1.0, "in [0, 1]"))
+    strategy = cfg["strategy"]
+    if "bits" in strategy:
+        checks.append(("strategy.bits", strategy["bits"], strategy["bits"] in (2, 4, 8, 32), "one of 2, 4, 8, 32"))
+    for key, rule in (("period", ">= 1"), ("group_size", ">= 1")):
+        if key in strategy:
+            checks.append((f"strategy.{key}", strategy[key], strategy[key] >= 1, rule))
+    if "lambda_" in strategy:
+        checks.append(("strategy.lambda_", strategy["lambda_"], 0.0 <= strategy["lambda_"] <= 1.0, "in [0, 1]"))
     if model["name"] == "gcnii":
         checks.append(("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)"))
     parts = cfg["partition"]["parts"]

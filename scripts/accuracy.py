@@ -1,10 +1,10 @@
 """Accuracy of a method's variants against its baseline (PipeGCN Table 4 / Fig. 4, BNS-GCN
-Tables 4 and 9 in shape): the same model, epochs, partitions and seeds; test accuracy at the
+Tables 4 and 9, AdaQP Tables 4 and 6 in shape): the same model, epochs, partitions and seeds; test accuracy at the
 best validation epoch, mean over seeds, and each variant's difference from the baseline (the
 first variant) in points.
 
 Results go to ``results/accuracy_<study>.json``.
-Usage: ``python scripts/accuracy.py pipegcn|bns [--datasets cora synthetic] [--seeds 0 1 2]``.
+Usage: ``python scripts/accuracy.py pipegcn|bns|adaqp [--datasets cora synthetic] [--seeds 0 1 2]``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ STUDIES = {
     "bns": {"bns p=1": ["strategy=bns", "strategy.p=1"], "bns p=0.1": ["strategy=bns", "strategy.p=0.1"],
             "bns p=0.01": ["strategy=bns", "strategy.p=0.01"], "bns p=0": ["strategy=bns", "strategy.p=0"],
             "bes p=0.1": ["strategy=bes", "strategy.p=0.1"], "dropedge p=0.1": ["strategy=dropedge", "strategy.p=0.1"]},
+    "adaqp": {"vanilla": ["strategy=vanilla"], "adaqp adaptive": ["strategy=adaqp"],
+              "adaqp uniform": ["strategy=adaqp", "strategy.assign=uniform"],
+              "adaqp 2-bit": ["strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
+              "pipegcn 4-bit": ["strategy=pipegcn", "strategy.bits=4"]},
 }
 DATASETS = {"cora": ["dataset=cora", "train.epochs=200", "train.weight_decay=5e-4"],
             "synthetic": ["dataset=synthetic", "train.epochs=100"]}

@@ -8,7 +8,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from conftest import make_cfg
+
 from gnntrain.data import JobData
+from gnntrain.launch import launch
 from gnntrain.train import Trainer, WorkerContext
 
 
@@ -77,3 +80,17 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     trace = {"rank": ctx.rank, "inner": graph.global_ids[: graph.num_inner],
              "halo": graph.global_ids[graph.num_inner:], "epochs": epochs}
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def trace_job(tmp_path, name: str, *overrides: str) -> list[dict]:
+    """Run a job under :func:`trace_training`; every rank's trace."""
+    cfg = make_cfg(*overrides)
+    cfg["trace_dir"] = str(tmp_path / name)
+    (tmp_path / name).mkdir()
+    launch(cfg, trace_training)
+    world = cfg["cluster"]["world_size"]
+    return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
+
+
+def job_bytes(traces: list[dict], kind: str) -> int:
+    return sum(t["bytes"].get(kind, 0) for t in traces)

@@ -52,6 +52,8 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["model=deepgcn", "model.heads=2"], ["model.heads", "learn_t"]),
     (["train.dtype=float16"], ["train.dtype", "float32", "float64"]),
     (["strategy=bns", "strategy.p=1.5"], ["strategy.p=1.5", "in [0, 1]"]),
+    (["strategy=adaqp", "strategy.bits=3"], ["strategy.bits=3", "2, 4, 8, 32"]),
+    (["strategy=adaqp", "strategy.assign=best"], ["strategy.assign", "adaptive", "uniform", "fixed"]),
     (["dataset.name=nope"], ["dataset.name 'nope'", "cora"]),
     (["partition.parts=3"], ["partition.parts=3", "workers (2)"]),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),

@@ -7,7 +7,8 @@ import torch
 
 from gnntrain.data.partition import graph_fingerprint, load_or_partition
 from gnntrain.data.synthetic import generate
-from gnntrain.graph import build_local_graph, partition_stats
+from gnntrain.data.partition import partition_stats
+from gnntrain.graph import build_local_graph
 
 
 def _graph(seed: int = 0):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from conftest import make_cfg
 from gnntrain.data.synthetic import generate
-from gnntrain.graph import partition_stats
+from gnntrain.data.partition import partition_stats
 from gnntrain.train import Trainer, WorkerContext
 
 

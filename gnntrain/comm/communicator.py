@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -41,18 +41,19 @@ class Communicator:
             self.group = None
 
     def all_to_all_start(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
-                         kind: str) -> InFlight:
+                         kind: str, decode: Callable[[torch.Tensor], torch.Tensor] | None = None) -> InFlight:
         """Start sending ``send_splits[q]`` consecutive rows of ``send`` to each peer ``q`` and
         receiving ``recv_splits[q]`` rows from each (stacked in peer order). The payload bytes
         are counted now; the time blocked and the operation's lifetime when
-        :meth:`InFlight.wait` is called."""
+        :meth:`InFlight.wait` is called, which returns what arrived, passed through ``decode``
+        if given (e.g. dequantization)."""
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:]))
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
         work = None
         if self.world_size > 1:
             work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)
-        return InFlight(recv, send, work, self.meter, kind)
+        return InFlight(recv, send, work, self.meter, kind, decode)
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
@@ -84,8 +85,10 @@ class InFlight:
     start to its completion (marked by a callback on the work's future where the backend
     offers one, else to the end of the wait)."""
 
-    def __init__(self, recv: torch.Tensor, send: torch.Tensor, work: Any, meter: CommMeter, kind: str) -> None:
+    def __init__(self, recv: torch.Tensor, send: torch.Tensor, work: Any, meter: CommMeter, kind: str,
+                 decode: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.recv, self.send, self.work, self.meter, self.kind = recv, send, work, meter, kind
+        self.decode = decode
         self.start = time.perf_counter()
         self.done_at: float | None = None
         if work is not None:
@@ -102,7 +105,7 @@ class InFlight:
         end = time.perf_counter()
         self.meter.record(self.kind, 0, end - begin, (self.done_at or end) - self.start)
         self.send = None
-        return self.recv
+        return self.decode(self.recv) if self.decode is not None else self.recv
 
 
 class _AllSum(torch.autograd.Function):

@@ -8,7 +8,9 @@ read accumulate every peer's contribution, exactly as in full-graph autograd. Wh
 input does not require a gradient (the input features), no backward message is sent.
 
 :class:`HaloExchange` is the synchronous exchange of the graph-parallel baseline; its
-``start_*`` halves are what strategies with other timing (stale, pipelined) build on.
+``start_*`` halves are what strategies with other timing (stale, pipelined) build on. Given a
+:class:`~gnntrain.comm.quantized_exchange.BitPlan`, every exchange (either direction, any
+timing) sends its rows quantized to the plan's per-row bit-widths.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
+from gnntrain.comm.quantized_exchange import BitPlan, start_quantized
 from gnntrain.graph import LocalGraph
 
 
 class HaloExchange:
     """Exchange of a local graph's halo rows over ``comm``."""
 
-    def __init__(self, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, graph: LocalGraph, comm: Communicator, plan: BitPlan | None = None,
+                 generator: torch.Generator | None = None) -> None:
         self.comm = comm
+        self.plan, self.generator = plan, generator
         self.send_index = graph.send_index.to(comm.device)
         self.send_splits = graph.send_splits
         self.recv_splits = graph.recv_splits
@@ -32,14 +37,20 @@ class HaloExchange:
 
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """Halo rows of ``h`` (the inner rows of a layer input), in local halo order, fresh."""
-        return _Exchange.apply(h, self)
+        return _Exchange.apply(h, self, layer)
 
-    def start_forward(self, h: torch.Tensor) -> InFlight:
-        return self.comm.all_to_all_start(h.detach()[self.send_index], self.send_splits, self.recv_splits,
-                                          "halo_fwd")
+    def start_forward(self, h: torch.Tensor, layer: int) -> InFlight:
+        return self._start(h.detach()[self.send_index], layer, "fwd", self.send_splits, self.recv_splits, "halo_fwd")
 
-    def start_backward(self, grad_halo: torch.Tensor) -> InFlight:
-        return self.comm.all_to_all_start(grad_halo.contiguous(), self.recv_splits, self.send_splits, "halo_bwd")
+    def start_backward(self, grad_halo: torch.Tensor, layer: int) -> InFlight:
+        return self._start(grad_halo.contiguous(), layer, "bwd", self.recv_splits, self.send_splits, "halo_bwd")
+
+    def _start(self, rows: torch.Tensor, layer: int, direction: str, send_splits: list[int],
+               recv_splits: list[int], kind: str) -> InFlight:
+        if self.plan is None:
+            return self.comm.all_to_all_start(rows, send_splits, recv_splits, kind)
+        return start_quantized(self.comm, rows, self.plan, layer, direction, send_splits, recv_splits, kind,
+                               self.generator)
 
     def gradient_of_sent_rows(self, grad_sent: torch.Tensor) -> torch.Tensor:
         """Sum the gradients that came back for the sent rows into an ``[inner, width]`` gradient."""
@@ -49,11 +60,11 @@ class HaloExchange:
 
 class _Exchange(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h: torch.Tensor, exchange: HaloExchange) -> torch.Tensor:  # type: ignore[override]
-        ctx.exchange = exchange
-        return exchange.start_forward(h).wait()
+    def forward(ctx, h: torch.Tensor, exchange: HaloExchange, layer: int) -> torch.Tensor:  # type: ignore[override]
+        ctx.exchange, ctx.layer = exchange, layer
+        return exchange.start_forward(h, layer).wait()
 
     @staticmethod
-    def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
         exchange = ctx.exchange
-        return exchange.gradient_of_sent_rows(exchange.start_backward(grad_halo).wait()), None
+        return exchange.gradient_of_sent_rows(exchange.start_backward(grad_halo, ctx.layer).wait()), None, None

@@ -6,14 +6,14 @@ A row ``h`` (``D`` values) is sent at ``b`` bits as ``q = round_st((h - Z) / S)`
 unbiased, with variance ``sum_j f_j (1 - f_j) S^2`` (``f_j`` the fractional part of element
 ``j``), i.e. ``D S^2 / 6`` on average over fractional parts (Theorem 1).
 
-Wire format of a block of rows quantized at one width: the codes bit-packed row-major
-(:mod:`gnntrain.comm.bitpack`, ``8 / b`` per byte; the last byte of the block zero-padded),
-then every row's ``Z`` and then every row's ``S`` as bfloat16 (2 bytes each, the range of
-float32, so tiny gradients do not underflow). ``Z`` is rounded *down* and ``S`` *up* to
-bfloat16 before quantizing, so every ``(h - Z) / S`` lies in ``[0, 2^b - 1]`` and the
-receiver's dequantization uses exactly the sender's ``Z`` and ``S`` (no bias from the compact
-format). A constant row whose value bfloat16 represents gets ``S = 0`` and arrives exactly.
-``bits = 32`` sends the rows unquantized (float32 bytes).
+Wire format: one fixed-size *record* per row, so any subset of rows is a subset of records:
+the row's codes bit-packed (:mod:`gnntrain.comm.bitpack`, ``8 / b`` per byte, the row's last
+byte zero-padded), then ``Z`` and ``S`` as bfloat16 (2 bytes each; the range of float32, so
+tiny gradients do not underflow). ``Z`` is rounded *down* and ``S`` *up* to bfloat16 before
+quantizing, so every ``(h - Z) / S`` lies in ``[0, 2^b - 1]`` and the receiver dequantizes with
+exactly the sender's ``Z`` and ``S`` (the compact format adds no bias). A constant row whose
+value bfloat16 represents gets ``S = 0`` and arrives exactly. ``bits = 32`` sends the row
+unquantized (its float32 bytes).
 """
 
 from __future__ import annotations
@@ -27,17 +27,18 @@ FULL = 32
 META = torch.bfloat16
 
 
-def message_bytes(rows: int, dim: int, bits: int) -> int:
-    """Bytes of ``rows`` rows of ``dim`` values sent at ``bits`` (codes plus per-row Z, S)."""
+def record_bytes(dim: int, bits: int) -> int:
+    """Bytes of one row of ``dim`` values sent at ``bits`` (codes plus its Z and S)."""
     if bits == FULL:
-        return rows * dim * 4
-    return packed_size(rows * dim, bits) + rows * 2 * META.itemsize
+        return dim * 4
+    return packed_size(dim, bits) + 2 * META.itemsize
 
 
 def quantize(h: torch.Tensor, bits: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``[rows, dim]`` floats -> the block's bytes (1-D uint8), see the module docstring."""
+    """``[rows, dim]`` floats -> ``[rows, record_bytes(dim, bits)]`` uint8 records."""
+    rows, dim = h.shape
     if bits == FULL:
-        return h.detach().to(torch.float32).contiguous().view(-1).view(torch.uint8)
+        return h.detach().to(torch.float32).contiguous().view(torch.uint8).view(rows, dim * 4)
     if bits not in WIDTHS:
         raise ValueError(f"bits={bits} is invalid; valid: {', '.join(map(str, (*WIDTHS, FULL)))}")
     h = h.detach().to(torch.float32)
@@ -49,25 +50,27 @@ def quantize(h: torch.Tensor, bits: int, generator: torch.Generator | None = Non
     ratio = torch.where(s > 0, (h - z) / torch.where(s > 0, s, 1.0), 0.0)
     noise = torch.rand(h.shape, generator=generator, device=h.device)
     codes = torch.floor(ratio + noise).clamp_(0, levels)
-    meta = torch.cat([zero.view(-1), scale.view(-1)]).view(torch.uint8)
-    return torch.cat([pack(codes.view(-1), bits), meta])
+    meta = torch.cat([zero, scale], dim=1).view(torch.uint8)
+    return torch.cat([pack(codes, bits), meta], dim=1)
 
 
-def dequantize(payload: torch.Tensor, bits: int, rows: int, dim: int) -> torch.Tensor:
-    """A block's bytes -> ``[rows, dim]`` float32."""
+def dequantize(records: torch.Tensor, bits: int, dim: int) -> torch.Tensor:
+    """``[rows, record_bytes(dim, bits)]`` uint8 records -> ``[rows, dim]`` float32."""
+    rows = records.shape[0]
     if bits == FULL:
-        return _view(payload, torch.float32).view(rows, dim)
-    code_bytes = packed_size(rows * dim, bits)
-    codes = unpack(payload[:code_bytes], bits, rows * dim).view(rows, dim).float()
-    meta = _view(payload[code_bytes:], META).float().view(2, rows, 1)
-    return codes * meta[1] + meta[0]
+        return _view(records, torch.float32).view(rows, dim)
+    code_bytes = packed_size(dim, bits)
+    codes = unpack(records[:, :code_bytes], bits, dim).float()
+    meta = _view(records[:, code_bytes:], META).float()
+    return codes * meta[:, 1:2] + meta[:, 0:1]
 
 
-def _view(payload: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Bytes reinterpreted as ``dtype`` (copied first where the offset is not aligned)."""
-    if payload.storage_offset() % dtype.itemsize:
-        payload = payload.clone()
-    return payload.view(dtype)
+def _view(records: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Byte rows reinterpreted as ``dtype`` (copied first unless contiguous and aligned)."""
+    dense = records.is_contiguous() and (records.dim() < 2 or records.stride(0) == records.shape[1])
+    if not dense or records.storage_offset() % dtype.itemsize:
+        records = records.clone(memory_format=torch.contiguous_format)
+    return records.view(dtype)
 
 
 def _to_meta(value: torch.Tensor, toward: float) -> torch.Tensor:

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import torch
 
 from gnntrain.data.graph_data import GraphData
-from gnntrain.data.partition import load_or_partition
+from gnntrain.data.partition import load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
-from gnntrain.graph import partition_stats
 
 
 @dataclass

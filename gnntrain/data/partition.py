@@ -91,3 +91,26 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
     torch.save({"part": part, "fingerprint": fingerprint}, tmp)
     os.replace(tmp, path)
     return part, False
+
+
+def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
+    """Inner and boundary (halo) node counts per part, edge-cut, replication factor.
+
+    ``edge_cut`` counts directed edges whose endpoints lie in different parts (for an undirected
+    graph, twice the undirected cut); ``replication_factor`` is (inner + halo rows over all
+    parts) / N, i.e. how many copies of a node's features exist on average.
+    """
+    n = data.num_nodes
+    src, dst = data.edge_index
+    cut = part[src] != part[dst]
+    halo_pairs = torch.unique(part[dst[cut]] * n + src[cut])
+    halo = torch.bincount(halo_pairs // n, minlength=parts)
+    inner = torch.bincount(part, minlength=parts)
+    return {
+        "parts": parts,
+        "inner_nodes": inner.tolist(),
+        "boundary_nodes": halo.tolist(),
+        "edge_cut": int(cut.sum()),
+        "edge_cut_fraction": float(cut.float().mean()) if cut.numel() else 0.0,
+        "replication_factor": float((inner.sum() + halo.sum()) / max(n, 1)),
+    }

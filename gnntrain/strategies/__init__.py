@@ -10,6 +10,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.adaqp import AdaQP
 from gnntrain.strategies.bns import BoundarySampling
 from gnntrain.strategies.pipegcn import PipeGCN
 from gnntrain.strategies.vanilla import Vanilla
@@ -36,7 +37,7 @@ class Strategy(Protocol):
 
 
 STRATEGIES = {"vanilla": Vanilla, "pipegcn": PipeGCN, "bns": BoundarySampling, "bes": BoundarySampling,
-              "dropedge": BoundarySampling}
+              "dropedge": BoundarySampling, "adaqp": AdaQP}
 
 
 def build_strategy(cfg: dict, graph: LocalGraph, comm: Communicator) -> Strategy:

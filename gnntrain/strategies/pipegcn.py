@@ -13,6 +13,10 @@ their moving average ``f_hat(t) = gamma f_hat(t-1) + (1 - gamma) f(t)``, ``g`` d
 for the boundary gradients a rank receives for its own rows, ``gf`` both; ``f_hat`` starts at
 the first received value (epoch 1's zero halo is not averaged in).
 
+``strategy.bits`` below 32 quantizes the stale messages (both directions) with AdaQP's codec
+(:mod:`gnntrain.comm.quantize`) at that fixed width: PipeGCN's overlap with AdaQP's smaller
+messages.
+
 Evaluation uses a fresh, synchronous exchange: the reported accuracy is the model's.
 
 ``strategy.track_staleness_error`` (Fig. 5): per layer, ``||used - fresh||_F`` over all ranks
@@ -32,8 +36,11 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.halo import HaloExchange
+from gnntrain.comm.quantize import FULL
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.adaqp import rounding_generator
+from gnntrain.strategies.bit_plans import FixedBits
 
 
 @dataclass
@@ -66,7 +73,9 @@ class PipeGCN:
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
-        self.pipe = HaloExchange(graph, self.side)
+        quantized = cfg["bits"] < FULL
+        self.pipe = HaloExchange(graph, self.side, FixedBits(cfg["bits"], graph) if quantized else None,
+                                 rounding_generator(cfg, comm) if quantized else None)
         gamma = cfg["gamma"]
         self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma))
         self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma))
@@ -116,8 +125,8 @@ class _StaleExchange(torch.autograd.Function):
         ctx.pipe, ctx.layer = pipe, layer
         stream = pipe.features[layer]
         used = stream.take(lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))
-        pipe.track_error(f"features/layer{layer}", used, lambda: pipe.fresh.start_forward(h))
-        stream.pending = pipe.pipe.start_forward(h)
+        pipe.track_error(f"features/layer{layer}", used, lambda: pipe.fresh.start_forward(h, layer))
+        stream.pending = pipe.pipe.start_forward(h, layer)
         return used.clone()
 
     @staticmethod
@@ -125,6 +134,6 @@ class _StaleExchange(torch.autograd.Function):
         pipe = ctx.pipe
         stream = pipe.gradients[ctx.layer]
         used = stream.take(lambda: grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1]))
-        pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo))
-        stream.pending = pipe.pipe.start_backward(grad_halo)
+        pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo, ctx.layer))
+        stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)
         return pipe.pipe.gradient_of_sent_rows(used), None, None

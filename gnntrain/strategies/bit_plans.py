@@ -1,0 +1,210 @@
+"""Per-message bit-widths for quantized halo exchanges (AdaQP, Sec. 3.3, 4.2, Table 6).
+
+A plan answers, for every layer and direction, the bit-width of each row the rank sends and
+of each row it receives; sender and receiver of a row always hold the same width.
+
+* :class:`FixedBits`: every message at ``bits`` (2, 4, 8, or 32 = unquantized).
+* :class:`UniformBits`: each message's width drawn uniformly from {2, 4, 8} (Table 6's
+  baseline), once per run; both ends draw the same widths from a generator seeded by
+  (seed, layer, direction, sender, receiver), so no message is needed to agree.
+* :class:`AdaptiveBits`: every ``period`` epochs, AdaQP's assigner. Each receiver traces, per
+  received message ``k``, ``beta_k = c_k D (max h_k - min h_k)^2 / 6`` from the rows that
+  arrived last (``c_k``: forward, the sum over ``k``'s local out-neighbours ``v`` of the squared
+  aggregation weight ``alpha_kv^2``; the strategy does not know the model's aggregation, so
+  GCN's symmetric normalised weights stand in for every model; backward, 1: a gradient row is
+  added unscaled). Rank 0 gathers the traces, groups each device pair's messages by ``beta``
+  (``group_size``) and solves Eq. 12 per layer and direction
+  (:mod:`gnntrain.strategies.bit_assignment`) with the per-pair alpha-beta cost model
+  profiled at start-up, then sends each receiver its widths; receivers pass them on to the
+  senders. Until the first assignment (after ``period`` epochs) every message uses 8 bits.
+  The traffic of tracing and assigning is counted under the ``assign`` kind.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.quantize import WIDTHS
+from gnntrain.graph import LocalGraph
+from gnntrain.strategies.bit_assignment import PairGroups, assign_bits, group_messages
+
+Key = tuple[int, str]
+
+
+def _sizes(graph: LocalGraph, direction: str) -> tuple[list[int], list[int]]:
+    """(rows sent per peer, rows received per peer) in ``direction``."""
+    if direction == "fwd":
+        return graph.send_splits, graph.recv_splits
+    return graph.recv_splits, graph.send_splits
+
+
+class _Plan:
+    """Widths are issued per (layer, direction) on first use and kept in ``issued``."""
+
+    def __init__(self, graph: LocalGraph) -> None:
+        self.graph = graph
+        self.issued: dict[Key, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def bits(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if (layer, direction) not in self.issued:
+            self.issued[layer, direction] = self._initial(layer, direction)
+        return self.issued[layer, direction]
+
+    def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def _constant(self, direction: str, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        send, recv = _sizes(self.graph, direction)
+        return torch.full((sum(send),), width), torch.full((sum(recv),), width)
+
+    def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
+        pass
+
+
+class FixedBits(_Plan):
+    def __init__(self, bits: int, graph: LocalGraph) -> None:
+        super().__init__(graph)
+        self.width = bits
+
+    def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._constant(direction, self.width)
+
+
+class UniformBits(_Plan):
+    def __init__(self, seed: int, graph: LocalGraph) -> None:
+        super().__init__(graph)
+        self.seed = seed
+
+    def _draw(self, layer: int, direction: str, sender: int, receiver: int, n: int) -> torch.Tensor:
+        world = self.graph.world_size
+        key = (((self.seed * 4096 + layer) * 2 + (direction == "bwd")) * world + sender) * world + receiver
+        choice = torch.randint(len(WIDTHS), (n,), generator=torch.Generator().manual_seed(key))
+        return torch.tensor(WIDTHS)[choice]
+
+    def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        send, recv = _sizes(self.graph, direction)
+        me = self.graph.rank
+        return (torch.cat([self._draw(layer, direction, me, q, n) for q, n in enumerate(send)]),
+                torch.cat([self._draw(layer, direction, q, me, n) for q, n in enumerate(recv)]))
+
+
+class AdaptiveBits(_Plan):
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+        super().__init__(graph)
+        self.comm = comm
+        self.lam, self.group_size = cfg["lambda_"], cfg["group_size"]
+        self.traced: dict[Key, torch.Tensor] = {}
+        self.widths: dict[Key, int] = {}
+        self.coefficient = self._forward_coefficients(graph)
+        world = comm.world_size
+        own = torch.zeros(world, 2, world)
+        own[comm.rank] = torch.tensor([graph.recv_splits, graph.send_splits], dtype=torch.float32)
+        self.splits = comm.all_reduce(own, "assign").long()
+        """``[rank, (halo rows from, rows sent to), peer]`` of every rank."""
+        self.cost = self._profile()
+        """``[receiver, sender, (theta s/bit, gamma s)]``."""
+        self.solve_time = 0.0
+
+    @staticmethod
+    def _forward_coefficients(graph: LocalGraph) -> torch.Tensor:
+        """Per halo row: sum of its squared GCN aggregation weights into this rank's nodes."""
+        src, dst = graph.edge_src, graph.edge_dst
+        dinv = (graph.in_degree + 1.0).rsqrt()
+        squares = torch.zeros(graph.num_local, dtype=dinv.dtype).index_add_(0, src, (dinv[src] * dinv[dst]) ** 2)
+        return squares[graph.num_inner:].float()
+
+    def _profile(self, sizes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 3) -> torch.Tensor:
+        """Fit ``time = theta * bits + gamma`` for every (sender -> receiver) pair from timed
+        ring rounds: in round ``k`` each rank sends to the rank ``k`` places to its right."""
+        world, me = self.comm.world_size, self.comm.rank
+        cost = torch.zeros(world, world, 2, dtype=torch.float64)
+        for k in range(1, world):
+            right, left = (me + k) % world, (me - k) % world
+            samples = []
+            for size in sizes:
+                send_splits = [size if q == right else 0 for q in range(world)]
+                recv_splits = [size if q == left else 0 for q in range(world)]
+                payload = torch.zeros(size, dtype=torch.uint8, device=self.comm.device)
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    self.comm.all_to_all_start(payload, send_splits, recv_splits, "assign").wait()
+                    samples.append((8.0 * size, time.perf_counter() - start))
+            bits, seconds = np.array(samples).T
+            theta, gamma = np.polyfit(bits, seconds, 1)
+            cost[me, left] = torch.tensor([max(theta, 1e-15), max(gamma, 0.0)])
+        return self.comm.all_reduce(cost, "assign")
+
+    def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._constant(direction, WIDTHS[-1])
+
+    def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
+        spread = (received.amax(dim=1) - received.amin(dim=1)).float() if received.numel() else received.new_zeros(0)
+        coefficient = self.coefficient if direction == "fwd" else 1.0
+        self.traced[layer, direction] = (coefficient * received.shape[1] * spread ** 2 / 6).cpu()
+        self.widths[layer, direction] = received.shape[1]
+
+    def reassign(self) -> None:
+        """Gather the traces on rank 0, solve, and hand every rank its widths (both ends)."""
+        keys = sorted(self.traced)
+        world, me = self.comm.world_size, self.comm.rank
+        incoming = lambda r, d: self.splits[r, 0 if d == "fwd" else 1]  # noqa: E731
+        totals = [sum(int(incoming(r, d).sum()) for _, d in keys) for r in range(world)]
+        beta = torch.cat([self.traced[k] for k in keys]).float()
+        at_root = self.comm.all_to_all_start(beta, [beta.numel() if q == 0 else 0 for q in range(world)],
+                                             totals if me == 0 else [0] * world, "assign").wait()
+        recv_bits = torch.zeros(0, dtype=torch.uint8)
+        if me == 0:
+            start = time.perf_counter()
+            solved = self._solve(keys, at_root.split(totals), incoming)
+            self.solve_time = time.perf_counter() - start
+            recv_bits = torch.cat(solved)
+        mine = self.comm.all_to_all_start(recv_bits, totals if me == 0 else [0] * world,
+                                          [totals[me] if q == 0 else 0 for q in range(world)], "assign").wait()
+        blocks = mine.split([int(incoming(me, d).sum()) for _, d in keys])
+        received = {k: b.split(_sizes(self.graph, k[1])[1]) for k, b in zip(keys, blocks)}
+        sent_sizes = {k: _sizes(self.graph, k[1])[0] for k in keys}
+        # receivers tell each sender the widths of the messages it sends them (peer-major, key by key)
+        outgoing = torch.cat([received[k][q] for q in range(world) for k in keys] or [mine[:0]])
+        incoming_from = self.comm.all_to_all_start(
+            outgoing, [sum(len(received[k][q]) for k in keys) for q in range(world)],
+            [sum(sent_sizes[k][q] for k in keys) for q in range(world)], "assign").wait()
+        pieces = iter(incoming_from.split([sent_sizes[k][q] for q in range(world) for k in keys]))
+        sent: dict[Key, list[torch.Tensor]] = {k: [] for k in keys}
+        for q in range(world):
+            for k in keys:
+                sent[k].append(next(pieces))
+        for k, block in zip(keys, blocks):
+            self.issued[k] = (torch.cat(sent[k]).long(), block.long())
+
+    def _solve(self, keys: list[Key], traces: tuple[torch.Tensor, ...], incoming) -> list[torch.Tensor]:
+        """Rank 0: every rank's received widths, in the order of its traces."""
+        world = self.comm.world_size
+        per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
+        offsets = [0] * world
+        for layer, direction in keys:
+            pairs, slots = [], []
+            for r in range(world):
+                counts = incoming(r, direction).tolist()
+                block = traces[r][offsets[r]: offsets[r] + sum(counts)]
+                offsets[r] += sum(counts)
+                for q, part in enumerate(block.split(counts)):
+                    if part.numel():
+                        groups = group_messages(part.double().numpy(), self.group_size)
+                        theta, gamma = self.cost[r, q].tolist()
+                        pairs.append(PairGroups(np.array([part[g].sum().item() for g in groups]),
+                                                np.array([len(g) * self.widths[layer, direction] for g in groups],
+                                                         dtype=float), theta, gamma))
+                        slots.append((r, q, groups, part.numel()))
+                per_rank[r].append(torch.zeros(sum(counts), dtype=torch.uint8))
+            for (r, q, groups, n), group_bits in zip(slots, assign_bits(pairs, self.lam)):
+                start = int(incoming(r, direction)[:q].sum())
+                message_bits = torch.zeros(n, dtype=torch.uint8)
+                for g, b in zip(groups, group_bits):
+                    message_bits[torch.from_numpy(g)] = int(b)
+                per_rank[r][-1][start: start + n] = message_bits
+        return [torch.cat(blocks) if blocks else torch.zeros(0, dtype=torch.uint8) for blocks in per_rank]

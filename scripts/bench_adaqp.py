@@ -1,0 +1,64 @@
+"""Benchmark: vanilla vs AdaQP (fixed 2/4/8 bits, uniform, adaptive), side by side on the same
+graph and partitions (AdaQP Tables 4-5 in shape).
+
+Every run trains the same GraphSAGE on the same synthetic graph with the same METIS partition
+(computed once, cached). Printed per run: epoch time and its ratio to vanilla, halo bytes per
+epoch and their ratio to vanilla, the mean bit-width, and for the adaptive run (reassigning
+every ``--period`` epochs) the assignment time as a share of the run's epoch time.
+
+Results go to ``results/bench_adaqp.json``. Usage: ``python scripts/bench_adaqp.py [--workers 4] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from jobs import add_bench_args, bench_overrides, bench_setting, describe_bench, run_job
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_adaqp.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_bench_args(parser)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--period", type=int, default=4, help="reassignment period of the adaptive run")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    runs = {"vanilla": ["strategy=vanilla"],
+            **{f"adaqp {b}-bit": ["strategy=adaqp", "strategy.assign=fixed", f"strategy.bits={b}"] for b in (2, 4, 8)},
+            "adaqp uniform": ["strategy=adaqp", "strategy.assign=uniform"],
+            "adaqp adaptive": ["strategy=adaqp", f"strategy.period={args.period}"]}
+
+    common = [*bench_overrides(args), f"cluster.world_size={args.workers}"]
+    print(f"{describe_bench(args)}; {args.workers} workers; {torch.get_num_threads()} threads in this process",
+          flush=True)
+    rows = []
+    for name, overrides in runs.items():
+        summary = run_job([*common, *overrides])
+        by_kind, extra = summary["mean_comm_bytes_by_kind"], summary["mean_strategy_metrics"]
+        rows.append({"run": name, "epoch_time_s": summary["mean_epoch_time"],
+                     "exposed_comm_s": summary["mean_comm_time"],
+                     "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
+                     "mean_bits": extra.get("mean_bits", 32.0),
+                     "assign_share": extra.get("assign_time", 0.0) / summary["mean_epoch_time"],
+                     "test_at_best_val": summary["test_at_best_val"]})
+        base, row = rows[0], rows[-1]
+        print(f"{name:15s} epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
+              f"vanilla's speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
+              f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
+              f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x vanilla), mean "
+              f"{row['mean_bits']:.2f} bits, assignment {100 * row['assign_share']:.1f}% of the epoch time",
+              flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**bench_setting(args), "workers": args.workers, "period": args.period,
+                                    "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""AdaQP: exact byte counts of quantized halos, 32-bit messages equal vanilla, adaptive
+assignment agreed by both ends of every message, and quantized stale halos under PipeGCN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dist_helpers import job_bytes, trace_job
+from gnntrain.comm.quantize import record_bytes
+
+EPOCHS = 3
+COMMON = ("model=gcn", "model.layers=2", "model.hidden=16", "model.dropout=0", "cluster.world_size=2",
+          f"train.epochs={EPOCHS}", "dataset.num_nodes=1200", "dataset.num_features=32", "seed=4")
+WIDTHS = [32, 16]  # layer inputs: features, hidden
+
+
+def _expected_halo_bytes(traces: list[dict], bits: int) -> dict[str, int]:
+    """Every rank's halo rows arrive once per layer (forward) and their gradients go back for
+    every layer but the first (the input features need none)."""
+    rows = sum(t["boundary"] for t in traces)
+    return {"halo_fwd": EPOCHS * rows * sum(record_bytes(d, bits) for d in WIDTHS),
+            "halo_bwd": EPOCHS * rows * sum(record_bytes(d, bits) for d in WIDTHS[1:])}
+
+
+@pytest.mark.parametrize("bits,ratio", [(2, 1 / 16), (8, 1 / 4)])
+def test_fixed_width_halo_bytes_are_exact(bits: int, ratio: float, tmp_path) -> None:
+    vanilla = trace_job(tmp_path, "vanilla", *COMMON, "strategy=vanilla")
+    quantized = trace_job(tmp_path, f"q{bits}", *COMMON, "strategy=adaqp", "strategy.assign=fixed",
+                          f"strategy.bits={bits}")
+    assert {k: job_bytes(vanilla, k) for k in ("halo_fwd", "halo_bwd")} == _expected_halo_bytes(vanilla, 32)
+    expected = _expected_halo_bytes(quantized, bits)
+    for kind, count in expected.items():
+        assert job_bytes(quantized, kind) == count
+        metadata = count - job_bytes(vanilla, kind) * ratio  # codes are `ratio` of float32; plus 4 bytes per row
+        assert 0 < metadata <= 4 * EPOCHS * sum(t["boundary"] for t in quantized) * len(WIDTHS)
+
+
+def test_full_width_messages_equal_vanilla(tmp_path) -> None:
+    vanilla = trace_job(tmp_path, "vanilla", *COMMON, "strategy=vanilla")
+    full = trace_job(tmp_path, "full", *COMMON, "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=32")
+    assert full[0]["loss"] == vanilla[0]["loss"]
+    for f, v in zip(full, vanilla):
+        assert {k: b for k, b in f["bytes"].items()} == v["bytes"]
+        for epoch in range(EPOCHS):
+            for name, grad in v["grads"][epoch].items():
+                assert torch.equal(f["grads"][epoch][name], grad)
+
+
+def test_adaptive_assignment_runs_and_both_ends_agree(tmp_path) -> None:
+    """Reassigning after epoch 2 (period 2): widths come from {2, 4, 8}; a disagreement between the two
+    ends of a message would garble the byte layout (shape errors or wrong rows). Bytes lie
+    between the all-2-bit and all-8-bit counts."""
+    traces = trace_job(tmp_path, "adaptive", *COMMON[:-1], "seed=4", "cluster.world_size=3", "strategy=adaqp",
+                       "strategy.period=2", "strategy.group_size=20", "strategy.lambda_=0.2")
+    metrics = traces[0]["epoch_metrics"]
+    assert metrics[0]["assign_time"] == metrics[1]["assign_time"] == 0 < metrics[2]["assign_time"]
+    assert 0 < metrics[2]["solve_time"] <= metrics[2]["assign_time"]
+    assert all(2 <= m["mean_bits"] <= 8 for m in metrics)
+    low, high = _expected_halo_bytes(traces, 2), _expected_halo_bytes(traces, 8)
+    for kind in low:
+        assert low[kind] <= job_bytes(traces, kind) <= high[kind]
+    assert job_bytes(traces, "assign") > 0
+    assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in traces)
+
+
+def test_uniform_widths_average_to_the_mean_of_2_4_8(tmp_path) -> None:
+    traces = trace_job(tmp_path, "uniform", *COMMON, "strategy=adaqp", "strategy.assign=uniform")
+    assert traces[0]["epoch_metrics"][-1]["mean_bits"] == pytest.approx(14 / 3, rel=0.08)
+
+
+def test_pipegcn_with_quantized_stale_halos(tmp_path) -> None:
+    """PipeGCN's stale exchange through AdaQP's codec: the same bytes as AdaQP at that width."""
+    adaqp = trace_job(tmp_path, "adaqp", *COMMON, "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=4")
+    pipe = trace_job(tmp_path, "pipe", *COMMON, "strategy=pipegcn", "strategy.bits=4")
+    for kind in ("halo_fwd", "halo_bwd"):
+        assert job_bytes(pipe, kind) == job_bytes(adaqp, kind) == _expected_halo_bytes(adaqp, 4)[kind]
+    assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in pipe)
