@@ -39,12 +39,18 @@ def main() -> None:
     parser.add_argument("study", choices=list(STUDIES))
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", help="a subset of the study's variants (the first is the baseline)")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--model", nargs="*", default=["model=sage", "model.hidden=64", "model.norm=layer"])
     parser.add_argument("--extra", nargs="*", default=[], help="overrides added to every run")
     parser.add_argument("--out", type=Path, help="default: results/accuracy_<study>.json")
     args = parser.parse_args()
     variants = STUDIES[args.study]
+    if args.variants:
+        unknown = sorted(set(args.variants) - set(variants))
+        if unknown:
+            parser.error(f"unknown variants {unknown}; valid: {', '.join(variants)}")
+        variants = {name: variants[name] for name in args.variants}
     out = args.out or RESULTS / f"accuracy_{args.study}.json"
     result = {"model": args.model, "extra": args.extra, "workers": args.workers, "seeds": args.seeds, "datasets": {}}
     for dataset in args.datasets:

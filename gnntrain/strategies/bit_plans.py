@@ -148,24 +148,27 @@ class AdaptiveBits(_Plan):
         self.traced[layer, direction] = (coefficient * received.shape[1] * spread ** 2 / 6).cpu()
         self.widths[layer, direction] = received.shape[1]
 
+    def _incoming(self, rank: int, direction: str) -> torch.Tensor:
+        """Rows ``rank`` receives from each peer in ``direction``."""
+        return self.splits[rank, 0 if direction == "fwd" else 1]
+
     def reassign(self) -> None:
         """Gather the traces on rank 0, solve, and hand every rank its widths (both ends)."""
         keys = sorted(self.traced)
         world, me = self.comm.world_size, self.comm.rank
-        incoming = lambda r, d: self.splits[r, 0 if d == "fwd" else 1]  # noqa: E731
-        totals = [sum(int(incoming(r, d).sum()) for _, d in keys) for r in range(world)]
+        totals = [sum(int(self._incoming(r, d).sum()) for _, d in keys) for r in range(world)]
         beta = torch.cat([self.traced[k] for k in keys]).float()
         at_root = self.comm.all_to_all_start(beta, [beta.numel() if q == 0 else 0 for q in range(world)],
                                              totals if me == 0 else [0] * world, "assign").wait()
         recv_bits = torch.zeros(0, dtype=torch.uint8)
         if me == 0:
             start = time.perf_counter()
-            solved = self._solve(keys, at_root.split(totals), incoming)
+            solved = self._solve(keys, at_root.split(totals))
             self.solve_time = time.perf_counter() - start
             recv_bits = torch.cat(solved)
         mine = self.comm.all_to_all_start(recv_bits, totals if me == 0 else [0] * world,
                                           [totals[me] if q == 0 else 0 for q in range(world)], "assign").wait()
-        blocks = mine.split([int(incoming(me, d).sum()) for _, d in keys])
+        blocks = mine.split([int(self._incoming(me, d).sum()) for _, d in keys])
         received = {k: b.split(_sizes(self.graph, k[1])[1]) for k, b in zip(keys, blocks)}
         sent_sizes = {k: _sizes(self.graph, k[1])[0] for k in keys}
         # receivers tell each sender the widths of the messages it sends them (peer-major, key by key)
@@ -181,7 +184,7 @@ class AdaptiveBits(_Plan):
         for k, block in zip(keys, blocks):
             self.issued[k] = (torch.cat(sent[k]).long(), block.long())
 
-    def _solve(self, keys: list[Key], traces: tuple[torch.Tensor, ...], incoming) -> list[torch.Tensor]:
+    def _solve(self, keys: list[Key], traces: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
         """Rank 0: every rank's received widths, in the order of its traces."""
         world = self.comm.world_size
         per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
@@ -189,7 +192,7 @@ class AdaptiveBits(_Plan):
         for layer, direction in keys:
             pairs, slots = [], []
             for r in range(world):
-                counts = incoming(r, direction).tolist()
+                counts = self._incoming(r, direction).tolist()
                 block = traces[r][offsets[r]: offsets[r] + sum(counts)]
                 offsets[r] += sum(counts)
                 for q, part in enumerate(block.split(counts)):
@@ -202,7 +205,7 @@ class AdaptiveBits(_Plan):
                         slots.append((r, q, groups, part.numel()))
                 per_rank[r].append(torch.zeros(sum(counts), dtype=torch.uint8))
             for (r, q, groups, n), group_bits in zip(slots, assign_bits(pairs, self.lam)):
-                start = int(incoming(r, direction)[:q].sum())
+                start = int(self._incoming(r, direction)[:q].sum())
                 message_bits = torch.zeros(n, dtype=torch.uint8)
                 for g, b in zip(groups, group_bits):
                     message_bits[torch.from_numpy(g)] = int(b)
