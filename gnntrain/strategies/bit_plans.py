@@ -26,7 +26,6 @@ import time
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import WIDTHS
