@@ -64,6 +64,9 @@ class BoundarySampling:
             counts = torch.tensor([float(self.is_cut.sum()), float(self.is_cut.numel())], dtype=torch.float64)
             cut, edges = comm.reduce_untracked(counts, dist.ReduceOp.SUM).tolist()
             self.keep_prob = 1.0 - (1.0 - self.p) * cut / edges if edges else 1.0
+        # weight of every in-edge when kept: 1/keep-probability where edges are sampled
+        sampled_edges = torch.ones_like(self.is_cut) if self.method == "dropedge" else self.is_cut
+        self.edge_scale = torch.where(sampled_edges, _inverse(self.keep_prob), 1.0).to(graph.in_degree.dtype)
         self.sampled: LocalGraph | None = None
         self.sample_time = 0.0
         self.dropped_edges = 0
@@ -72,9 +75,9 @@ class BoundarySampling:
         if self.keep_prob == 1.0:
             return self.graph, self.full
         start = time.perf_counter()
-        edge_keep, edge_scale, halo_keep = self._sample()
+        edge_keep, halo_keep = self._sample()
         send_index, send_splits = self._rows_peers_kept(halo_keep)
-        self.sampled = self.graph.restricted(edge_keep, edge_scale, halo_keep, send_index, send_splits)
+        self.sampled = self.graph.restricted(edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
         self.sample_time = time.perf_counter() - start
         self.dropped_edges = int(edge_keep.numel() - edge_keep.sum())
         return self.sampled, HaloExchange(self.sampled, self.comm)
@@ -82,10 +85,9 @@ class BoundarySampling:
     def evaluation_halo(self) -> HaloSource:
         return self.full
 
-    def _sample(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(kept in-edges, per-edge weight multiplier, kept halo nodes) for this epoch."""
+    def _sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(kept in-edges, kept halo nodes) for this epoch."""
         g, draw = self.graph, lambda n: torch.rand(n, generator=self.generator) < self.keep_prob
-        dtype = g.in_degree.dtype
         if self.method == "bns":
             halo_keep = draw(g.num_halo)
             edge_keep = ~self.is_cut
@@ -97,9 +99,7 @@ class BoundarySampling:
         else:
             edge_keep = draw(g.edge_src.numel())
             halo_keep = g.halo_read_by(edge_keep)
-            return edge_keep, torch.full(edge_keep.shape, _inverse(self.keep_prob), dtype=dtype), halo_keep
-        edge_scale = torch.where(self.is_cut, _inverse(self.keep_prob), 1.0).to(dtype)
-        return edge_keep, edge_scale, halo_keep
+        return edge_keep, halo_keep
 
     def _rows_peers_kept(self, halo_keep: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
         """Send each owner a 1-bit mask of the halo rows kept from it; receive the peers' masks
