@@ -163,13 +163,15 @@ class BitAssignment(str, Enum):
 class AdaQPConfig(StrategyConfig):
     """AdaQP: quantized halo messages; ``assign`` picks the per-message bit-widths (``bits``
     for ``fixed``; ``adaptive`` re-solves every ``period`` epochs with weight ``lambda_`` on the
-    variance objective and groups of ``group_size`` messages)."""
+    variance objective and groups of ``group_size`` messages); ``overlap`` computes the central
+    nodes while the marginal nodes' halo rows are in flight."""
 
     assign: BitAssignment = BitAssignment.adaptive
     bits: int = 8
     period: int = 50
     group_size: int = 100
     lambda_: float = 0.5
+    overlap: bool = False
     seed: int = 0
 
 

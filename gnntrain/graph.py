@@ -13,6 +13,12 @@ Send plan: for each peer ``q``, the inner nodes that ``q`` has in its halo, in `
 order. Every rank derives its plans from the global edge list and the partition, so no
 messages are needed to agree on them.
 
+A *target view* (:meth:`LocalGraph.target_view`) aggregates into a subset of the inner nodes
+only (``target_index``), for computing some rows before the halo arrives: the *central* inner
+nodes (no halo in-neighbour) read inner rows only, the *marginal* ones need the halo
+(:attr:`LocalGraph.central_marginal`). Every row of a view is the same sum, in the same order,
+as that row of the whole local graph.
+
 A *sampled* local graph (:meth:`LocalGraph.restricted`) keeps every inner node, a subset of the
 in-edges and only the halo nodes those edges read; ``edge_scale`` then multiplies each kept
 edge's aggregation weight (1/keep-probability, for an unbiased sum or mean).
@@ -21,7 +27,7 @@ edge's aggregation weight (1/keep-probability, for an unbiased sum or mean).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import torch
@@ -57,6 +63,8 @@ class LocalGraph:
     test_mask: torch.Tensor
     edge_scale: torch.Tensor | None = None
     """Per-edge multiplier of the aggregation weight in a sampled graph; None: all 1."""
+    target_index: torch.Tensor | None = None
+    """Local ids of the inner nodes a target view aggregates into, in order; None: all inner nodes."""
     operator_build_time: float = 0.0
     """Seconds spent building this graph's aggregation matrices so far."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
@@ -65,18 +73,27 @@ class LocalGraph:
     def num_local(self) -> int:
         return self.num_inner + self.num_halo
 
+    @property
+    def num_targets(self) -> int:
+        """Rows of this graph's aggregations: the inner nodes, or a target view's subset."""
+        return self.num_inner if self.target_index is None else self.target_index.numel()
+
+    def target_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """The rows of ``x`` (indexed by local id, at least the inner nodes) of the targets."""
+        return x[: self.num_inner] if self.target_index is None else x[self.target_index]
+
     @cached_property
     def self_loop_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Local (source, target) ids of every in-edge of an inner node plus one self-loop per
-        inner node, for layers that compute per-edge values (attention, modulation)."""
-        loops = torch.arange(self.num_inner)
-        return torch.cat([self.edge_src, loops]), torch.cat([self.edge_dst, loops])
+        """(Local source id, target row) of every in-edge of a target plus one self-loop per
+        target, for layers that compute per-edge values (attention, modulation)."""
+        loop_src = self.target_rows(torch.arange(self.num_inner))
+        return torch.cat([self.edge_src, loop_src]), torch.cat([self.edge_dst, torch.arange(self.num_targets)])
 
     def operator(self, kind: str) -> SparseOperator:
-        """The normalised ``[inner, local]`` aggregation matrix, built once per kind.
+        """The normalised ``[targets, local]`` aggregation matrix, built once per kind.
 
         * ``"gcn"``: ``D^-1/2 (A + I) D^-1/2`` with ``D = in_degree + 1`` (Kipf & Welling), the
-          self-loop of inner node ``i`` at column ``i``;
+          self-loop of a target at its own column;
         * ``"mean"``: ``D^-1 A`` with ``D = in_degree`` (rows of isolated nodes are zero).
 
         In a sampled graph each edge's weight is multiplied by its ``edge_scale``; ``D`` stays
@@ -89,20 +106,55 @@ class LocalGraph:
         return self._operators[kind]
 
     def _build_operator(self, kind: str) -> SparseOperator:
-        shape = (self.num_inner, self.num_local)
+        shape = (self.num_targets, self.num_local)
         if kind == "gcn":
             src, dst = self.self_loop_edges
             dinv = (self.in_degree + 1.0).rsqrt()
-            value = dinv[src] * dinv[dst]
+            value = dinv[src] * self.target_rows(dinv)[dst]
             if self.edge_scale is not None:
                 value[: self.edge_src.numel()] *= self.edge_scale
             return SparseOperator(dst, src, value, shape)
         if kind == "mean":
-            value = 1.0 / self.in_degree[self.edge_dst]
+            value = 1.0 / self.target_rows(self.in_degree)[self.edge_dst]
             if self.edge_scale is not None:
                 value = value * self.edge_scale
             return SparseOperator(self.edge_dst, self.edge_src, value, shape)
         raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
+
+    @cached_property
+    def central_marginal(self) -> tuple[LocalGraph, LocalGraph, torch.Tensor]:
+        """The target views of the central inner nodes (no halo in-neighbour; they read no halo
+        row) and of the marginal ones, and the permutation that puts ``cat([central rows,
+        marginal rows])`` back in inner order (AdaQP, Sec. 3.4)."""
+        marginal = torch.zeros(self.num_inner, dtype=torch.bool)
+        marginal[self.edge_dst[self.edge_src >= self.num_inner]] = True
+        central_ids, marginal_ids = (~marginal).nonzero().view(-1), marginal.nonzero().view(-1)
+        order = torch.argsort(torch.cat([central_ids, marginal_ids]))
+        return self.target_view(central_ids, with_halo=False), self.target_view(marginal_ids, with_halo=True), order
+
+    def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
+        """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:
+        their in-edges, renumbered to rows ``0..len(targets)-1``. Without the halo the view's
+        sources are the inner nodes, so no target may read a halo row. Views are for
+        aggregation; exchanges use the parent's send plan."""
+        is_target = torch.zeros(self.num_inner, dtype=torch.bool)
+        is_target[targets] = True
+        keep = is_target[self.edge_dst]
+        num_halo = self.num_halo if with_halo else 0
+        row = torch.cumsum(is_target, 0) - 1
+        return replace(
+            self,
+            num_halo=num_halo,
+            global_ids=self.global_ids[: self.num_inner + num_halo],
+            in_degree=self.in_degree[: self.num_inner + num_halo],
+            edge_src=self.edge_src[keep],
+            edge_dst=row[self.edge_dst[keep]],
+            recv_splits=self.recv_splits if with_halo else [0] * self.world_size,
+            edge_scale=None if self.edge_scale is None else self.edge_scale[keep],
+            target_index=targets,
+            operator_build_time=0.0,
+            _operators={},
+        )
 
     def halo_read_by(self, edge_keep: torch.Tensor) -> torch.Tensor:
         """Boolean mask over halo nodes: those that are the source of a kept in-edge."""

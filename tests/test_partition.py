@@ -66,12 +66,14 @@ def test_send_and_receive_plans_agree_between_peers() -> None:
             assert torch.equal(sent, received), (r, q)
 
 
-def test_partition_stats_count_boundary_nodes() -> None:
+def test_partition_stats_count_boundary_and_marginal_nodes() -> None:
     data = _graph()
     part = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(1))
     stats = partition_stats(data, part, 3)
     graphs = [build_local_graph(data, part, r, 3) for r in range(3)]
     assert stats["inner_nodes"] == [g.num_inner for g in graphs]
     assert stats["boundary_nodes"] == [g.num_halo for g in graphs]
+    assert stats["marginal_nodes"] == [g.central_marginal[1].num_targets for g in graphs]
+    assert all(c.num_targets + m.num_targets == g.num_inner for g in graphs for c, m, _ in [g.central_marginal])
     expected = (data.num_nodes + sum(g.num_halo for g in graphs)) / data.num_nodes
     assert stats["replication_factor"] == pytest.approx(expected)

@@ -94,7 +94,10 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
 
 
 def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
-    """Inner and boundary (halo) node counts per part, edge-cut, replication factor.
+    """Inner, boundary (halo) and marginal node counts per part, edge-cut, replication factor.
+
+    A part's *marginal* nodes are its inner nodes with an in-neighbour in another part (AdaQP's
+    term; the rest are *central* and need no halo row).
 
     ``edge_cut`` counts directed edges whose endpoints lie in different parts (for an undirected
     graph, twice the undirected cut); ``replication_factor`` is (inner + halo rows over all
@@ -106,10 +109,13 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
     halo_pairs = torch.unique(part[dst[cut]] * n + src[cut])
     halo = torch.bincount(halo_pairs // n, minlength=parts)
     inner = torch.bincount(part, minlength=parts)
+    marginal = torch.zeros(n, dtype=torch.bool)
+    marginal[dst[cut]] = True
     return {
         "parts": parts,
         "inner_nodes": inner.tolist(),
         "boundary_nodes": halo.tolist(),
+        "marginal_nodes": torch.bincount(part[marginal], minlength=parts).tolist(),
         "edge_cut": int(cut.sum()),
         "edge_cut_fraction": float(cut.float().mean()) if cut.numel() else 0.0,
         "replication_factor": float((inner.sum() + halo.sum()) / max(n, 1)),

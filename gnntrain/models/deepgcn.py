@@ -24,11 +24,11 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
-from gnntrain.models.gnn import HaloSource, MessagePassingModel
+from gnntrain.models.gnn import HaloSource, MessagePassingLayer, MessagePassingModel, propagate
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
-class GENLayer(nn.Module):
+class GENLayer(MessagePassingLayer):
     def __init__(self, channels: int, t: float = 1.0, learn_t: bool = True, norm: str = "layer",
                  all_sum: AllSum = local_sum, expansion: int = 2, eps: float = 1e-7) -> None:
         super().__init__()
@@ -42,11 +42,17 @@ class GENLayer(nn.Module):
             nn.Linear(channels * expansion, channels, bias=False),
         )
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
-        n = graph.num_inner
-        m = (F.relu(torch.cat([h_inner, h_halo])) + self.eps)[graph.edge_src]
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return F.relu(h) + self.eps
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        n = graph.num_targets
+        m = z[graph.edge_src]
         alpha = edge_softmax(m * self.t, graph.edge_dst, n)
-        return self.mlp(edge_sum(alpha * m, graph.edge_dst, n) + h_inner)
+        return edge_sum(alpha * m, graph.edge_dst, n) + graph.target_rows(h_inner)
+
+    def update(self, a: torch.Tensor) -> torch.Tensor:
+        return self.mlp(a)
 
 
 class DeepGCN(MessagePassingModel):
@@ -61,9 +67,8 @@ class DeepGCN(MessagePassingModel):
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = self.lin_in(x)
-        h = self.convs[0](h, halo(h, 0), graph)
+        h = propagate(self.convs[0], h, 0, graph, halo, lambda rows: rows)
         for i in range(1, len(self.convs)):
             u = F.relu(self.norms[i](h))
-            u_halo = halo(u, i)
-            h = h + self.convs[i](self._dropout(u), self._dropout(u_halo), graph)
+            h = h + propagate(self.convs[i], u, i, graph, halo, self._dropout)
         return self.lin_out(self._dropout(F.relu(self.norms[0](h))))

@@ -18,9 +18,10 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_sum
+from gnntrain.models.gnn import MessagePassingLayer
 
 
-class FiLMLayer(nn.Module):
+class FiLMLayer(MessagePassingLayer):
     def __init__(self, in_dim: int, out_dim: int, act: bool = True) -> None:
         super().__init__()
         self.in_dim, self.out_dim = in_dim, out_dim
@@ -30,14 +31,17 @@ class FiLMLayer(nn.Module):
         self.lin_skip = nn.Linear(in_dim, out_dim, bias=False)
         self.film_skip = nn.Linear(in_dim, 2 * out_dim, bias=False)
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
-        n = graph.num_inner
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lin(h)
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         src, dst = graph.edge_src, graph.edge_dst
-        beta, gamma = self.film_skip(h_inner).split(self.out_dim, dim=-1)
-        skip = self.act(gamma * self.lin_skip(h_inner) + beta)
-        beta, gamma = self.film(h_inner).split(self.out_dim, dim=-1)
-        z = self.lin(torch.cat([h_inner, h_halo]))
+        root = graph.target_rows(h_inner)
+        beta, gamma = self.film_skip(root).split(self.out_dim, dim=-1)
+        skip = self.act(gamma * self.lin_skip(root) + beta)
+        beta, gamma = self.film(root).split(self.out_dim, dim=-1)
         messages = self.act(gamma[dst] * z[src] + beta[dst])
         if graph.edge_scale is not None:
             messages = messages * graph.edge_scale.unsqueeze(-1)
-        return skip + edge_sum(messages, dst, n) / graph.in_degree[:n].clamp(min=1).unsqueeze(-1)
+        degree = graph.target_rows(graph.in_degree).clamp(min=1).unsqueeze(-1)
+        return skip + edge_sum(messages, dst, graph.num_targets) / degree

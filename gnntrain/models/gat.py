@@ -17,9 +17,10 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
+from gnntrain.models.gnn import MessagePassingLayer
 
 
-class GATLayer(nn.Module):
+class GATLayer(MessagePassingLayer):
     def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
                  negative_slope: float = 0.2) -> None:
         super().__init__()
@@ -37,12 +38,14 @@ class GATLayer(nn.Module):
         nn.init.xavier_uniform_(self.att_dst)
         nn.init.zeros_(self.bias)
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
-        n = graph.num_inner
-        z = self.lin(torch.cat([h_inner, h_halo])).view(-1, self.heads, self.out_dim)
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lin(h).view(-1, self.heads, self.out_dim)
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        n = graph.num_targets
         src, dst = graph.self_loop_edges
         score_src = (z * self.att_src).sum(-1)
-        score_dst = (z[:n] * self.att_dst).sum(-1)
+        score_dst = (graph.target_rows(z) * self.att_dst).sum(-1)
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
         alpha = edge_softmax(e, dst, n)
         out = edge_sum(alpha.unsqueeze(-1) * z[src], dst, n)

@@ -13,9 +13,10 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import MessagePassingLayer
 
 
-class GCNLayer(nn.Module):
+class GCNLayer(MessagePassingLayer):
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
         self.in_dim = in_dim
@@ -27,9 +28,13 @@ class GCNLayer(nn.Module):
         nn.init.xavier_uniform_(self.lin.weight)
         nn.init.zeros_(self.bias)
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
-        adj = graph.operator("gcn")
-        h = torch.cat([h_inner, h_halo])
-        if self.lin.out_features <= self.lin.in_features:
-            return adj @ self.lin(h) + self.bias
-        return self.lin(adj @ h) + self.bias
+    @property
+    def _transform_first(self) -> bool:
+        return self.lin.out_features <= self.lin.in_features
+
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lin(h) if self._transform_first else h
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        a = graph.operator("gcn") @ z
+        return (a if self._transform_first else self.lin(a)) + self.bias

@@ -22,10 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource, MessagePassingModel
+from gnntrain.models.gnn import HaloSource, MessagePassingLayer, MessagePassingModel, propagate
 
 
-class GCNIILayer(nn.Module):
+class GCNIILayer(MessagePassingLayer):
     def __init__(self, channels: int, alpha: float, theta: float, layer: int) -> None:
         super().__init__()
         self.in_dim = channels
@@ -37,9 +37,8 @@ class GCNIILayer(nn.Module):
     def reset_parameters(self) -> None:
         nn.init.xavier_uniform_(self.weight1)
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, h0: torch.Tensor,
-                graph: LocalGraph) -> torch.Tensor:
-        s = (1.0 - self.alpha) * (graph.operator("gcn") @ torch.cat([h_inner, h_halo])) + self.alpha * h0
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, h0: torch.Tensor) -> torch.Tensor:
+        s = (1.0 - self.alpha) * (graph.operator("gcn") @ z) + self.alpha * graph.target_rows(h0)
         return (1.0 - self.beta) * s + self.beta * (s @ self.weight1)
 
 
@@ -55,6 +54,5 @@ class GCNII(MessagePassingModel):
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = h0 = F.relu(self.lin_in(self._dropout(x)))
         for i, conv in enumerate(self.convs):
-            h_halo = halo(h, i)
-            h = F.relu(conv(self._dropout(h), self._dropout(h_halo), h0, graph))
+            h = F.relu(propagate(conv, h, i, graph, halo, self._dropout, h0))
         return self.lin_out(self._dropout(h))

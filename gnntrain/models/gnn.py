@@ -12,7 +12,7 @@ The model never sees global node ids or how the halo rows were obtained.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +23,71 @@ from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
 class HaloSource(Protocol):
-    def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor: ...
+    def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """The halo rows of ``h`` (the inner rows of layer ``layer``'s input)."""
+        ...
 
 
-LayerFactory = Callable[[int, int, bool], nn.Module]
+@runtime_checkable
+class OverlappingHaloSource(HaloSource, Protocol):
+    def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:
+        """Start the exchange of ``h``'s halo rows; the returned function waits for them."""
+        ...
+
+
+class MessagePassingLayer(nn.Module):
+    """A layer in three steps, so that its output rows can be computed in pieces:
+
+    * ``message(h)``: a row-wise map of source rows (applied to inner and halo rows apart);
+    * ``aggregate(z, h_inner, graph, *extra)``: the rows of ``graph``'s targets, from the
+      messages ``z`` of all its sources (inner then halo) and the layer input's inner rows
+      (root terms take ``graph.target_rows`` of them, and of any ``extra`` per-node input);
+    * ``update(a)``: a map of the assembled rows of all inner nodes (it may mix rows, as batch
+      norm does).
+    """
+
+    in_dim: int
+
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, *extra: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def update(self, a: torch.Tensor) -> torch.Tensor:
+        return a
+
+    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph, *extra: torch.Tensor) -> torch.Tensor:
+        z = torch.cat([self.message(h_inner), self.message(h_halo)])
+        return self.update(self.aggregate(z, h_inner, graph, *extra))
+
+
+def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph, halo: HaloSource,
+              dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
+    """Layer ``layer`` (``conv``) on ``graph``, its input's halo rows from ``halo``, ``dropout``
+    applied to the inner rows and, on arrival, to the halo rows.
+
+    With an :class:`OverlappingHaloSource` the central rows (targets without halo neighbours)
+    are computed while the halo rows are in flight, and the marginal rows once they arrive
+    (AdaQP, Sec. 3.4). Each row is the same sum in the same order either way.
+    """
+    if isinstance(halo, OverlappingHaloSource):
+        receive = halo.start(h, layer)
+        h_inner = dropout(h)
+        z_inner = conv.message(h_inner)
+        central, marginal, order = graph.central_marginal
+        a_central = conv.aggregate(z_inner, h_inner, central, *extra)
+        z = torch.cat([z_inner, conv.message(dropout(receive()))])
+        a = torch.cat([a_central, conv.aggregate(z, h_inner, marginal, *extra)])[order]
+    else:
+        h_halo = halo(h, layer)
+        h_inner = dropout(h)
+        z = torch.cat([conv.message(h_inner), conv.message(dropout(h_halo))])
+        a = conv.aggregate(z, h_inner, graph, *extra)
+    return conv.update(a)
+
+
+LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
 """``(in_dim, out_dim, is_last) -> layer``."""
 
 
@@ -60,8 +121,7 @@ class GNN(MessagePassingModel):
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         h = x
         for i, conv in enumerate(self.convs):
-            h_halo = halo(h, i)
-            h = conv(self._dropout(h), self._dropout(h_halo), graph)
+            h = propagate(conv, h, i, graph, halo, self._dropout)
             if i < len(self.norms):
                 h = self.activation(self.norms[i](h))
         return h

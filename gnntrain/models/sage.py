@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models.gnn import MessagePassingLayer
 
 
-class SAGELayer(nn.Module):
+class SAGELayer(MessagePassingLayer):
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
         self.in_dim = in_dim
@@ -26,10 +27,16 @@ class SAGELayer(nn.Module):
         self.lin_l.reset_parameters()
         self.lin_r.reset_parameters()
 
-    def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
-        adj = graph.operator("mean")
-        h = torch.cat([h_inner, h_halo])
-        w = self.lin_l.weight
+    @property
+    def _transform_first(self) -> bool:
+        return self.lin_l.out_features <= self.lin_l.in_features
+
+    def message(self, h: torch.Tensor) -> torch.Tensor:
+        return h @ self.lin_l.weight.t() if self._transform_first else h
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        neigh = graph.operator("mean") @ z
+        if not self._transform_first:
+            neigh = neigh @ self.lin_l.weight.t()
         # The bias is added after aggregation: nodes without in-neighbours still get it.
-        neigh = adj @ (h @ w.t()) if w.shape[0] <= w.shape[1] else (adj @ h) @ w.t()
-        return neigh + self.lin_l.bias + self.lin_r(h_inner)
+        return neigh + self.lin_l.bias + self.lin_r(graph.target_rows(h_inner))

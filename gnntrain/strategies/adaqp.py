@@ -12,8 +12,11 @@ Per epoch it reports ``mean_bits`` (over all message rows sent, both directions)
 adaptive widths, ``assign_time`` (gathering the traces, solving and distributing the widths;
 slowest rank; 0 on epochs that keep the widths) and ``solve_time`` (rank 0's MILPs).
 
-The central/marginal split of Sec. 3.4 (computing central nodes while marginal messages are in
-flight) is not implemented: exchanges complete before the layer computes.
+``strategy.overlap=true`` is the central/marginal split of Sec. 3.4: each layer starts its
+exchange, computes the rows of the central nodes (no halo in-neighbour) while the halo is in
+flight, then those of the marginal nodes; the backward pass sends the halo gradients first and
+waits for the boundary gradients after the central rows' backward. Rows, bytes and results are
+those of the synchronous exchange (:class:`~gnntrain.comm.halo.OverlappedHaloExchange`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.halo import HaloExchange
+from gnntrain.comm.halo import HaloExchange, OverlappedHaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 from gnntrain.strategies.bit_plans import AdaptiveBits, FixedBits, UniformBits
@@ -49,7 +52,8 @@ class AdaQP:
         self.graph, self.comm = graph, comm
         self.plan = make_plan(cfg, graph, comm)
         self.period = cfg["period"]
-        self.exchange = HaloExchange(graph, comm, self.plan, rounding_generator(cfg, comm))
+        exchange = OverlappedHaloExchange if cfg["overlap"] else HaloExchange
+        self.exchange = exchange(graph, comm, self.plan, rounding_generator(cfg, comm))
         self.full = HaloExchange(graph, comm)
         self.assign_time: float | None = None
 
