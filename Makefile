@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-all bench zoo clean
+.PHONY: install run test test-slow test-all bench zoo clean
 
 install: $(BIN)/gnntrain
 
@@ -24,6 +24,10 @@ run: install
 
 test: install
 	WANDB_MODE=disabled $(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
+
+# The long cases (exactness on Cora, more models for the unbiasedness checks, 4-worker PipeGCN).
+test-slow: install
+	WANDB_MODE=disabled $(BIN)/pytest -m slow $(PYTEST_FLAGS)
 
 test-all: install
 	WANDB_MODE=disabled $(BIN)/pytest $(PYTEST_FLAGS)

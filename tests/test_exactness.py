@@ -4,7 +4,8 @@ and for cross-rank batch norm.
 
 Every case runs in float64 to 1e-9 relative: any difference in the math (a missing halo
 contribution, a local instead of global degree or statistic) is far above that, while a
-different summation order is far below it. The float32 default is checked to 1e-5 relative
+different summation order is far below it. The Cora cases are marked ``slow`` (run by ``make test-slow``).
+The float32 default is checked to 1e-5 relative
 for the models whose conditioning allows it; in float32, 10-layer FiLM, GENConv's learnable
 temperature (a scalar gradient that is a heavily cancelling sum) and the bias of a layer that
 feeds batch norm (whose gradient is zero up to rounding) turn the rounding of another summation
@@ -72,7 +73,7 @@ def _assemble(tmp_path, world: int, num_nodes: int) -> dict:
     return merged
 
 
-@pytest.mark.parametrize("dataset", ["synthetic", pytest.param("cora", marks=needs_real_data)])
+@pytest.mark.parametrize("dataset", ["synthetic", pytest.param("cora", marks=[needs_real_data, pytest.mark.slow])])
 @pytest.mark.parametrize("model,norm", CASES)
 @pytest.mark.parametrize("world", [2, 4])
 def test_distributed_equals_single_process(dataset: str, model: str, norm: str | None, world: int,

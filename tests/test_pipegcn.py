@@ -29,7 +29,7 @@ def _load(cfg: dict, world: int) -> list[dict]:
     return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_equals_vanilla_once_weights_stop_changing(world: int, tmp_path) -> None:
     """lr = 0: a 2-layer model's stale halos are fresh from epoch 3 on (epoch 1 uses zeros,
     epoch 2 the layer-2 inputs computed from epoch 1's zero halos), so its training loss and

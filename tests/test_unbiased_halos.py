@@ -15,10 +15,10 @@ EPOCHS = 100
 
 @pytest.mark.parametrize("model,strategy", [
     ("gcn", ("strategy=bns", "strategy.p=0.5")),
-    ("sage", ("strategy=bns", "strategy.p=0.5")),
-    ("film", ("strategy=bns", "strategy.p=0.5")),
+    pytest.param("sage", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
+    pytest.param("film", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
     ("gcn", ("strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2")),
-    ("sage", ("strategy=adaqp", "strategy.assign=uniform")),
+    pytest.param("sage", ("strategy=adaqp", "strategy.assign=uniform"), marks=pytest.mark.slow),
 ])
 def test_mean_of_training_outputs_approaches_the_exact_output(model: str, strategy: tuple, tmp_path) -> None:
     common = (f"model={model}", "model.layers=1", "model.dropout=0", "train.lr=0", "cluster.world_size=3",
