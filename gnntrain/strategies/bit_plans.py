@@ -3,7 +3,8 @@
 A plan answers, for every layer and direction, the bit-width of each row the rank sends and
 of each row it receives; sender and receiver of a row always hold the same width.
 
-* :class:`FixedBits`: every message at ``bits`` (2, 4, 8, or 32 = unquantized).
+* :class:`FixedBits`: every message at ``bits`` (2, 4 or 8; the strategies send 32-bit rows
+  without a plan, unencoded).
 * :class:`UniformBits`: each message's width drawn uniformly from {2, 4, 8} (Table 6's
   baseline), once per run; both ends draw the same widths from a generator seeded by
   (seed, layer, direction, sender, receiver), so no message is needed to agree.
