@@ -5,7 +5,8 @@ validation epoch tabulated.
 Cora settings follow the models' papers where they report Cora (weight decay 5e-4; GAT
 lr 0.005; GCNII 64 layers); DeepGCN and GNN-FiLM, which their papers do not run on Cora,
 keep their depth (7 and 10 layers) and use the same recipe (FiLM: weight decay 5e-3, it
-overfits 140 labels otherwise). Results go to ``results/model_zoo.json``.
+overfits 140 labels otherwise). Results go to ``results/model_zoo.json`` (``--out``), rewritten
+after every cell, so an interrupted run keeps the cells it finished.
 Usage: ``python scripts/model_zoo.py [--models gcn sage] [--workers 1 2] [--datasets cora]``.
 """
 
@@ -51,7 +52,9 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for dataset in args.datasets:
@@ -59,12 +62,11 @@ def main() -> None:
                 for workers in args.workers:
                     row = run_cell(model, dataset, workers, args.seed, Path(tmp) / f"{dataset}-{model}-{workers}")
                     rows.append(row)
+                    args.out.write_text(json.dumps(rows, indent=2) + "\n")
                     print(f"{dataset:10s} {model:8s} {workers} worker(s): test {row['test_at_best_val']:.3f} "
                           f"(best val {row['best_val']:.3f}), {row['mean_epoch_time'] * 1e3:7.1f} ms/epoch, "
                           f"{row['mean_comm_bytes_per_epoch'] / 2**20:6.2f} MB/epoch", flush=True)
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(rows, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":
