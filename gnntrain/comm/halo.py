@@ -82,7 +82,7 @@ class OverlappedHaloExchange(HaloExchange):
     the backward pass the halo gradient leaves as soon as autograd has it, and is waited for only
     when the gradient of the sent rows is needed: autograd runs the backward of what was computed
     between start and receive (later in the forward, so earlier in the backward queue) first.
-    Same rows, same bytes, same result as :class:`HaloExchange`.
+    Same rows and bytes as :class:`HaloExchange`.
     """
 
     def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:
