@@ -28,16 +28,15 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.halo import HaloExchange, OverlappedHaloExchange
-from gnntrain.comm.quantize import FULL
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
-from gnntrain.strategies.bit_plans import AdaptiveBits, FixedBits, UniformBits
+from gnntrain.strategies.bit_plans import AdaptiveBits, UniformBits, fixed_bits
 
 
 def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator):
     """The bit plan ``cfg['assign']`` names; None for fixed 32 bits (rows go unencoded)."""
     if cfg["assign"] == "fixed":
-        return FixedBits(cfg["bits"], graph) if cfg["bits"] < FULL else None
+        return fixed_bits(cfg["bits"], graph)
     if cfg["assign"] == "uniform":
         return UniformBits(cfg["seed"], graph)
     return AdaptiveBits(cfg, graph, comm)
@@ -74,7 +73,7 @@ class AdaQP:
         """``mean_bits`` of the rows sent this epoch; with adaptive widths ``assign_time``
         (slowest rank) and ``solve_time`` (rank 0). Every rank must call it."""
         if self.plan is None:
-            return {"mean_bits": float(FULL)}
+            return {"mean_bits": 32.0}
         widths = [send.double() for send, _ in self.plan.issued.values()]
         sent = torch.tensor([sum(float(w.sum()) for w in widths), float(sum(w.numel() for w in widths))],
                             dtype=torch.float64)

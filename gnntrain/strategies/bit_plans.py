@@ -3,8 +3,8 @@
 A plan answers, for every layer and direction, the bit-width of each row the rank sends and
 of each row it receives; sender and receiver of a row always hold the same width.
 
-* :class:`FixedBits`: every message at ``bits`` (2, 4 or 8; the strategies send 32-bit rows
-  without a plan, unencoded).
+* :class:`FixedBits`: every message at ``bits`` (2, 4 or 8; :func:`fixed_bits` gives no plan
+  at 32 bits, so those rows go unencoded).
 * :class:`UniformBits`: each message's width drawn uniformly from {2, 4, 8} (Table 6's
   baseline), once per run; both ends draw the same widths from a generator seeded by
   (seed, layer, direction, sender, receiver), so no message is needed to agree.
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.quantize import WIDTHS
+from gnntrain.comm.quantize import FULL, WIDTHS
 from gnntrain.graph import LocalGraph
 from gnntrain.strategies.bit_assignment import PairGroups, assign_bits, group_messages
 
@@ -73,6 +73,11 @@ class FixedBits(_Plan):
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         return self._constant(direction, self.width)
+
+
+def fixed_bits(bits: int, graph: LocalGraph) -> FixedBits | None:
+    """Every message at ``bits``; None at 32 bits, where rows travel unencoded, without a plan."""
+    return FixedBits(bits, graph) if bits < FULL else None
 
 
 class UniformBits(_Plan):

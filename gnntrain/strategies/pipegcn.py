@@ -36,11 +36,10 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.halo import HaloExchange
-from gnntrain.comm.quantize import FULL
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 from gnntrain.strategies.adaqp import rounding_generator
-from gnntrain.strategies.bit_plans import FixedBits
+from gnntrain.strategies.bit_plans import fixed_bits
 
 
 @dataclass
@@ -73,9 +72,7 @@ class PipeGCN:
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
-        quantized = cfg["bits"] < FULL
-        self.pipe = HaloExchange(graph, self.side, FixedBits(cfg["bits"], graph) if quantized else None,
-                                 rounding_generator(cfg, comm) if quantized else None)
+        self.pipe = HaloExchange(graph, self.side, fixed_bits(cfg["bits"], graph), rounding_generator(cfg, comm))
         gamma = cfg["gamma"]
         self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma))
         self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma))
