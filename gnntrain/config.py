@@ -58,6 +58,11 @@ class Backend(str, Enum):
     nccl = "nccl"
 
 
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
 @dataclass
 class DatasetConfig:
     """A graph from the dataset registry (``gnntrain.data.registry``)."""
@@ -177,11 +182,14 @@ class AdaQPConfig(StrategyConfig):
 
 @dataclass
 class ClusterConfig:
-    """Where the workers run. ``world_size: 0`` means one worker per visible GPU."""
+    """Where the workers run. ``device``: what each worker trains on (``cuda``: GPU
+    ``local_rank % visible GPUs``). NCCL needs ``cuda`` and one GPU per worker; gloo runs on
+    either, and its workers may share a GPU. ``world_size: 0`` means one worker per visible GPU."""
 
     name: str = MISSING
     world_size: int = 2
     backend: Backend = Backend.gloo
+    device: Device = Device.cpu
     threads_per_worker: int = 0
     master_addr: str = "127.0.0.1"
     master_port: int = 0

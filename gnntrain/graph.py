@@ -27,7 +27,7 @@ edge's aggregation weight (1/keep-probability, for an unbiased sum or mean).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 import torch
@@ -69,6 +69,17 @@ class LocalGraph:
     """Seconds spent building this graph's aggregation matrices so far."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
 
+    def to(self, device: torch.device) -> LocalGraph:
+        """This graph with every tensor on ``device`` (where training runs); everything derived
+        from it (aggregation matrices, views, sampled graphs) is built there too."""
+        moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
+                 if isinstance(getattr(self, f.name), torch.Tensor)}
+        return replace(self, **moved, operator_build_time=0.0, _operators={})
+
+    @property
+    def device(self) -> torch.device:
+        return self.edge_src.device
+
     @property
     def num_local(self) -> int:
         return self.num_inner + self.num_halo
@@ -86,8 +97,9 @@ class LocalGraph:
     def self_loop_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Local source id, target row) of every in-edge of a target plus one self-loop per
         target, for layers that compute per-edge values (attention, modulation)."""
-        loop_src = self.target_rows(torch.arange(self.num_inner))
-        return torch.cat([self.edge_src, loop_src]), torch.cat([self.edge_dst, torch.arange(self.num_targets)])
+        loop_src = self.target_rows(torch.arange(self.num_inner, device=self.device))
+        loop_dst = torch.arange(self.num_targets, device=self.device)
+        return torch.cat([self.edge_src, loop_src]), torch.cat([self.edge_dst, loop_dst])
 
     def operator(self, kind: str) -> SparseOperator:
         """The normalised ``[targets, local]`` aggregation matrix, built once per kind.
@@ -126,7 +138,7 @@ class LocalGraph:
         """The target views of the central inner nodes (no halo in-neighbour; they read no halo
         row) and of the marginal ones, and the permutation that puts ``cat([central rows,
         marginal rows])`` back in inner order (AdaQP, Sec. 3.4)."""
-        marginal = torch.zeros(self.num_inner, dtype=torch.bool)
+        marginal = torch.zeros(self.num_inner, dtype=torch.bool, device=self.device)
         marginal[self.edge_dst[self.edge_src >= self.num_inner]] = True
         central_ids, marginal_ids = (~marginal).nonzero().view(-1), marginal.nonzero().view(-1)
         order = torch.argsort(torch.cat([central_ids, marginal_ids]))
@@ -137,7 +149,7 @@ class LocalGraph:
         their in-edges, renumbered to rows ``0..len(targets)-1``. Without the halo the view's
         sources are the inner nodes, so no target may read a halo row. Views are for
         aggregation; exchanges use the parent's send plan."""
-        is_target = torch.zeros(self.num_inner, dtype=torch.bool)
+        is_target = torch.zeros(self.num_inner, dtype=torch.bool, device=self.device)
         is_target[targets] = True
         keep = is_target[self.edge_dst]
         num_halo = self.num_halo if with_halo else 0
@@ -158,7 +170,7 @@ class LocalGraph:
 
     def halo_read_by(self, edge_keep: torch.Tensor) -> torch.Tensor:
         """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
-        used = torch.zeros(self.num_local, dtype=torch.bool)
+        used = torch.zeros(self.num_local, dtype=torch.bool, device=self.device)
         used[self.edge_src[edge_keep]] = True
         return used[self.num_inner:]
 
@@ -168,9 +180,10 @@ class LocalGraph:
         multiplied by ``edge_scale[edge_keep]``), the halo nodes in ``halo_keep`` (which must
         include every source of a kept edge) renumbered in their original order, and the send
         plan the peers' samples call for."""
-        keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool), halo_keep])
+        keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool, device=self.device), halo_keep])
         new_id = torch.cumsum(keep_local, 0) - 1
-        peer_of_halo = torch.repeat_interleave(torch.arange(self.world_size), torch.tensor(self.recv_splits))
+        peer_of_halo = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
+                                               torch.tensor(self.recv_splits, device=self.device))
         return LocalGraph(
             rank=self.rank,
             world_size=self.world_size,

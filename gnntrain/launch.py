@@ -38,22 +38,26 @@ def under_torchrun() -> bool:
 
 
 def resolve_world_size(cfg: dict) -> int:
-    """The number of workers: torchrun's world, all visible GPUs (``world_size: 0`` on a GPU
-    cluster), or ``cluster.world_size``."""
+    """The number of workers: torchrun's world, all visible GPUs (``world_size: 0`` on
+    ``cluster.device=cuda``), or ``cluster.world_size``; checks that the device and backend
+    can run them."""
+    cluster = cfg["cluster"]
+    gpus = torch.cuda.device_count() if cluster["device"] == "cuda" else 0
+    if cluster["device"] == "cuda" and gpus == 0:
+        raise ConfigError(f"cluster.device=cuda (cluster={cluster['name']}) but no CUDA GPU is visible; "
+                          "valid here: cluster.device=cpu (cluster=local)")
+    if cluster["backend"] == "nccl" and cluster["device"] != "cuda":
+        raise ConfigError(f"cluster.backend=nccl needs cluster.device=cuda, got cluster.device={cluster['device']}; "
+                          "valid on cpu: cluster.backend=gloo")
     if under_torchrun():
         return int(os.environ["WORLD_SIZE"])
-    cluster = cfg["cluster"]
-    if cluster["backend"] == "nccl":
-        gpus = torch.cuda.device_count()
-        if gpus == 0:
-            raise ConfigError(f"cluster={cluster['name']} uses NCCL but no CUDA GPU is visible; "
-                              "valid here: cluster=local")
-        if cluster["world_size"] > gpus:
-            raise ConfigError(f"cluster.world_size={cluster['world_size']} exceeds the {gpus} visible GPUs")
-        return cluster["world_size"] or gpus
-    if cluster["world_size"] < 1:
+    world_size = cluster["world_size"] or gpus
+    if world_size < 1:
         raise ConfigError(f"cluster.world_size={cluster['world_size']} must be >= 1 for cluster={cluster['name']}")
-    return cluster["world_size"]
+    if cluster["backend"] == "nccl" and world_size > gpus:
+        raise ConfigError(f"cluster.world_size={world_size} exceeds the {gpus} visible GPUs: NCCL needs one GPU "
+                          "per worker (cluster.backend=gloo lets workers share a GPU)")
+    return world_size
 
 
 def _threads_per_worker(cfg: dict, local_workers: int) -> int:
@@ -63,9 +67,10 @@ def _threads_per_worker(cfg: dict, local_workers: int) -> int:
 
 
 def _device(cfg: dict, local_rank: int) -> torch.device:
-    if cfg["cluster"]["backend"] == "nccl":
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
+    if cfg["cluster"]["device"] == "cuda":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        return device
     return torch.device("cpu")
 
 

@@ -29,7 +29,7 @@ class SparseOperator:
 def _csr(row: torch.Tensor, col: torch.Tensor, value: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
     order = torch.argsort(row * shape[1] + col)
     row, col, value = row[order], col[order], value[order]
-    crow = torch.zeros(shape[0] + 1, dtype=torch.long)
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=row.device)
     crow[1:] = torch.cumsum(torch.bincount(row, minlength=shape[0]), 0)
     return torch.sparse_csr_tensor(crow, col, value, shape, check_invariants=False)
 

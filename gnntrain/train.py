@@ -48,14 +48,12 @@ class Trainer:
         self.ctx = ctx
         self.comm = Communicator(ctx.rank, ctx.world_size, ctx.device)
         dtype = getattr(torch, cfg["train"]["dtype"])
-        self.graph: LocalGraph = build_local_graph(data, part, ctx.rank, ctx.world_size, dtype)
+        self.graph: LocalGraph = build_local_graph(data, part, ctx.rank, ctx.world_size, dtype).to(ctx.device)
         self.multilabel = data.multilabel
         self.num_train = int(data.train_mask.sum())
-        self.x = self.graph.x.to(ctx.device)
-        self.y = self.graph.y.to(ctx.device)
-        if data.multilabel:
-            self.y = self.y.to(dtype)
-        self.masks = {k: getattr(self.graph, f"{k}_mask").to(ctx.device) for k in ("train", "val", "test")}
+        self.x = self.graph.x
+        self.y = self.graph.y.to(dtype) if data.multilabel else self.graph.y
+        self.masks = {k: getattr(self.graph, f"{k}_mask") for k in ("train", "val", "test")}
         torch.manual_seed(cfg["seed"])
         self.model = build_model(cfg["model"], data.num_features, data.num_classes,
                                  lambda t: self.comm.all_sum(t, "bn_stats")).to(ctx.device, dtype)

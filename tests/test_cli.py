@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
@@ -56,6 +57,10 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["strategy=adaqp", "strategy.assign=best"], ["strategy.assign", "adaptive", "uniform", "fixed"]),
     (["dataset.name=nope"], ["dataset.name 'nope'", "cora"]),
     (["partition.parts=3"], ["partition.parts=3", "workers (2)"]),
+    (["cluster.device=tpu"], ["cluster.device", "cpu", "cuda"]),
+    (["cluster.backend=nccl"], ["cluster.backend=nccl", "cluster.device=cuda", "gloo"]),
+    pytest.param(["cluster=gpu"], ["cluster.device=cuda", "no CUDA GPU", "cluster.device=cpu"],
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),
 ])
 def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path) -> None:

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import make_cfg, needs_real_data
-from dist_helpers import trace_training
+from dist_helpers import assert_gradients_close, trace_training
 from gnntrain.data import prepare_job_data
 from gnntrain.launch import launch
 from gnntrain.models import build_model
@@ -98,22 +98,9 @@ def _check(cfg: dict, world: int, tmp_path) -> None:
     for epoch in range(EPOCHS):
         out = reference["out"][epoch]
         assert_close(dist_run["out"][epoch], out, rtol, float(out.abs().max()), f"outputs, epoch {epoch + 1}")
-        grads = reference["grads"][epoch]
-        largest = max(float(g.abs().max()) for g in grads.values())
-        for name, grad in grads.items():
-            assert_close(dist_run["grads"][epoch][name], grad, rtol, _gradient_scale(grad, largest),
-                         f"gradient of {name}, epoch {epoch + 1}")
+        assert_gradients_close(dist_run["grads"][epoch], reference["grads"][epoch], rtol, f"epoch {epoch + 1}")
     assert reference["loss"][-1] < reference["loss"][0], "training should reduce the loss"
     _assert_analytic_bytes(cfg, world, tmp_path)
-
-
-def _gradient_scale(grad: torch.Tensor, largest: float) -> float:
-    """The tensor's largest magnitude; but a gradient that is zero up to rounding (below 1e-9 of
-    the model's largest, e.g. the bias of a layer that feeds batch norm, which the
-    normalisation cancels) is rounding noise in both runs and is compared against the model's
-    largest gradient instead."""
-    own = float(grad.abs().max())
-    return own if own >= 1e-9 * largest else largest
 
 
 def _assert_analytic_bytes(cfg: dict, world: int, tmp_path) -> None:

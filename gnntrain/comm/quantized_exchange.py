@@ -32,15 +32,17 @@ class BitPlan(Protocol):
 
 def _counts(bits: torch.Tensor, splits: list[int]) -> torch.Tensor:
     """``[peers, widths]`` number of rows per peer and width."""
-    peer = torch.repeat_interleave(torch.arange(len(splits)), torch.tensor(splits, dtype=torch.long))
-    width = torch.searchsorted(torch.tensor(ALL_WIDTHS), bits.long())
+    device = bits.device
+    peer = torch.repeat_interleave(torch.arange(len(splits), device=device),
+                                   torch.tensor(splits, dtype=torch.long, device=device))
+    width = torch.searchsorted(torch.tensor(ALL_WIDTHS, device=device), bits.long())
     return torch.bincount(peer * len(ALL_WIDTHS) + width, minlength=len(splits) * len(ALL_WIDTHS)).view(
         len(splits), len(ALL_WIDTHS))
 
 
 def byte_splits(bits: torch.Tensor, splits: list[int], dim: int) -> list[int]:
     """Bytes per peer of rows of ``dim`` values with these bit-widths."""
-    sizes = torch.tensor([record_bytes(dim, b) for b in ALL_WIDTHS])
+    sizes = torch.tensor([record_bytes(dim, b) for b in ALL_WIDTHS], device=bits.device)
     return (_counts(bits, splits) * sizes).sum(dim=1).tolist()
 
 

@@ -77,11 +77,12 @@ class AdaQP:
             return {"mean_bits": 32.0}
         widths = [send.double() for send, _ in self.plan.issued.values()]
         sent = torch.tensor([sum(float(w.sum()) for w in widths), float(sum(w.numel() for w in widths))],
-                            dtype=torch.float64)
+                            dtype=torch.float64, device=self.comm.device)
         total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
         metrics = {"mean_bits": total / rows} if rows else {}
         if self.assign_time is not None:
-            times = torch.tensor([self.assign_time, self.plan.solve_time], dtype=torch.float64)
+            times = torch.tensor([self.assign_time, self.plan.solve_time], dtype=torch.float64,
+                                 device=self.comm.device)
             metrics["assign_time"], metrics["solve_time"] = self.comm.reduce_untracked(times, dist.ReduceOp.MAX).tolist()
         return metrics
 

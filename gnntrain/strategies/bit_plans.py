@@ -60,7 +60,8 @@ class _Plan:
 
     def _constant(self, direction: str, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         send, recv = _sizes(self.graph, direction)
-        return torch.full((sum(send),), width), torch.full((sum(recv),), width)
+        device = self.graph.device
+        return torch.full((sum(send),), width, device=device), torch.full((sum(recv),), width, device=device)
 
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
         pass
@@ -89,7 +90,7 @@ class UniformBits(_Plan):
         world = self.graph.world_size
         key = (((self.seed * 4096 + layer) * 2 + (direction == "bwd")) * world + sender) * world + receiver
         choice = torch.randint(len(WIDTHS), (n,), generator=torch.Generator().manual_seed(key))
-        return torch.tensor(WIDTHS)[choice]
+        return torch.tensor(WIDTHS)[choice].to(self.graph.device)
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         send, recv = _sizes(self.graph, direction)
@@ -109,7 +110,7 @@ class AdaptiveBits(_Plan):
         world = comm.world_size
         own = torch.zeros(world, 2, world)
         own[comm.rank] = torch.tensor([graph.recv_splits, graph.send_splits], dtype=torch.float32)
-        self.splits = comm.all_reduce(own, "assign").long()
+        self.splits = comm.all_reduce(own.to(comm.device), "assign").long().cpu()
         """``[rank, (halo rows from, rows sent to), peer]`` of every rank."""
         self.cost = self._profile()
         """``[receiver, sender, (theta s/bit, gamma s)]``."""
@@ -120,7 +121,8 @@ class AdaptiveBits(_Plan):
         """Per halo row: sum of its squared GCN aggregation weights into this rank's nodes."""
         src, dst = graph.edge_src, graph.edge_dst
         dinv = (graph.in_degree + 1.0).rsqrt()
-        squares = torch.zeros(graph.num_local, dtype=dinv.dtype).index_add_(0, src, (dinv[src] * dinv[dst]) ** 2)
+        squares = torch.zeros(graph.num_local, dtype=dinv.dtype, device=graph.device)
+        squares.index_add_(0, src, (dinv[src] * dinv[dst]) ** 2)
         return squares[graph.num_inner:].float()
 
     def _profile(self, sizes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 3) -> torch.Tensor:
@@ -142,7 +144,7 @@ class AdaptiveBits(_Plan):
             bits, seconds = np.array(samples).T
             theta, gamma = np.polyfit(bits, seconds, 1)
             cost[me, left] = torch.tensor([max(theta, 1e-15), max(gamma, 0.0)])
-        return self.comm.all_reduce(cost, "assign")
+        return self.comm.all_reduce(cost.to(self.comm.device), "assign").cpu()
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         return self._constant(direction, WIDTHS[-1])
@@ -162,15 +164,15 @@ class AdaptiveBits(_Plan):
         keys = sorted(self.traced)
         world, me = self.comm.world_size, self.comm.rank
         totals = [sum(int(self._incoming(r, d).sum()) for _, d in keys) for r in range(world)]
-        beta = torch.cat([self.traced[k] for k in keys]).float()
+        beta = torch.cat([self.traced[k] for k in keys]).float().to(self.comm.device)
         at_root = self.comm.all_to_all_start(beta, [beta.numel() if q == 0 else 0 for q in range(world)],
                                              totals if me == 0 else [0] * world, "assign").wait()
-        recv_bits = torch.zeros(0, dtype=torch.uint8)
+        recv_bits = torch.zeros(0, dtype=torch.uint8, device=self.comm.device)
         if me == 0:
             start = time.perf_counter()
-            solved = self._solve(keys, at_root.split(totals))
+            solved = self._solve(keys, at_root.cpu().split(totals))
             self.solve_time = time.perf_counter() - start
-            recv_bits = torch.cat(solved)
+            recv_bits = torch.cat(solved).to(self.comm.device)
         mine = self.comm.all_to_all_start(recv_bits, totals if me == 0 else [0] * world,
                                           [totals[me] if q == 0 else 0 for q in range(world)], "assign").wait()
         blocks = mine.split([int(self._incoming(me, d).sum()) for _, d in keys])

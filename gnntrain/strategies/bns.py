@@ -25,7 +25,8 @@ number of dropped edges: a boundary node is usually read by several cut edges.
 
 Evaluation runs on the full graph with a full exchange. Randomness: one generator per rank,
 seeded from ``strategy.seed`` (the run's seed by default) and the rank, drawn once per epoch;
-it never touches the global RNG, so dropout masks match the vanilla run's.
+it never touches the global RNG, so dropout masks match the vanilla run's. The generator is a
+CPU one on every device, so a seed draws the same samples on CPU and GPU.
 
 ``epoch_metrics`` reports ``sampling_time`` (slowest rank): drawing the sample, exchanging the
 masks, building the sampled graph and its sparse matrices (Table 12's overhead); and
@@ -61,7 +62,8 @@ class BoundarySampling:
         self.is_cut = graph.edge_src >= graph.num_inner
         self.keep_prob = self.p
         if self.method == "dropedge":
-            counts = torch.tensor([float(self.is_cut.sum()), float(self.is_cut.numel())], dtype=torch.float64)
+            counts = torch.tensor([float(self.is_cut.sum()), float(self.is_cut.numel())], dtype=torch.float64,
+                                  device=comm.device)
             cut, edges = comm.reduce_untracked(counts, dist.ReduceOp.SUM).tolist()
             self.keep_prob = 1.0 - (1.0 - self.p) * cut / edges if edges else 1.0
         # weight of every in-edge when kept: 1/keep-probability where edges are sampled
@@ -87,7 +89,11 @@ class BoundarySampling:
 
     def _sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(kept in-edges, kept halo nodes) for this epoch."""
-        g, draw = self.graph, lambda n: torch.rand(n, generator=self.generator) < self.keep_prob
+        g = self.graph
+
+        def draw(n: int) -> torch.Tensor:
+            return (torch.rand(n, generator=self.generator) < self.keep_prob).to(g.device)
+
         if self.method == "bns":
             halo_keep = draw(g.num_halo)
             edge_keep = ~self.is_cut
@@ -120,8 +126,9 @@ class BoundarySampling:
         (all ranks). Every rank must call it."""
         if self.sampled is None:
             return {}
-        time_s = torch.tensor([self.sample_time + self.sampled.operator_build_time], dtype=torch.float64)
-        dropped = torch.tensor([float(self.dropped_edges)], dtype=torch.float64)
+        time_s = torch.tensor([self.sample_time + self.sampled.operator_build_time], dtype=torch.float64,
+                              device=self.comm.device)
+        dropped = torch.tensor([float(self.dropped_edges)], dtype=torch.float64, device=self.comm.device)
         return {"sampling_time": float(self.comm.reduce_untracked(time_s, dist.ReduceOp.MAX)),
                 "dropped_edges": float(self.comm.reduce_untracked(dropped, dist.ReduceOp.SUM))}
 

@@ -101,7 +101,7 @@ class PipeGCN:
         if not self.track:
             return {}
         names = sorted(self.squared_errors)
-        total = torch.tensor([self.squared_errors[n] for n in names], dtype=torch.float64)
+        total = torch.tensor([self.squared_errors[n] for n in names], dtype=torch.float64, device=self.comm.device)
         total = self.comm.reduce_untracked(total, dist.ReduceOp.SUM)
         self.squared_errors.clear()
         return {f"staleness_error/{n}": float(v) ** 0.5 for n, v in zip(names, total.tolist())}
