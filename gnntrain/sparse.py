@@ -12,6 +12,7 @@ import warnings
 import torch
 
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
 
 class SparseOperator:
     """A fixed sparse matrix ``A`` and its transpose, both CSR."""
