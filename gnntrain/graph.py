@@ -21,7 +21,8 @@ as that row of the whole local graph.
 
 A *sampled* local graph (:meth:`LocalGraph.restricted`) keeps every inner node, a subset of the
 in-edges and only the halo nodes those edges read; ``edge_scale`` then multiplies each kept
-edge's aggregation weight (1/keep-probability, for an unbiased sum or mean).
+edge's aggregation weight (1/keep-probability, for an unbiased sum or mean). Its aggregation
+matrices take their entries' order from the whole local graph's instead of sorting again.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from functools import cached_property
 import torch
 
 from gnntrain.data.graph_data import GraphData
-from gnntrain.sparse import SparseOperator
+from gnntrain.sparse import Orders, SparseOperator, csr_orders, subset_orders
 
 
 @dataclass
@@ -65,16 +66,19 @@ class LocalGraph:
     """Per-edge multiplier of the aggregation weight in a sampled graph; None: all 1."""
     target_index: torch.Tensor | None = None
     """Local ids of the inner nodes a target view aggregates into, in order; None: all inner nodes."""
+    sampled_from: tuple[LocalGraph, torch.Tensor] | None = field(default=None, repr=False)
+    """For a sampled graph: the graph it was sampled from and the mask of its kept in-edges."""
     operator_build_time: float = 0.0
     """Seconds spent building this graph's aggregation matrices so far."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
+    _entry_orders: dict[str, Orders] = field(default_factory=dict, repr=False)
 
     def to(self, device: torch.device) -> LocalGraph:
         """This graph with every tensor on ``device`` (where training runs); everything derived
         from it (aggregation matrices, views, sampled graphs) is built there too."""
         moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
-        return replace(self, **moved, operator_build_time=0.0, _operators={})
+        return replace(self, **moved, operator_build_time=0.0, _operators={}, _entry_orders={})
 
     @property
     def device(self) -> torch.device:
@@ -117,21 +121,39 @@ class LocalGraph:
             self.operator_build_time += time.perf_counter() - start
         return self._operators[kind]
 
-    def _build_operator(self, kind: str) -> SparseOperator:
-        shape = (self.num_targets, self.num_local)
+    def _entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Target row, local source id) of each entry of ``kind``'s matrix."""
         if kind == "gcn":
             src, dst = self.self_loop_edges
+            return dst, src
+        if kind == "mean":
+            return self.edge_dst, self.edge_src
+        raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
+
+    def entry_orders(self, kind: str) -> Orders:
+        """The CSR orders of ``kind``'s entries, sorted once (for the graphs sampled from this one)."""
+        if kind not in self._entry_orders:
+            self._entry_orders[kind] = csr_orders(*self._entries(kind), (self.num_targets, self.num_local))
+        return self._entry_orders[kind]
+
+    def _build_operator(self, kind: str) -> SparseOperator:
+        dst, src = self._entries(kind)
+        if kind == "gcn":
             dinv = (self.in_degree + 1.0).rsqrt()
             value = dinv[src] * self.target_rows(dinv)[dst]
             if self.edge_scale is not None:
                 value[: self.edge_src.numel()] *= self.edge_scale
-            return SparseOperator(dst, src, value, shape)
-        if kind == "mean":
-            value = 1.0 / self.target_rows(self.in_degree)[self.edge_dst]
+        else:
+            value = 1.0 / self.target_rows(self.in_degree)[dst]
             if self.edge_scale is not None:
                 value = value * self.edge_scale
-            return SparseOperator(self.edge_dst, self.edge_src, value, shape)
-        raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
+        orders = None
+        if self.sampled_from is not None:
+            parent, edge_keep = self.sampled_from
+            parent_orders = parent.entry_orders(kind)
+            self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
+            orders = subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
+        return SparseOperator(dst, src, value, (self.num_targets, self.num_local), orders)
 
     @cached_property
     def central_marginal(self) -> tuple[LocalGraph, LocalGraph, torch.Tensor]:
@@ -164,8 +186,10 @@ class LocalGraph:
             recv_splits=self.recv_splits if with_halo else [0] * self.world_size,
             edge_scale=None if self.edge_scale is None else self.edge_scale[keep],
             target_index=targets,
+            sampled_from=None,
             operator_build_time=0.0,
             _operators={},
+            _entry_orders={},
         )
 
     def halo_read_by(self, edge_keep: torch.Tensor) -> torch.Tensor:
@@ -182,6 +206,7 @@ class LocalGraph:
         plan the peers' samples call for."""
         keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool, device=self.device), halo_keep])
         new_id = torch.cumsum(keep_local, 0) - 1
+        kept_edges = edge_keep.nonzero().view(-1)
         peer_of_halo = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
                                                torch.tensor(self.recv_splits, device=self.device))
         return LocalGraph(
@@ -191,14 +216,15 @@ class LocalGraph:
             num_halo=int(halo_keep.sum()),
             global_ids=self.global_ids[keep_local],
             in_degree=self.in_degree[keep_local],
-            edge_src=new_id[self.edge_src[edge_keep]],
-            edge_dst=self.edge_dst[edge_keep],
+            edge_src=new_id[self.edge_src[kept_edges]],
+            edge_dst=self.edge_dst[kept_edges],
             recv_splits=torch.bincount(peer_of_halo[halo_keep], minlength=self.world_size).tolist(),
             send_index=send_index,
             send_splits=send_splits,
             x=self.x, y=self.y,
             train_mask=self.train_mask, val_mask=self.val_mask, test_mask=self.test_mask,
-            edge_scale=None if edge_scale is None else edge_scale[edge_keep],
+            edge_scale=None if edge_scale is None else edge_scale[kept_edges],
+            sampled_from=(self, edge_keep),
         )
 
 

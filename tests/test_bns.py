@@ -6,13 +6,15 @@ tests/test_unbiased_halos.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from conftest import make_cfg
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
 from gnntrain.data import prepare_job_data
-from gnntrain.graph import LocalGraph
+from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.train import Trainer, WorkerContext
 
 HALO = ("halo_fwd", "halo_bwd")
@@ -39,6 +41,26 @@ def test_p0_sends_no_halo_bytes(tmp_path) -> None:
     traces = trace_job(tmp_path, "bns0", *SMALL, "strategy=bns", "strategy.p=0")
     assert all(job_bytes(traces, kind) == 0 for kind in (*HALO, "sample_index"))
     assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in traces)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "mean"])
+def test_sampled_graph_matrices_equal_matrices_sorted_from_scratch(kind: str) -> None:
+    """A sampled graph's aggregation matrices (A and A^T) take their entries' order from the
+    whole local graph's; they equal the matrices of the same graph built from scratch."""
+    cfg = make_cfg("dataset.num_nodes=800", "cluster.world_size=3")
+    job = prepare_job_data(cfg, 3)
+    graph = build_local_graph(job.data, job.part, 1, 3, torch.float64)
+    halo_keep = torch.rand(graph.num_halo, generator=torch.Generator().manual_seed(0)) < 0.3
+    is_cut = graph.edge_src >= graph.num_inner
+    edge_keep = ~is_cut
+    edge_keep[is_cut] = halo_keep[graph.edge_src[is_cut] - graph.num_inner]
+    scale = torch.where(is_cut, 1 / 0.3, 1.0).double()
+    sampled = graph.restricted(edge_keep, scale, halo_keep, graph.send_index, graph.send_splits)
+    fresh = replace(sampled, sampled_from=None, _operators={})
+    for mine, reference in [(sampled.operator(kind).matrix, fresh.operator(kind).matrix),
+                            (sampled.operator(kind).transpose, fresh.operator(kind).transpose)]:
+        assert torch.equal(mine.crow_indices(), reference.crow_indices())
+        torch.testing.assert_close(mine.to_dense(), reference.to_dense(), rtol=1e-12, atol=0)
 
 
 BIG = ("model=gcn", "model.layers=2", "model.hidden=8", "model.dropout=0", "cluster.world_size=4",
