@@ -31,7 +31,8 @@ class EpochRecord:
     epoch_time: float
     compute_time: float
     comm_time: float
-    """Exposed communication: seconds a rank waited on halo exchanges (max over ranks)."""
+    """Exposed communication: seconds a rank waited on halo exchanges (max over ranks; on a GPU
+    the host's waits, see :meth:`gnntrain.comm.communicator.InFlight.wait`)."""
     comm_total_time: float
     """Seconds the halo exchanges were in flight, overlapped or not (max over ranks)."""
     reduce_time: float

@@ -98,7 +98,9 @@ class InFlight:
         self.done_at = time.perf_counter()
 
     def wait(self) -> torch.Tensor:
-        """The received rows; counts the time blocked here as exposed communication."""
+        """The received rows; counts the time blocked here as exposed communication. On a CUDA
+        device the wait only makes the device's stream wait for the transfer, so this is the
+        host's blocked time, which undercounts the device's."""
         begin = time.perf_counter()
         if self.work is not None:
             self.work.wait()
