@@ -207,8 +207,6 @@ class LocalGraph:
         keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool, device=self.device), halo_keep])
         new_id = torch.cumsum(keep_local, 0) - 1
         kept_edges = edge_keep.nonzero().view(-1)
-        peer_of_halo = torch.repeat_interleave(torch.arange(self.world_size, device=self.device),
-                                               torch.tensor(self.recv_splits, device=self.device))
         return LocalGraph(
             rank=self.rank,
             world_size=self.world_size,
@@ -218,7 +216,7 @@ class LocalGraph:
             in_degree=self.in_degree[keep_local],
             edge_src=new_id[self.edge_src[kept_edges]],
             edge_dst=self.edge_dst[kept_edges],
-            recv_splits=torch.bincount(peer_of_halo[halo_keep], minlength=self.world_size).tolist(),
+            recv_splits=[int(block.sum()) for block in halo_keep.split(self.recv_splits)],
             send_index=send_index,
             send_splits=send_splits,
             x=self.x, y=self.y,
