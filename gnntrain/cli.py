@@ -26,7 +26,7 @@ register_schemas()
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
     from gnntrain.launch import launch
-    from gnntrain.train import run_training
+    from gnntrain.engine.loop import run_training
 
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)

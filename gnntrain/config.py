@@ -1,8 +1,8 @@
 """Structured config schemas: the single source of truth for every key ``gnntrain`` accepts.
 
 Hydra composes ``conf/config.yaml`` with one option from each group (``dataset``, ``model``,
-``strategy``, ``cluster``); each option's YAML starts from one of the schemas below (stored in
-the ``schema/<group>`` config group), so a misspelt key or a value of the wrong type fails at
+``strategy``, ``cluster``); each option's YAML starts from one of the schemas below, or of a
+strategy family's (stored in the ``schema/<group>`` config group), so a misspelt key or a value of the wrong type fails at
 composition time instead of deep inside a worker.
 """
 
@@ -44,13 +44,6 @@ class Norm(str, Enum):
     none = "none"
     layer = "layer"
     batch = "batch"
-
-
-class Smoothing(str, Enum):
-    none = "none"
-    f = "f"
-    g = "g"
-    gf = "gf"
 
 
 class Backend(str, Enum):
@@ -135,52 +128,6 @@ class StrategyConfig:
 
 
 @dataclass
-class PipeGCNConfig(StrategyConfig):
-    """PipeGCN: ``smooth`` the stale boundary features (f), gradients (g) or both (gf) with a
-    moving average of weight ``gamma``; ``track_staleness_error`` logs the per-layer error of
-    the stale values against fresh ones (costs an extra exchange)."""
-
-    smooth: Smoothing = Smoothing.none
-    gamma: float = 0.95
-    track_staleness_error: bool = False
-    bits: int = 32
-    """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
-    seed: int = 0
-
-
-@dataclass
-class SamplingConfig(StrategyConfig):
-    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``): keep each
-    boundary node with probability ``p`` (the baselines drop as many edges as that drops);
-    ``seed`` drives the per-epoch samples (the run's seed unless set)."""
-
-    p: float = 0.1
-    seed: int = 0
-
-
-class BitAssignment(str, Enum):
-    adaptive = "adaptive"
-    uniform = "uniform"
-    fixed = "fixed"
-
-
-@dataclass
-class AdaQPConfig(StrategyConfig):
-    """AdaQP: quantized halo messages; ``assign`` picks the per-message bit-widths (``bits``
-    for ``fixed``; ``adaptive`` re-solves every ``period`` epochs with weight ``lambda_`` on the
-    variance objective and groups of ``group_size`` messages); ``overlap`` computes the central
-    nodes while the marginal nodes' halo rows are in flight."""
-
-    assign: BitAssignment = BitAssignment.adaptive
-    bits: int = 8
-    period: int = 50
-    group_size: int = 100
-    lambda_: float = 0.5
-    overlap: bool = False
-    seed: int = 0
-
-
-@dataclass
 class ClusterConfig:
     """Where the workers run. ``device``: what each worker trains on (``cuda``: GPU
     ``local_rank % visible GPUs``). NCCL needs ``cuda`` and one GPU per worker; gloo runs on
@@ -246,7 +193,10 @@ class RootConfig:
 
 
 def register_schemas() -> None:
-    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``."""
+    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; each
+    strategy family contributes its own (``SCHEMAS`` next to its code)."""
+    from gnntrain.strategies import FAMILIES
+
     cs = ConfigStore.instance()
     cs.store(name="schema", node=RootConfig)
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
@@ -256,55 +206,45 @@ def register_schemas() -> None:
     cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
     cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
-    cs.store(group="schema/strategy", name="pipegcn", node=PipeGCNConfig)
-    cs.store(group="schema/strategy", name="sampling", node=SamplingConfig)
-    cs.store(group="schema/strategy", name="adaqp", node=AdaQPConfig)
+    for family in FAMILIES:
+        for name, schema in family.SCHEMAS.items():
+            cs.store(group="schema/strategy", name=name, node=schema)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
 
 
+def check(key: str, value: Any, ok: bool, rule: str) -> None:
+    """Raise ConfigError ``key=value is invalid; it must be rule`` unless ``ok``."""
+    if not ok:
+        from gnntrain.errors import ConfigError
+
+        raise ConfigError(f"{key}={value} is invalid; it must be {rule}")
+
+
 def validate(cfg: dict) -> None:
-    """Checks the schemas' types cannot express; raises ConfigError naming the bad value."""
+    """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
+    strategy's own keys are checked by its family."""
     from gnntrain.data.registry import DATASETS
     from gnntrain.errors import ConfigError
     from gnntrain.models import MODELS
-    from gnntrain.strategies import STRATEGIES
+    from gnntrain.strategies import STRATEGIES, family_of
 
     for section, registry in (("dataset", DATASETS), ("model", MODELS), ("strategy", STRATEGIES)):
         name = cfg[section]["name"]
         if name not in registry:
             raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
-    checks = [
-        ("model.layers", cfg["model"]["layers"], cfg["model"]["layers"] >= 1, ">= 1"),
-        ("model.hidden", cfg["model"]["hidden"], cfg["model"]["hidden"] >= 1, ">= 1"),
-        ("model.dropout", cfg["model"]["dropout"], 0.0 <= cfg["model"]["dropout"] < 1.0, "in [0, 1)"),
-        ("train.epochs", cfg["train"]["epochs"], cfg["train"]["epochs"] >= 1, ">= 1"),
-        ("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0"),
-        ("train.eval_every", cfg["train"]["eval_every"], cfg["train"]["eval_every"] >= 1, ">= 1"),
-        ("train.warmup_epochs", cfg["train"]["warmup_epochs"], cfg["train"]["warmup_epochs"] >= 0, ">= 0"),
-    ]
     model = cfg["model"]
+    check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
+    check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")
+    check("model.dropout", model["dropout"], 0.0 <= model["dropout"] < 1.0, "in [0, 1)")
+    for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
+        check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
+    check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
     if "heads" in model:
-        checks.append(("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
-                       f"a divisor of model.hidden={model['hidden']}"))
-    if "gamma" in cfg["strategy"]:
-        gamma = cfg["strategy"]["gamma"]
-        checks.append(("strategy.gamma", gamma, 0.0 <= gamma < 1.0, "in [0, 1)"))
-    if "p" in cfg["strategy"]:
-        p = cfg["strategy"]["p"]
-        checks.append(("strategy.p", p, 0.0 <= p <= 1.0, "in [0, 1]"))
-    strategy = cfg["strategy"]
-    if "bits" in strategy:
-        checks.append(("strategy.bits", strategy["bits"], strategy["bits"] in (2, 4, 8, 32), "one of 2, 4, 8, 32"))
-    for key, rule in (("period", ">= 1"), ("group_size", ">= 1")):
-        if key in strategy:
-            checks.append((f"strategy.{key}", strategy[key], strategy[key] >= 1, rule))
-    if "lambda_" in strategy:
-        checks.append(("strategy.lambda_", strategy["lambda_"], 0.0 <= strategy["lambda_"] <= 1.0, "in [0, 1]"))
+        check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
+              f"a divisor of model.hidden={model['hidden']}")
     if model["name"] == "gcnii":
-        checks.append(("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)"))
+        check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
     parts = cfg["partition"]["parts"]
     if parts is not None:
-        checks.append(("partition.parts", parts, parts >= 1, ">= 1"))
-    for key, value, ok, rule in checks:
-        if not ok:
-            raise ConfigError(f"{key}={value} is invalid; it must be {rule}")
+        check("partition.parts", parts, parts >= 1, ">= 1")
+    family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])

@@ -14,10 +14,9 @@ order. Every rank derives its plans from the global edge list and the partition,
 messages are needed to agree on them.
 
 A *target view* (:meth:`LocalGraph.target_view`) aggregates into a subset of the inner nodes
-only (``target_index``), for computing some rows before the halo arrives: the *central* inner
-nodes (no halo in-neighbour) read inner rows only, the *marginal* ones need the halo
-(:attr:`LocalGraph.central_marginal`). Every row of a view is the same sum, in the same order,
-as that row of the whole local graph.
+only (``target_index``), e.g. to compute the rows that read no halo row before the halo
+arrives. Every row of a view is the same sum, in the same order, as that row of the whole
+local graph.
 
 A *sampled* local graph (:meth:`LocalGraph.restricted`) keeps every inner node, a subset of the
 in-edges and only the halo nodes those edges read; ``edge_scale`` then multiplies each kept
@@ -154,17 +153,6 @@ class LocalGraph:
             self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
             orders = subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
         return SparseOperator(dst, src, value, (self.num_targets, self.num_local), orders)
-
-    @cached_property
-    def central_marginal(self) -> tuple[LocalGraph, LocalGraph, torch.Tensor]:
-        """The target views of the central inner nodes (no halo in-neighbour; they read no halo
-        row) and of the marginal ones, and the permutation that puts ``cat([central rows,
-        marginal rows])`` back in inner order (AdaQP, Sec. 3.4)."""
-        marginal = torch.zeros(self.num_inner, dtype=torch.bool, device=self.device)
-        marginal[self.edge_dst[self.edge_src >= self.num_inner]] = True
-        central_ids, marginal_ids = (~marginal).nonzero().view(-1), marginal.nonzero().view(-1)
-        order = torch.argsort(torch.cat([central_ids, marginal_ids]))
-        return self.target_view(central_ids, with_halo=False), self.target_view(marginal_ids, with_halo=True), order
 
     def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
         """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:

@@ -1,5 +1,10 @@
 """Start the workers of a job: spawn them on this machine, or join a ``torchrun`` world.
 
+Before any worker starts, the strategy states the process and data layout it needs
+(:meth:`gnntrain.strategies.base.Strategy.layout`): the device-mesh axes, checked against the
+number of workers, and the number of graph partitions. Each rank builds the mesh after joining
+the process group.
+
 * local (no ``RANK``/``WORLD_SIZE`` in the environment): the parent loads the dataset and
   partition once, then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
   which receive the tensors through shared memory. If any worker dies, the others are
@@ -25,7 +30,8 @@ import torch.multiprocessing as mp
 
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.errors import ConfigError, WorkerFailed
-from gnntrain.train import WorkerContext
+from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
+from gnntrain.strategies import strategy_class
 
 WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
 
@@ -74,8 +80,8 @@ def _device(cfg: dict, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int, local_rank: int,
-              local_workers: int, init_method: str) -> Any:
+def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
+              local_rank: int, local_workers: int, init_method: str) -> Any:
     """Run one rank's share of a job in this process's process group.
 
     A spawned worker creates the group and destroys it at the end. Under torchrun the group
@@ -92,7 +98,7 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int,
         if keep_group:
             atexit.register(dist.destroy_process_group)
     try:
-        result = fn(cfg, WorkerContext(rank, world_size, device), job)
+        result = fn(cfg, WorkerContext(rank, world_size, device, build_mesh(layout, device)), job)
         dist.barrier()  # no rank tears its connections down while a peer still uses them
         return result
     finally:
@@ -100,12 +106,13 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, rank: int, world_size: int,
             dist.destroy_process_group()
 
 
-def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, world_size: int, init_method: str) -> None:
+def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+             init_method: str) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
     run into a failed job."""
-    _run_rank(fn, cfg, job, local_rank, world_size, local_rank, world_size, init_method)
+    _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
@@ -117,22 +124,33 @@ def _free_port(addr: str) -> int:
         return s.getsockname()[1]
 
 
+def job_layout(cfg: dict, world_size: int) -> Layout:
+    """The strategy's layout on ``world_size`` workers; ``partition.parts``, when set, must be
+    the number of parts it needs."""
+    name = cfg["strategy"]["name"]
+    layout = strategy_class(name).layout(cfg, world_size)
+    layout.check(world_size, name)
+    parts = cfg["partition"]["parts"]
+    if parts is not None and parts != layout.parts:
+        raise ConfigError(f"partition.parts={parts} does not fit strategy={name} on the number of workers ({world_size}); "
+                          f"valid: {layout.parts} (or leave it unset)")
+    return layout
+
+
 def launch(cfg: dict, fn: WorkerFn) -> Any:
     """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
     (the spawned workers' results stay in their processes: they write to the run dir)."""
     world_size = resolve_world_size(cfg)
-    parts = cfg["partition"]["parts"] or world_size
-    if parts != world_size:
-        raise ConfigError(f"partition.parts={parts} must equal the number of workers ({world_size}) "
-                          f"for strategy={cfg['strategy']['name']}")
-    job = prepare_job_data(cfg, parts)
+    layout = job_layout(cfg, world_size)
+    job = prepare_job_data(cfg, layout.parts)
     if under_torchrun():
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        return _run_rank(fn, cfg, job, int(os.environ["RANK"]), world_size, local_rank, local_workers, "env://")
+        return _run_rank(fn, cfg, job, layout, int(os.environ["RANK"]), world_size, local_rank, local_workers,
+                         "env://")
     addr = cfg["cluster"]["master_addr"]
     port = cfg["cluster"]["master_port"] or _free_port(addr)
-    context = mp.start_processes(_spawned, args=(fn, cfg, job, world_size, f"tcp://{addr}:{port}"),
+    context = mp.start_processes(_spawned, args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}"),
                                  nprocs=world_size, join=False, start_method="spawn")
     try:
         while not context.join():

@@ -15,23 +15,38 @@ Results go to ``results/bench_adaqp.json``. Usage: ``python scripts/bench_adaqp.
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
-import torch
-
-from jobs import add_bench_args, bench_overrides, bench_setting, describe_bench, run_job
+from jobs import bench_parser, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_adaqp.json"
 
 
+def row_of(name: str, summary: dict) -> dict:
+    by_kind, extra = summary["mean_comm_bytes_by_kind"], summary["mean_strategy_metrics"]
+    if name == "vanilla":
+        stats = summary["partition"]
+        print(f"marginal nodes (inner nodes with a remote in-neighbour): "
+              f"{sum(stats['marginal_nodes']) / sum(stats['inner_nodes']):.1%} of all", flush=True)
+    return {"run": name, "epoch_time_s": summary["mean_epoch_time"],
+            "exposed_comm_s": summary["mean_comm_time"],
+            "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
+            "mean_bits": extra.get("mean_bits", 32.0),
+            "assign_share": extra.get("assign_time", 0.0) / summary["mean_epoch_time"],
+            "test_at_best_val": summary["test_at_best_val"]}
+
+
+def line_of(row: dict, base: dict) -> str:
+    return (f"{row['run']:23s} epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
+            f"vanilla's speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
+            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
+            f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x vanilla), mean "
+            f"{row['mean_bits']:.2f} bits, assignment {100 * row['assign_share']:.1f}% of the epoch time")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_bench_args(parser)
-    parser.add_argument("--workers", type=int, default=4)
+    parser = bench_parser(__doc__, RESULTS, workers=4)
     parser.add_argument("--period", type=int, default=4, help="reassignment period of the adaptive run")
-    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     runs = {"vanilla": ["strategy=vanilla"],
             **{f"adaqp {b}-bit": ["strategy=adaqp", "strategy.assign=fixed", f"strategy.bits={b}"] for b in (32, 2, 4, 8)},
@@ -40,41 +55,15 @@ def main() -> None:
             **{f"adaqp {b}-bit +overlap": ["strategy=adaqp", "strategy.assign=fixed", f"strategy.bits={b}",
                                            "strategy.overlap=true"] for b in (32, 2)},
             "adaqp adaptive +overlap": ["strategy=adaqp", f"strategy.period={args.period}", "strategy.overlap=true"]}
-
-    common = [*bench_overrides(args), f"cluster.world_size={args.workers}"]
-    print(f"{describe_bench(args)}; {args.workers} workers; {torch.get_num_threads()} threads in this process",
-          flush=True)
-    rows = []
-    for name, overrides in runs.items():
-        summary = run_job([*common, *overrides])
-        if not rows:
-            stats = summary["partition"]
-            print(f"marginal nodes (inner nodes with a remote in-neighbour): "
-                  f"{sum(stats['marginal_nodes']) / sum(stats['inner_nodes']):.1%} of all", flush=True)
-        by_kind, extra = summary["mean_comm_bytes_by_kind"], summary["mean_strategy_metrics"]
-        rows.append({"run": name, "epoch_time_s": summary["mean_epoch_time"],
-                     "exposed_comm_s": summary["mean_comm_time"],
-                     "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
-                     "mean_bits": extra.get("mean_bits", 32.0),
-                     "assign_share": extra.get("assign_time", 0.0) / summary["mean_epoch_time"],
-                     "test_at_best_val": summary["test_at_best_val"]})
-        base, row = rows[0], rows[-1]
-        print(f"{name:23s} epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
-              f"vanilla's speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
-              f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
-              f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x vanilla), mean "
-              f"{row['mean_bits']:.2f} bits, assignment {100 * row['assign_share']:.1f}% of the epoch time",
-              flush=True)
+    runs = {name: [f"cluster.world_size={args.workers}", *overrides] for name, overrides in runs.items()}
+    rows = sweep(args, runs, row_of, line_of)
     by_name = {row["run"]: row for row in rows}
     for plain in ("adaqp 32-bit", "adaqp 2-bit", "adaqp adaptive"):
         plain_row, overlapped = by_name[plain], by_name[f"{plain} +overlap"]
         print(f"overlap saves ({plain}): {_training_time(plain_row) / _training_time(overlapped):.2f}x speed "
               f"(assignment time left out), exposed comm {overlapped['exposed_comm_s'] / plain_row['exposed_comm_s']:.2f}x",
               flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**bench_setting(args), "workers": args.workers, "period": args.period,
-                                    "rows": rows}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args, rows, workers=args.workers, period=args.period)
 
 
 def _training_time(row: dict) -> float:

@@ -12,53 +12,43 @@ Results go to ``results/bench_bns.json``. Usage: ``python scripts/bench_bns.py [
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
-import torch
-
-from jobs import add_bench_args, bench_overrides, bench_setting, describe_bench, run_job
+from jobs import bench_parser, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_bns.json"
 RUNS = [("bns", 1.0), ("bns", 0.1), ("bns", 0.01), ("bns", 0.0), ("bes", 0.1), ("dropedge", 0.1)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_bench_args(parser)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
+def row_of(name: str, summary: dict) -> dict:
+    method, p = name.split()
+    by_kind, extra = summary["mean_comm_bytes_by_kind"], summary["mean_strategy_metrics"]
+    return {"strategy": method, "p": float(p),
+            "epoch_time_s": summary["mean_epoch_time"],
+            "exposed_comm_s": summary["mean_comm_time"],
+            "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
+            "sample_index_bytes_per_epoch": by_kind.get("sample_index", 0),
+            "peak_mem_mb": summary["peak_mem_mb"],
+            "sampling_share": extra.get("sampling_time", 0.0) / summary["mean_epoch_time"],
+            "dropped_edges": extra.get("dropped_edges", 0.0),
+            "partition": summary["partition"]}
 
-    common = [*bench_overrides(args), f"cluster.world_size={args.workers}"]
-    print(f"{describe_bench(args)}; {args.workers} workers; {torch.get_num_threads()} threads in this process",
-          flush=True)
-    rows = []
-    for method, p in RUNS:
-        summary = run_job([*common, f"strategy={method}", f"strategy.p={p}"])
-        by_kind = summary["mean_comm_bytes_by_kind"]
-        rows.append({"strategy": method, "p": p,
-                     "epoch_time_s": summary["mean_epoch_time"],
-                     "exposed_comm_s": summary["mean_comm_time"],
-                     "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
-                     "sample_index_bytes_per_epoch": by_kind.get("sample_index", 0),
-                     "peak_mem_mb": summary["peak_mem_mb"],
-                     "sampling_share": summary["mean_strategy_metrics"].get("sampling_time", 0.0)
-                     / summary["mean_epoch_time"],
-                     "dropped_edges": summary["mean_strategy_metrics"].get("dropped_edges", 0.0),
-                     "partition": summary["partition"]})
-        base, row = rows[0], rows[-1]
-        print(f"{method:8s} p={p:<5} epoch {row['epoch_time_s'] * 1e3:7.1f} ms "
-              f"({row['epoch_time_s'] / base['epoch_time_s']:.2f}x p=1), halo "
-              f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
-              f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x p=1), masks "
-              f"{row['sample_index_bytes_per_epoch'] / 2**10:.1f} KB, peak mem {row['peak_mem_mb']:.0f} MB "
-              f"({row['peak_mem_mb'] / base['peak_mem_mb']:.2f}x p=1), sampling {100 * row['sampling_share']:.1f}% "
-              f"of the epoch, {row['dropped_edges']:.0f} edges dropped", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**bench_setting(args), "workers": args.workers, "rows": rows}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+
+def line_of(row: dict, base: dict) -> str:
+    return (f"{row['strategy']:8s} p={row['p']:<5} epoch {row['epoch_time_s'] * 1e3:7.1f} ms "
+            f"({row['epoch_time_s'] / base['epoch_time_s']:.2f}x p=1), halo "
+            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
+            f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x p=1), masks "
+            f"{row['sample_index_bytes_per_epoch'] / 2**10:.1f} KB, peak mem {row['peak_mem_mb']:.0f} MB "
+            f"({row['peak_mem_mb'] / base['peak_mem_mb']:.2f}x p=1), sampling {100 * row['sampling_share']:.1f}% "
+            f"of the epoch, {row['dropped_edges']:.0f} edges dropped")
+
+
+def main() -> None:
+    args = bench_parser(__doc__, RESULTS, workers=4).parse_args()
+    runs = {f"{method} {p}": [f"cluster.world_size={args.workers}", f"strategy={method}", f"strategy.p={p}"]
+            for method, p in RUNS}
+    write_results(args, sweep(args, runs, row_of, line_of), workers=args.workers)
 
 
 if __name__ == "__main__":

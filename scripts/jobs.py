@@ -1,5 +1,7 @@
 """What the benchmark scripts share: run a gnntrain job (compose the config as the CLI does,
-launch the workers, return ``summary.json``) and the synthetic benchmark graph and model."""
+launch the workers, return ``summary.json``), the synthetic benchmark graph and model, and the
+sweep that runs named configurations one after another, printing each row beside the first
+(the baseline) and writing the rows to a results file."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import Callable
 
+import torch
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from gnntrain.config import register_schemas, validate
 from gnntrain.launch import launch
-from gnntrain.train import run_training
+from gnntrain.engine.loop import run_training
 
 
 def run_job(overrides: list[str]) -> dict:
@@ -57,3 +61,34 @@ def bench_setting(args: argparse.Namespace) -> dict:
     """The benchmark graph and model, for a results file."""
     return {"graph": {"nodes": args.nodes, "avg_degree": args.avg_degree, "features": args.features},
             "model": {"name": "sage", "layers": args.layers, "hidden": args.hidden}}
+
+
+def bench_parser(doc: str, results: Path, workers: int | list[int], layers: int = 3) -> argparse.ArgumentParser:
+    """The options every bench takes: the graph and model, ``--workers``, ``--out``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_bench_args(parser, layers)
+    if isinstance(workers, list):
+        parser.add_argument("--workers", nargs="+", type=int, default=workers)
+    else:
+        parser.add_argument("--workers", type=int, default=workers)
+    parser.add_argument("--out", type=Path, default=results)
+    return parser
+
+
+def sweep(args: argparse.Namespace, runs: dict[str, list[str]], row_of: Callable[[str, dict], dict],
+          line_of: Callable[[dict, dict], str]) -> list[dict]:
+    """Run each named configuration (overrides on top of the bench graph and model), one row
+    each from its summary; print every row with :func:`line_of` ``(row, first row)``."""
+    print(f"{describe_bench(args)}; {torch.get_num_threads()} threads in this process", flush=True)
+    rows: list[dict] = []
+    for name, overrides in runs.items():
+        rows.append(row_of(name, run_job([*bench_overrides(args), *overrides])))
+        print(line_of(rows[-1], rows[0]), flush=True)
+    return rows
+
+
+def write_results(args: argparse.Namespace, rows: list[dict], **extra) -> None:
+    """The bench setting, ``extra`` and the rows, to ``args.out``."""
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({**bench_setting(args), **extra, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {args.out}")

@@ -10,29 +10,35 @@ import torch.distributed as dist
 
 from conftest import make_cfg
 
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
 from gnntrain.data import JobData
 from gnntrain.launch import launch
-from gnntrain.train import Trainer, WorkerContext
+from gnntrain.parallel.mesh import WorkerContext
+from gnntrain.strategies import strategy_class
+from gnntrain.strategies.graph_parallel import GraphParallel
 
 
 def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
-    """:func:`record_training` of this rank's trainer, written to ``<trace_dir>/rank<r>.pt``."""
-    trace = record_training(Trainer(cfg, ctx, job.data, job.part), cfg, ctx)
+    """:func:`record_training` of this rank's graph-parallel strategy, written to
+    ``<trace_dir>/rank<r>.pt``."""
+    trace = record_training(GraphParallel(cfg, ctx, job), cfg, ctx)
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
     return trace
 
 
-def record_training(trainer: Trainer, cfg: dict, ctx: WorkerContext) -> dict:
+def record_training(strategy: GraphParallel, cfg: dict, ctx: WorkerContext) -> dict:
     """Train ``cfg['train']['epochs']`` epochs, recording per epoch: global loss, this rank's
     outputs (by global node id) before the step, the all-reduced gradients, the strategy's
     epoch metrics and the edges of the graph it trained on (global source and target ids and
     each edge's weight); and the rank's bytes by kind over the job and its halo size."""
-    inner_ids = trainer.graph.global_ids[: trainer.graph.num_inner]
-    trace: dict = {"ids": inner_ids, "boundary": trainer.graph.num_halo, "loss": [], "out": [], "train_out": [],
+    step, policy = strategy.step, strategy.policy
+    inner_ids = strategy.graph.global_ids[: strategy.graph.num_inner]
+    trace: dict = {"ids": inner_ids, "boundary": strategy.graph.num_halo, "loss": [], "out": [], "train_out": [],
                    "grads": [], "epoch_metrics": [], "edges": []}
-    trainer.model.register_forward_hook(
+    step.model.register_forward_hook(
         lambda module, args, out: trace["train_out"].append(out.detach().clone()) if module.training else None)
-    training_view = trainer.strategy.training_view
+    training_view = policy.training_view
 
     def recorded(epoch: int):
         graph, halo = training_view(epoch)
@@ -40,19 +46,18 @@ def record_training(trainer: Trainer, cfg: dict, ctx: WorkerContext) -> dict:
         trace["edges"].append((graph.global_ids[graph.edge_src], graph.global_ids[graph.edge_dst], scale))
         return graph, halo
 
-    trainer.strategy.training_view = recorded
     for epoch in range(1, cfg["train"]["epochs"] + 1):
-        trace["out"].append(trainer.local_outputs().cpu())
-        loss = trainer.forward_backward(epoch)
-        trainer.all_reduce_gradients()
+        trace["out"].append(step.local_outputs(policy.evaluation_halo()).cpu())
+        loss = step.forward_backward(*recorded(epoch))
+        step.all_reduce_gradients()
         if ctx.world_size > 1:
             dist.all_reduce(loss)
         trace["loss"].append(float(loss))
-        trace["grads"].append({n: p.grad.detach().clone() for n, p in trainer.model.named_parameters()})
-        trainer.optimizer.step()
-        trace["epoch_metrics"].append(trainer.strategy.epoch_metrics())
-    trainer.strategy.finish()
-    trace["bytes"] = dict(trainer.comm.meter.bytes)
+        trace["grads"].append({n: p.grad.detach().clone() for n, p in step.model.named_parameters()})
+        step.optimizer.step()
+        trace["epoch_metrics"].append(strategy.epoch_metrics())
+    strategy.finish()
+    trace["bytes"] = dict(strategy.meter.bytes)
     return trace
 
 
@@ -61,10 +66,10 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     inner rows (``input``), the halo rows the strategy handed the layer (``used``), the gradient
     of those halo rows (``grad_halo``, what goes back to their owners) and the gradient the
     exchange gave the layer input (``grad_from_peers``). Written to ``<trace_dir>/rank<r>.pt``."""
-    trainer = Trainer(cfg, ctx, job.data, job.part)
-    graph = trainer.graph
+    strategy = GraphParallel(cfg, ctx, job)
+    graph = strategy.graph
     epochs: list[dict] = []
-    training_view = trainer.strategy.training_view
+    training_view = strategy.policy.training_view
 
     def tapped(epoch: int):
         graph, halo = training_view(epoch)
@@ -82,13 +87,10 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
 
         return graph, call
 
-    trainer.strategy.training_view = tapped
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         epochs.append({})
-        trainer.forward_backward(epoch)
-        trainer.all_reduce_gradients()
-        trainer.optimizer.step()
-    trainer.strategy.finish()
+        strategy.step.train(*tapped(epoch))
+    strategy.finish()
     trace = {"rank": ctx.rank, "inner": graph.global_ids[: graph.num_inner],
              "halo": graph.global_ids[graph.num_inner:], "epochs": epochs}
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
@@ -121,3 +123,42 @@ def assert_gradients_close(actual: dict[str, torch.Tensor], expected: dict[str, 
 
 def job_bytes(traces: list[dict], kind: str) -> int:
     return sum(t["bytes"].get(kind, 0) for t in traces)
+
+
+def trace_full_batch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Train any strategy built on the full-batch step through its own ``train_epoch`` and
+    ``evaluate``, recording per epoch the global loss and evaluation counts (summed over
+    ranks; the counts before the epoch's step) and the gradients the optimizer steps with.
+    Written to ``<trace_dir>/rank<r>.pt``."""
+    strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+    step = strategy.step
+    trace: dict = {"loss": [], "grads": [], "counts": []}
+    step.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
+        {n: p.grad.detach().clone() for n, p in step.model.named_parameters()}))
+    for epoch in range(1, cfg["train"]["epochs"] + 1):
+        counts = strategy.evaluate()
+        loss = strategy.train_epoch(epoch)
+        if ctx.world_size > 1:
+            dist.all_reduce(counts)
+            dist.all_reduce(loss)
+        trace["counts"].append(counts)
+        trace["loss"].append(float(loss))
+    strategy.finish()
+    trace["bytes"] = dict(strategy.meter.bytes)
+    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """On every axis of the job's mesh, send this rank's world rank to the next rank of the
+    axis and receive from the previous one, batched point-to-point; writes what arrived and
+    the meter's bytes to ``<trace_dir>/rank<r>.pt``."""
+    meter = CommMeter()
+    received = {}
+    for axis in ctx.mesh.mesh_dim_names:
+        comm = Communicator.of_mesh_axis(ctx.mesh, axis, ctx.device, meter)
+        nxt, prev = (comm.rank + 1) % comm.world_size, (comm.rank - 1) % comm.world_size
+        payload = torch.full((3,), float(ctx.rank))
+        buffer = torch.empty(3)
+        received[axis] = comm.p2p_start([(nxt, payload)], [(prev, buffer)], "stage_fwd").wait()[0].tolist()
+    torch.save({"received": received, "bytes": dict(meter.bytes), "wait": dict(meter.wait_s)},
+               Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

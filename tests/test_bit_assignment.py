@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gnntrain.strategies.bit_assignment import (
+from gnntrain.strategies.graph_parallel.bit_assignment import (
     WIDTHS, PairGroups, assign_bits, group_messages, objective, objective_parts,
 )
 

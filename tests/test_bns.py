@@ -15,7 +15,8 @@ from conftest import make_cfg
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
-from gnntrain.train import Trainer, WorkerContext
+from gnntrain.parallel.mesh import WorkerContext
+from gnntrain.strategies.graph_parallel import GraphParallel
 
 HALO = ("halo_fwd", "halo_bwd")
 
@@ -110,10 +111,10 @@ def test_sampled_run_equals_single_process_on_the_sampled_graph(model: str, stra
     cfg = make_cfg(*overrides, "cluster.world_size=1")
     ctx = WorkerContext(0, 1, torch.device("cpu"))
     job = prepare_job_data(cfg, 1)
-    trainer = Trainer(cfg, ctx, job.data, job.part)
-    full, full_view = trainer.graph, trainer.strategy.training_view
-    trainer.strategy.training_view = lambda epoch: (_graph_with_edges(full, *edges[epoch - 1]), full_view(epoch)[1])
-    reference = record_training(trainer, cfg, ctx)
+    strategy = GraphParallel(cfg, ctx, job)
+    full, full_view = strategy.graph, strategy.policy.training_view
+    strategy.policy.training_view = lambda epoch: (_graph_with_edges(full, *edges[epoch - 1]), full_view(epoch)[1])
+    reference = record_training(strategy, cfg, ctx)
 
     torch.testing.assert_close(torch.tensor(sampled[0]["loss"]), torch.tensor(reference["loss"]), rtol=1e-9, atol=0)
     for epoch in range(3):

@@ -23,7 +23,7 @@ from gnntrain.data import prepare_job_data
 from gnntrain.launch import launch
 from gnntrain.models import build_model
 from gnntrain.models.norm import BatchNorm
-from gnntrain.train import WorkerContext
+from gnntrain.parallel.mesh import WorkerContext
 
 EPOCHS = 4
 RTOL = {"float64": 1e-9, "float32": 1e-5}

@@ -10,8 +10,9 @@ from types import SimpleNamespace
 
 import torch
 
-from gnntrain.comm.halo import OverlappedHaloExchange
 from gnntrain.models.gnn import MessagePassingLayer, propagate
+from gnntrain.strategies.graph_parallel import overlap
+from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 
 
 class _RecordingComm:
@@ -42,11 +43,12 @@ class _LoggingLayer(MessagePassingLayer):
         return out
 
 
-def test_central_rows_compute_while_the_halo_is_in_flight_in_both_passes() -> None:
+def test_central_rows_compute_while_the_halo_is_in_flight_in_both_passes(monkeypatch) -> None:
     log: list[str] = []
     plan = SimpleNamespace(send_index=torch.tensor([0]), send_splits=[0, 1], recv_splits=[0, 1], num_inner=2,
                            num_halo=1)
     graph = SimpleNamespace(central_marginal=("central", "marginal", torch.tensor([0, 1])))
+    monkeypatch.setattr(overlap, "central_marginal", lambda g: graph.central_marginal)
     h = torch.tensor([[1.0], [3.0]], requires_grad=True)
     out = propagate(_LoggingLayer(log), h * 1.0, 1, graph, OverlappedHaloExchange(plan, _RecordingComm(log)),
                     lambda rows: rows)

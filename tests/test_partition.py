@@ -9,6 +9,7 @@ from gnntrain.data.partition import graph_fingerprint, load_or_partition
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.graph import build_local_graph
+from gnntrain.strategies.graph_parallel.overlap import central_marginal
 
 
 def _graph(seed: int = 0):
@@ -73,7 +74,7 @@ def test_partition_stats_count_boundary_and_marginal_nodes() -> None:
     graphs = [build_local_graph(data, part, r, 3) for r in range(3)]
     assert stats["inner_nodes"] == [g.num_inner for g in graphs]
     assert stats["boundary_nodes"] == [g.num_halo for g in graphs]
-    assert stats["marginal_nodes"] == [g.central_marginal[1].num_targets for g in graphs]
-    assert all(c.num_targets + m.num_targets == g.num_inner for g in graphs for c, m, _ in [g.central_marginal])
+    assert stats["marginal_nodes"] == [central_marginal(g)[1].num_targets for g in graphs]
+    assert all(c.num_targets + m.num_targets == g.num_inner for g in graphs for c, m, _ in [central_marginal(g)])
     expected = (data.num_nodes + sum(g.num_halo for g in graphs)) / data.num_nodes
     assert stats["replication_factor"] == pytest.approx(expected)

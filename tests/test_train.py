@@ -9,26 +9,29 @@ import torch.nn.functional as F
 from conftest import make_cfg
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
-from gnntrain.train import Trainer, WorkerContext
+from gnntrain.data import JobData
+from gnntrain.engine.loop import EpochLoop
+from gnntrain.parallel.mesh import WorkerContext
 
 
-def _multilabel_trainer() -> Trainer:
+def _multilabel_loop() -> tuple[EpochLoop, object]:
     data = generate(400, 6, 4, 8, homophily=0.8)
     labels = torch.rand(data.num_nodes, 3, generator=torch.Generator().manual_seed(0)) < 0.4
     data.y, data.num_classes, data.multilabel = labels.float(), 3, True
     part = torch.zeros(data.num_nodes, dtype=torch.long)
     cfg = make_cfg("model.dropout=0", "train.epochs=1")
-    return Trainer(cfg, WorkerContext(0, 1, torch.device("cpu")), data, part), data
+    return EpochLoop(cfg, WorkerContext(0, 1, torch.device("cpu")), JobData(data, part, {}, False)), data
 
 
 def test_multilabel_uses_bce_and_f1_micro() -> None:
-    trainer, data = _multilabel_trainer()
-    out = trainer.local_outputs()
+    loop, data = _multilabel_loop()
+    trainer = loop.strategy.step
+    out = trainer.local_outputs(loop.strategy.policy.evaluation_halo())
     mask = data.train_mask
     expected_loss = F.binary_cross_entropy_with_logits(out[mask], data.y[mask])
     torch.testing.assert_close(trainer.local_loss(out), expected_loss)
 
-    counts = trainer.local_eval_counts()
+    counts = loop.strategy.evaluate()
     for i, split in enumerate((data.train_mask, data.val_mask, data.test_mask)):
         pred, true = out[split] > 0, data.y[split] > 0.5
         tp, fp, fn = (pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()
@@ -38,7 +41,7 @@ def test_multilabel_uses_bce_and_f1_micro() -> None:
 def test_single_process_epoch_record_has_no_communication() -> None:
     data = generate(400, 6, 4, 8, homophily=0.8)
     part = torch.zeros(data.num_nodes, dtype=torch.long)
-    trainer = Trainer(make_cfg("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")), data, part)
+    trainer = EpochLoop(make_cfg("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")), JobData(data, part, {}, False))
     first, second = trainer.run_epoch(1), trainer.run_epoch(2)
     assert second.val_acc is not None and 0 <= second.val_acc <= 1
     assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}

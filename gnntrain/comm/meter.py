@@ -1,11 +1,23 @@
 """Byte and time accounting for everything a rank sends.
 
-Every collective goes through :class:`gnntrain.comm.communicator.Communicator`, which records
+Every transfer goes through :class:`gnntrain.comm.communicator.Communicator`, which records
 at the call site the payload bytes this rank hands to the network (rows x width x element
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
-(``halo_fwd``, ``halo_bwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a
-rank could not compute. ``total_s`` is the lifetime of the operation, which differs from
-``wait_s`` once operations overlap with compute.
+(``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
+compute. ``total_s`` is the lifetime of the operation, which differs from ``wait_s`` once
+operations overlap with compute.
+
+Every kind belongs to one *category*, declared once in :data:`KIND_CATEGORIES`, so that a
+time or byte count means the same thing whichever strategy produced it:
+
+* ``data`` — what a method moves to compute: halo rows and their gradients, activations and
+  their gradients between pipeline stages;
+* ``sync`` — keeping replicas consistent: gradient all-reduces, cross-rank statistics (batch
+  norm);
+* ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces;
+* ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
+* ``diag`` — extra traffic for diagnostics (recorded as ``diag_<kind>``), never part of
+  training's ``comm_bytes``.
 """
 
 from __future__ import annotations
@@ -13,6 +25,42 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from typing import Iterator
+
+KIND_CATEGORIES: dict[str, str] = {
+    "halo_fwd": "data",
+    "halo_bwd": "data",
+    "stage_fwd": "data",
+    "stage_bwd": "data",
+    "allreduce": "sync",
+    "bn_stats": "sync",
+    "bn_stats_grad": "sync",
+    "sample_index": "control",
+    "assign": "control",
+}
+PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag"}
+CATEGORIES = ("data", "sync", "control", "eval", "diag")
+TRAINING_CATEGORIES = ("data", "sync", "control")
+
+
+def category(kind: str) -> str:
+    """The category of a recorded kind (prefix included); unknown kinds are an error, so every
+    new kind is declared in :data:`KIND_CATEGORIES`."""
+    for prefix, name in PREFIX_CATEGORIES.items():
+        if kind.startswith(prefix):
+            return name
+    if kind not in KIND_CATEGORIES:
+        raise KeyError(f"communication kind {kind!r} has no category; declare it in gnntrain.comm.meter")
+    return KIND_CATEGORIES[kind]
+
+
+def by_category(per_kind: dict[str, float], categories: tuple[str, ...] = CATEGORIES) -> dict[str, float]:
+    """Sum per-kind figures into ``categories`` (every one present, 0 where nothing was recorded)."""
+    sums = dict.fromkeys(categories, 0.0)
+    for kind, value in per_kind.items():
+        name = category(kind)
+        if name in sums:
+            sums[name] += value
+    return sums
 
 
 class CommMeter:
@@ -24,13 +72,14 @@ class CommMeter:
 
     def record(self, kind: str, nbytes: int, wait_s: float, total_s: float | None = None) -> None:
         key = self._prefix + kind
+        category(key)
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
         self.total_s[key] += wait_s if total_s is None else total_s
 
     @contextlib.contextmanager
     def tagged(self, prefix: str) -> Iterator[None]:
-        """Record under ``prefix + kind`` inside the block (e.g. ``eval_`` for evaluation)."""
+        """Record under ``prefix + kind`` inside the block (``eval_`` or ``diag_``)."""
         saved, self._prefix = self._prefix, prefix
         try:
             yield

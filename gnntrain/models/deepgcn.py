@@ -24,7 +24,7 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
-from gnntrain.models.gnn import HaloSource, MessagePassingLayer, MessagePassingModel, propagate
+from gnntrain.models.gnn import Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
@@ -64,11 +64,18 @@ class DeepGCN(MessagePassingModel):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
+        self.blocks = [row_block([self.lin_in], self.lin_in), *(self._gen_block(i) for i in range(layers)),
+                       row_block([self.norms[0], self.lin_out],
+                                 lambda h: self.lin_out(self._dropout(F.relu(self.norms[0](h)))))]
 
-    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        h = self.lin_in(x)
-        h = propagate(self.convs[0], h, 0, graph, halo, lambda rows: rows)
-        for i in range(1, len(self.convs)):
-            u = F.relu(self.norms[i](h))
-            h = h + propagate(self.convs[i], u, i, graph, halo, self._dropout)
-        return self.lin_out(self._dropout(F.relu(self.norms[0](h))))
+    def _gen_block(self, i: int) -> Block:
+        """GENConv 1 alone (no dropout on its input); GENConv ``i > 1`` in a res+ block."""
+        conv, norm = self.convs[i], self.norms[i]
+
+        def first(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+            return propagate(conv, h, 0, graph, halo, lambda rows: rows), extra
+
+        def res_plus(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+            return h + propagate(conv, F.relu(norm(h)), i, graph, halo, self._dropout), extra
+
+        return Block(0, [conv], first) if i == 0 else Block(i, [conv, norm], res_plus)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource, MessagePassingLayer, MessagePassingModel, propagate
+from gnntrain.models.gnn import Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -50,9 +50,18 @@ class GCNII(MessagePassingModel):
         self.convs = nn.ModuleList(GCNIILayer(hidden, alpha, theta, layer) for layer in range(1, layers + 1))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
+        self.blocks = [Block(None, [self.lin_in], self._input),
+                       *(self._conv_block(i) for i in range(layers)),
+                       row_block([self.lin_out], lambda h: self.lin_out(self._dropout(h)))]
 
-    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        h = h0 = F.relu(self.lin_in(self._dropout(x)))
-        for i, conv in enumerate(self.convs):
-            h = F.relu(propagate(conv, h, i, graph, halo, self._dropout, h0))
-        return self.lin_out(self._dropout(h))
+    def _input(self, x: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+        h0 = F.relu(self.lin_in(self._dropout(x)))
+        return h0, {**extra, "h0": h0}
+
+    def _conv_block(self, i: int) -> Block:
+        conv = self.convs[i]
+
+        def run(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+            return F.relu(propagate(conv, h, i, graph, halo, self._dropout, extra["h0"])), extra
+
+        return Block(i, [conv], run, carries=("h0",))

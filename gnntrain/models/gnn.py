@@ -8,11 +8,18 @@ halo rows' masks, so a stale halo never carries an old mask and forward and back
 agree; PipeGCN, Appendix F), then aggregates; every layer but the last is followed by the
 optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`) and the activation.
 The model never sees global node ids or how the halo rows were obtained.
+
+Every model is a sequence of :class:`Block` s, ``(h, extra) -> (h, extra)``, run in order by
+:meth:`MessagePassingModel.forward`: a block runs one message-passing layer (and what follows
+it up to the next layer's input) or a row-wise map (input and output linear maps); ``extra``
+holds per-node state that later blocks read besides ``h`` (GCNII's initial residual ``h0``).
+A pipeline stage is a slice of the blocks; a mini-batch step runs the same blocks on a
+sampled graph.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable, Iterator, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -25,13 +32,6 @@ from gnntrain.models.norm import AllSum, local_sum, make_norm
 class HaloSource(Protocol):
     def __call__(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         """The halo rows of ``h`` (the inner rows of layer ``layer``'s input)."""
-        ...
-
-
-@runtime_checkable
-class OverlappingHaloSource(HaloSource, Protocol):
-    def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:
-        """Start the exchange of ``h``'s halo rows; the returned function waits for them."""
         ...
 
 
@@ -62,30 +62,55 @@ class MessagePassingLayer(nn.Module):
         return self.update(self.aggregate(z, h_inner, graph, *extra))
 
 
+@runtime_checkable
+class LayerwiseHaloSource(HaloSource, Protocol):
+    def propagate(self, conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph,
+                  dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
+        """Run the whole layer, scheduling its halo exchange against its compute as it sees fit
+        (each output row the same function of the same inputs as :func:`propagate`'s)."""
+        ...
+
+
 def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph, halo: HaloSource,
               dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
-    """Layer ``layer`` (``conv``) on ``graph``, its input's halo rows from ``halo``, ``dropout``
-    applied to the inner rows and, on arrival, to the halo rows.
+    """Layer ``layer`` (``conv``) on ``graph``: its input's halo rows from ``halo``, ``dropout``
+    applied to the inner rows and, on arrival, to the halo rows, then message, aggregate and
+    update. A :class:`LayerwiseHaloSource` runs the layer itself."""
+    if isinstance(halo, LayerwiseHaloSource):
+        return halo.propagate(conv, h, layer, graph, dropout, *extra)
+    h_halo = halo(h, layer)
+    h_inner = dropout(h)
+    z = torch.cat([conv.message(h_inner), conv.message(dropout(h_halo))])
+    return conv.update(conv.aggregate(z, h_inner, graph, *extra))
 
-    With an :class:`OverlappingHaloSource` the central rows (targets without halo neighbours)
-    are computed while the halo rows are in flight, and the marginal rows once they arrive
-    (AdaQP, Sec. 3.4). Each row is the same function of the same inputs either way; dense maps
-    applied to row subsets may round differently in the last bits.
-    """
-    if isinstance(halo, OverlappingHaloSource):
-        receive = halo.start(h, layer)
-        h_inner = dropout(h)
-        z_inner = conv.message(h_inner)
-        central, marginal, order = graph.central_marginal
-        a_central = conv.aggregate(z_inner, h_inner, central, *extra)
-        z = torch.cat([z_inner, conv.message(dropout(receive()))])
-        a = torch.cat([a_central, conv.aggregate(z, h_inner, marginal, *extra)])[order]
-    else:
-        h_halo = halo(h, layer)
-        h_inner = dropout(h)
-        z = torch.cat([conv.message(h_inner), conv.message(dropout(h_halo))])
-        a = conv.aggregate(z, h_inner, graph, *extra)
-    return conv.update(a)
+
+Extra = dict[str, torch.Tensor]
+BlockFn = Callable[[torch.Tensor, Extra, LocalGraph, HaloSource], tuple[torch.Tensor, Extra]]
+
+
+class Block:
+    """One step of a model: ``(h, extra, graph, halo) -> (h, extra)``.
+
+    ``layer`` is the global index of the message-passing layer the block runs (its halo
+    exchanges are keyed by it), None for a row-wise map; ``modules`` are the model's modules
+    it uses (its parameters); ``carries`` names the ``extra`` entries it reads, which must
+    travel with ``h`` to whoever runs it. Blocks hold no parameters of their own: the model's
+    parameter names stay those of its modules."""
+
+    def __init__(self, layer: int | None, modules: list[nn.Module], run: BlockFn, carries: tuple[str, ...] = ()) -> None:
+        self.layer, self.modules, self.run, self.carries = layer, modules, run, carries
+
+    def __call__(self, h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+        return self.run(h, extra, graph, halo)
+
+    def parameters(self) -> Iterator[nn.Parameter]:
+        for module in self.modules:
+            yield from module.parameters()
+
+
+def row_block(modules: list[nn.Module], fn: Callable[[torch.Tensor], torch.Tensor]) -> Block:
+    """A block applying the row-wise map ``fn`` to ``h`` (input or output maps)."""
+    return Block(None, modules, lambda h, extra, graph, halo: (fn(h), extra))
 
 
 LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
@@ -93,10 +118,19 @@ LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
 
 
 class MessagePassingModel(nn.Module):
-    """What the models share: ``convs`` (message-passing layers with ``in_dim``) and ``dropout``."""
+    """What the models share: ``convs`` (message-passing layers with ``in_dim``), ``dropout``
+    and ``blocks``, the sequence that :meth:`forward` runs."""
 
     convs: nn.ModuleList
     dropout: float
+    blocks: list[Block]
+
+    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        """The output rows of ``graph``'s inner nodes."""
+        h, extra = x, {}
+        for block in self.blocks:
+            h, extra = block(h, extra, graph, halo)
+        return h
 
     @property
     def input_widths(self) -> list[int]:
@@ -118,11 +152,14 @@ class GNN(MessagePassingModel):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers - 1))
         self.dropout = dropout
         self.activation = activation
+        self.blocks = [self._layer_block(i) for i in range(layers)]
 
-    def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        h = x
-        for i, conv in enumerate(self.convs):
+    def _layer_block(self, i: int) -> Block:
+        """Layer ``i``, then (hidden layers) its norm and the activation."""
+        conv, norm = self.convs[i], self.norms[i] if i < len(self.norms) else None
+
+        def run(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
             h = propagate(conv, h, i, graph, halo, self._dropout)
-            if i < len(self.norms):
-                h = self.activation(self.norms[i](h))
-        return h
+            return (h if norm is None else self.activation(norm(h))), extra
+
+        return Block(i, [conv] if norm is None else [conv, norm], run)

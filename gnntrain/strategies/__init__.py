@@ -1,46 +1,35 @@
-"""Strategy registry. A strategy decides which local graph an epoch trains on and how a layer
-obtains its halo rows during training and during evaluation; the model, optimizer and epoch
-loop are shared."""
+"""The strategies, grouped in families of parallelism that are siblings:
+
+* :mod:`~gnntrain.strategies.graph_parallel` — every rank owns one graph partition and the
+  whole model; the methods differ in how a layer obtains its halo rows (``vanilla``,
+  ``pipegcn``, ``bns``/``bes``/``dropedge``, ``adaqp``);
+* :mod:`~gnntrain.strategies.data_parallel` — replicas of the model over the whole graph (or
+  over graph-parallel groups), each training on its share of the training nodes.
+
+A family module exposes ``STRATEGIES`` (strategy name -> class implementing
+:class:`~gnntrain.strategies.base.Strategy`), ``SCHEMAS`` (config schemas, stored as
+``schema/strategy/<name>``) and ``validate(strategy_cfg)``. A new family is one line below.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from types import ModuleType
 
-from gnntrain.comm.communicator import Communicator
 from gnntrain.errors import ConfigError
-from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
-from gnntrain.strategies.adaqp import AdaQP
-from gnntrain.strategies.bns import BoundarySampling
-from gnntrain.strategies.pipegcn import PipeGCN
-from gnntrain.strategies.vanilla import Vanilla
+from gnntrain.strategies import data_parallel, graph_parallel
+from gnntrain.strategies.base import Strategy
+
+FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel)
+STRATEGIES: dict[str, type[Strategy]] = {name: cls for family in FAMILIES for name, cls in family.STRATEGIES.items()}
 
 
-class Strategy(Protocol):
-    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
-        """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
-        the same inner nodes) and the source of its layers' halo rows."""
-        ...
-
-    def evaluation_halo(self) -> HaloSource:
-        """Halo rows for evaluation, which always runs on the rank's full local graph."""
-        ...
-
-    def epoch_metrics(self) -> dict[str, float]:
-        """Strategy-specific figures of the epoch just trained, the same on every rank (every
-        rank calls it)."""
-        ...
-
-    def finish(self) -> None:
-        """Complete whatever is still in flight after the last epoch."""
-        ...
+def family_of(name: str) -> ModuleType:
+    """The family module that implements strategy ``name``."""
+    for family in FAMILIES:
+        if name in family.STRATEGIES:
+            return family
+    raise ConfigError(f"unknown strategy.name '{name}'; valid: {', '.join(sorted(STRATEGIES))}")
 
 
-STRATEGIES = {"vanilla": Vanilla, "pipegcn": PipeGCN, "bns": BoundarySampling, "bes": BoundarySampling,
-              "dropedge": BoundarySampling, "adaqp": AdaQP}
-
-
-def build_strategy(cfg: dict, graph: LocalGraph, comm: Communicator) -> Strategy:
-    if cfg["name"] not in STRATEGIES:
-        raise ConfigError(f"unknown strategy.name '{cfg['name']}'; valid: {', '.join(sorted(STRATEGIES))}")
-    return STRATEGIES[cfg["name"]](cfg, graph, comm)
+def strategy_class(name: str) -> type[Strategy]:
+    return family_of(name).STRATEGIES[name]

@@ -3,7 +3,9 @@
 The results contract: each epoch appends one JSON object to ``metrics.jsonl`` (flushed at
 once, so a crashed job keeps the epochs it completed). Times are the maximum over ranks
 (seconds), bytes the sum over ranks of payload bytes sent, memory the maximum over ranks.
-For multilabel datasets the ``*_acc`` fields hold F1-micro.
+Communication is reported per category (:mod:`gnntrain.comm.meter`: ``data``, ``sync``,
+``control``), with the same meaning for every strategy. For multilabel datasets the
+``*_acc`` fields hold F1-micro.
 """
 
 from __future__ import annotations
@@ -18,8 +20,6 @@ from typing import Any, Optional
 
 import torch
 
-TRAINING_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
-
 
 @dataclass
 class EpochRecord:
@@ -30,16 +30,25 @@ class EpochRecord:
     test_acc: Optional[float]
     epoch_time: float
     compute_time: float
+    """``epoch_time`` less the exposed communication of every category."""
     comm_time: float
-    """Exposed communication: seconds a rank waited on halo exchanges (max over ranks; on a GPU
-    the host's waits, see :meth:`gnntrain.comm.communicator.InFlight.wait`)."""
+    """Exposed ``data`` communication: seconds a rank waited on the traffic its method moves to
+    compute (halo rows, stage activations; their gradients), max over ranks; on a GPU the
+    host's waits, see :meth:`gnntrain.comm.communicator.InFlight.wait`."""
     comm_total_time: float
-    """Seconds the halo exchanges were in flight, overlapped or not (max over ranks)."""
+    """Seconds the ``data`` transfers were in flight, overlapped or not (max over ranks)."""
     reduce_time: float
-    """Seconds a rank waited on the gradient all-reduce (max over ranks)."""
+    """Exposed ``sync`` communication: seconds a rank waited on gradient all-reduces and
+    cross-rank statistics (max over ranks)."""
     eval_time: float
     comm_bytes: int
     comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    comm_bytes_by_category: dict[str, int] = field(default_factory=dict)
+    """Bytes per category, ``eval`` and ``diag`` included."""
+    comm_time_by_category: dict[str, float] = field(default_factory=dict)
+    """Exposed seconds per training category (``data``, ``sync``, ``control``), max over ranks."""
+    comm_total_time_by_category: dict[str, float] = field(default_factory=dict)
+    """In-flight seconds per training category, max over ranks."""
     eval_comm_bytes: int = 0
     peak_mem_mb: float = 0.0
     strategy_metrics: dict[str, float] = field(default_factory=dict)
@@ -103,8 +112,10 @@ class WandbSink:
 
     def log(self, record: EpochRecord) -> None:
         row = record.to_dict()
-        by_kind = row.pop("comm_bytes_by_kind")
-        row.update({f"comm_bytes/{k}": v for k, v in by_kind.items()})
+        for key in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
+                    "comm_total_time_by_category"):
+            prefix = key.removesuffix("_by_kind").removesuffix("_by_category")
+            row.update({f"{prefix}/{k}": v for k, v in row.pop(key).items()})
         row.update(row.pop("strategy_metrics"))
         self.run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
 
@@ -178,8 +189,10 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         "mean_comm_total_time": mean([r.comm_total_time for r in steady]),
         "mean_reduce_time": mean([r.reduce_time for r in steady]),
         "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
-        "mean_comm_bytes_by_kind": {k: mean([r.comm_bytes_by_kind.get(k, 0) for r in steady])
-                                    for k in sorted({k for r in steady for k in r.comm_bytes_by_kind})},
+        **{f"mean_{field}": {k: mean([getattr(r, field).get(k, 0) for r in steady])
+                             for k in sorted({k for r in steady for k in getattr(r, field)})}
+           for field in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
+                         "comm_total_time_by_category")},
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
         "mean_strategy_metrics": {k: mean([r.strategy_metrics[k] for r in steady if k in r.strategy_metrics])
                                   for k in sorted({k for r in steady for k in r.strategy_metrics})},

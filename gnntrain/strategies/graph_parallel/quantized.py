@@ -3,7 +3,7 @@
 Every layer's forward (features) and backward (gradients) halo exchange is synchronous, as in
 the vanilla strategy, but each message row travels as stochastic integer codes
 (:mod:`gnntrain.comm.quantize`; unbiased, Theorem 1) at the bit-width the plan assigns
-(:mod:`gnntrain.strategies.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 =
+(:mod:`gnntrain.strategies.graph_parallel.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 =
 unquantized), ``uniform`` (random over {2, 4, 8}, Table 6's baseline) or ``adaptive`` (the
 variance-time MILP every ``strategy.period`` epochs, weight ``strategy.lambda_``, groups of
 ``strategy.group_size`` messages). Evaluation exchanges full-precision rows.
@@ -17,7 +17,7 @@ exchange, computes the rows of the central nodes (no halo in-neighbour) while th
 flight, then those of the marginal nodes; the backward pass sends the halo gradients first and
 waits for the boundary gradients after the central rows' backward. Rows and bytes are those of
 the synchronous exchange, and so are the results up to float rounding
-(:class:`~gnntrain.comm.halo.OverlappedHaloExchange`).
+(:mod:`gnntrain.strategies.graph_parallel.overlap`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.halo import HaloExchange, OverlappedHaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
-from gnntrain.strategies.bit_plans import AdaptiveBits, UniformBits, fixed_bits
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
+from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 
 
 def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator):
@@ -43,12 +44,7 @@ def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator):
     return AdaptiveBits(cfg, graph, comm)
 
 
-def rounding_generator(cfg: dict, comm: Communicator) -> torch.Generator:
-    """The stochastic-rounding noise of this rank (seeded; the global RNG is left alone)."""
-    return torch.Generator(device=comm.device).manual_seed(cfg["seed"] * 65_536 + comm.rank + 1)
-
-
-class AdaQP:
+class Quantized:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         self.graph, self.comm = graph, comm
         self.plan = make_plan(cfg, graph, comm)

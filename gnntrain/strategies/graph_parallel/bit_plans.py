@@ -31,7 +31,7 @@ import torch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import FULL, WIDTHS
 from gnntrain.graph import LocalGraph
-from gnntrain.strategies.bit_assignment import PairGroups, assign_bits, group_messages
+from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
 
 Key = tuple[int, str]
 
@@ -79,6 +79,12 @@ class FixedBits(_Plan):
 def fixed_bits(bits: int, graph: LocalGraph) -> FixedBits | None:
     """Every message at ``bits``; None at 32 bits, where rows travel unencoded, without a plan."""
     return FixedBits(bits, graph) if bits < FULL else None
+
+
+def rounding_generator(cfg: dict, comm: Communicator) -> torch.Generator:
+    """The stochastic-rounding noise of this rank's quantized messages (seeded by
+    ``strategy.seed`` and the rank; the global RNG is left alone)."""
+    return torch.Generator(device=comm.device).manual_seed(cfg["seed"] * 65_536 + comm.rank + 1)
 
 
 class UniformBits(_Plan):

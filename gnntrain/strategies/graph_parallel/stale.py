@@ -14,7 +14,7 @@ for the boundary gradients a rank receives for its own rows, ``gf`` both; ``f_ha
 the first received value (epoch 1's zero halo is not averaged in).
 
 ``strategy.bits`` below 32 quantizes the stale messages (both directions) with AdaQP's codec
-(:mod:`gnntrain.comm.quantize`) at that fixed width: PipeGCN's overlap with AdaQP's smaller
+(:mod:`gnntrain.comm.quantize`) at that fixed width, through the family's bit plans: PipeGCN's overlap with AdaQP's smaller
 messages.
 
 Evaluation uses a fresh, synchronous exchange: the reported accuracy is the model's.
@@ -35,11 +35,10 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
-from gnntrain.comm.halo import HaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
-from gnntrain.strategies.adaqp import rounding_generator
-from gnntrain.strategies.bit_plans import fixed_bits
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
 
 
 @dataclass
@@ -66,7 +65,7 @@ class _StaleStream:
         return received
 
 
-class PipeGCN:
+class Stale:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         self.comm = comm
         self.graph = graph
@@ -118,7 +117,7 @@ class PipeGCN:
 
 class _StaleExchange(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h: torch.Tensor, pipe: PipeGCN, layer: int) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx, h: torch.Tensor, pipe: Stale, layer: int) -> torch.Tensor:  # type: ignore[override]
         ctx.pipe, ctx.layer = pipe, layer
         stream = pipe.features[layer]
         used = stream.take(lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))

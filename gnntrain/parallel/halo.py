@@ -8,16 +8,12 @@ read accumulate every peer's contribution, exactly as in full-graph autograd. Wh
 input does not require a gradient (the input features), no backward message is sent.
 
 :class:`HaloExchange` is the synchronous exchange of the graph-parallel baseline; its
-``start_*`` halves are what strategies with other timing (stale, pipelined) build on.
-:class:`OverlappedHaloExchange` is the same exchange split in two, so the layer computes the
-rows that need no halo while the halo is in flight, in both passes. Given a
-:class:`~gnntrain.comm.quantized_exchange.BitPlan`, every exchange (either direction, any
-timing) sends its rows quantized to the plan's per-row bit-widths.
+``start_*`` halves are what strategies with other timing (stale, overlapped, pipelined) build
+on. Given a :class:`~gnntrain.comm.quantized_exchange.BitPlan`, every exchange (either
+direction, any timing) sends its rows quantized to the plan's per-row bit-widths.
 """
 
 from __future__ import annotations
-
-from typing import Callable
 
 import torch
 
@@ -72,60 +68,3 @@ class _Exchange(torch.autograd.Function):
     def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
         exchange = ctx.exchange
         return exchange.gradient_of_sent_rows(exchange.start_backward(grad_halo, ctx.layer).wait()), None, None
-
-
-class OverlappedHaloExchange(HaloExchange):
-    """The synchronous exchange with a gap between sending and receiving.
-
-    ``start(h, layer)`` sends ``h``'s boundary rows and returns a function that waits for the
-    halo rows; the caller computes in between (see :func:`gnntrain.models.gnn.propagate`). In
-    the backward pass the halo gradient leaves as soon as autograd has it, and is waited for only
-    when the gradient of the sent rows is needed: autograd runs the backward of what was computed
-    between start and receive (later in the forward, so earlier in the backward queue) first.
-    Same rows and bytes as :class:`HaloExchange`.
-    """
-
-    def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:
-        exchange = _SplitExchange(self, layer)
-        token = _Send.apply(h, exchange)
-        return lambda: _Receive.apply(token, exchange)
-
-
-class _SplitExchange:
-    """One layer's exchange: the forward rows in flight, then the backward gradients."""
-
-    def __init__(self, halo: HaloExchange, layer: int) -> None:
-        self.halo, self.layer = halo, layer
-        self.rows: InFlight | None = None
-        self.grads: InFlight | None = None
-
-
-class _Send(torch.autograd.Function):
-    """Forward: send the boundary rows; the output is an empty token that links the receive to
-    ``h`` in the autograd graph. Backward: wait for the gradients of the sent rows."""
-
-    @staticmethod
-    def forward(ctx, h: torch.Tensor, exchange: _SplitExchange) -> torch.Tensor:  # type: ignore[override]
-        ctx.exchange = exchange
-        exchange.rows = exchange.halo.start_forward(h, exchange.layer)
-        return h.new_empty(0)
-
-    @staticmethod
-    def backward(ctx, grad_token: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        exchange = ctx.exchange
-        return exchange.halo.gradient_of_sent_rows(exchange.grads.wait()), None
-
-
-class _Receive(torch.autograd.Function):
-    """Forward: wait for the halo rows. Backward: send their gradient back without waiting."""
-
-    @staticmethod
-    def forward(ctx, token: torch.Tensor, exchange: _SplitExchange) -> torch.Tensor:  # type: ignore[override]
-        ctx.exchange = exchange
-        return exchange.rows.wait()
-
-    @staticmethod
-    def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
-        exchange = ctx.exchange
-        exchange.grads = exchange.halo.start_backward(grad_halo, exchange.layer)
-        return grad_halo.new_zeros(0), None

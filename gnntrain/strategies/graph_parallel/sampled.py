@@ -42,9 +42,9 @@ import torch.distributed as dist
 
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.halo import HaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.parallel.halo import HaloExchange
 
 
 def _inverse(q: float) -> float:

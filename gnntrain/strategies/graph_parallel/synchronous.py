@@ -1,15 +1,15 @@
-"""Vanilla graph parallelism, the baseline of every paper: each layer waits for a fresh,
+"""``vanilla``: the graph-parallel baseline of every paper. Each layer waits for a fresh,
 full-precision exchange of all halo rows (forward features, backward gradients)."""
 
 from __future__ import annotations
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.halo import HaloExchange
+from gnntrain.parallel.halo import HaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 
 
-class Vanilla:
+class Synchronous:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         self.graph = graph
         self.exchange = HaloExchange(graph, comm)

@@ -1,0 +1,1 @@
+"""The epoch loop and where its records go."""

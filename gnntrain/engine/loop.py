@@ -1,0 +1,169 @@
+"""The epoch loop, the same for every strategy.
+
+Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` (the device is
+synchronised before the clock stops), evaluate every ``train.eval_every`` epochs, then sum
+over all ranks what they report (loss shares, bytes, evaluation counts) and take the maximum
+of times and memory, and hand the record to the sinks (``metrics.jsonl``, W&B, console). The
+loop knows no strategy: what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
+from gnntrain.data import JobData
+from gnntrain.engine.metrics import (
+    ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
+)
+from gnntrain.parallel.mesh import WorkerContext
+from gnntrain.strategies import strategy_class
+
+ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
+"""Kinds every record lists, 0 where a strategy sent none, so records of different strategies
+line up."""
+
+
+class EpochLoop:
+    """One rank's side of the loop: builds the strategy, runs and records epochs."""
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        self.cfg, self.ctx = cfg, ctx
+        self.strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+        self.meter = self.strategy.meter
+        self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
+
+    def train_epoch(self, epoch: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """Train one epoch; this rank's loss share and its times (seconds)."""
+        self.meter.reset()
+        reset_peak_memory(self.ctx.device)
+        start = time.perf_counter()
+        loss = self.strategy.train_epoch(epoch)
+        if self.ctx.device.type == "cuda":
+            torch.cuda.synchronize(self.ctx.device)
+        epoch_time = time.perf_counter() - start
+        exposed = by_category(self.meter.wait_s)
+        total = by_category(self.meter.total_s)
+        times = {
+            "epoch_time": epoch_time,
+            "compute_time": epoch_time - sum(exposed[c] for c in (*TRAINING_CATEGORIES, "diag")),
+            "comm_time": exposed["data"],
+            "comm_total_time": total["data"],
+            "reduce_time": exposed["sync"],
+        }
+        times.update({f"comm_time/{c}": exposed[c] for c in TRAINING_CATEGORIES})
+        times.update({f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES})
+        return loss, times
+
+    def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
+                     eval_counts: torch.Tensor | None, eval_time: float) -> EpochRecord:
+        """Aggregate one epoch over ranks: loss, bytes and eval counts summed, times and memory
+        maxed. This telemetry traffic is not counted as communication."""
+        kinds = sorted(set(self.meter.bytes) | set(ALWAYS_REPORTED_KINDS))
+        sums = [float(loss)] + [float(self.meter.bytes[k]) for k in kinds]
+        if eval_counts is not None:
+            sums += eval_counts.tolist()
+        maxes = list(times.values()) + [eval_time, peak_memory_mb(self.ctx.device)]
+        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
+        sums = self.world.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
+        maxes = dict(zip([*times, "eval_time", "peak_mem_mb"],
+                         self.world.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()))
+
+        by_kind = {k: int(b) for k, b in zip(kinds, sums[1: 1 + len(kinds)])}
+        bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
+        training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
+        accs: list[float | None] = [None, None, None]
+        if eval_counts is not None:
+            counts = sums[1 + len(kinds):]
+            accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
+        return EpochRecord(
+            epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
+            epoch_time=maxes["epoch_time"], compute_time=maxes["compute_time"], comm_time=maxes["comm_time"],
+            comm_total_time=maxes["comm_total_time"], reduce_time=maxes["reduce_time"], eval_time=maxes["eval_time"],
+            comm_bytes=sum(training.values()),
+            comm_bytes_by_kind={k: b for k, b in by_kind.items() if category(k) != "eval"},
+            comm_bytes_by_category=bytes_by_category,
+            comm_time_by_category={c: maxes[f"comm_time/{c}"] for c in TRAINING_CATEGORIES},
+            comm_total_time_by_category={c: maxes[f"comm_total_time/{c}"] for c in TRAINING_CATEGORIES},
+            eval_comm_bytes=bytes_by_category["eval"],
+            peak_mem_mb=maxes["peak_mem_mb"], strategy_metrics=self.strategy.epoch_metrics(),
+        )
+
+    def run_epoch(self, epoch: int) -> EpochRecord:
+        loss, times = self.train_epoch(epoch)
+        eval_counts, eval_time = None, 0.0
+        tcfg = self.cfg["train"]
+        if epoch % tcfg["eval_every"] == 0 or epoch == tcfg["epochs"]:
+            start = time.perf_counter()
+            eval_counts = self.strategy.evaluate()
+            eval_time = time.perf_counter() - start
+        return self.epoch_record(epoch, loss, times, eval_counts, eval_time)
+
+
+def inject_fault(cfg: dict, rank: int, epoch: int) -> None:
+    """``fault.rank`` dies abruptly (no cleanup, exit code 3) at the start of ``fault.epoch``."""
+    fault = cfg["fault"]
+    if fault["rank"] == rank and fault["epoch"] == epoch:
+        print(f"fault injection: rank {rank} exits at epoch {epoch}", flush=True)
+        os._exit(3)
+
+
+def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
+    """The worker's job: train, write metrics (rank 0), return the summary on rank 0."""
+    wall_start = time.perf_counter()
+    data, partition_stats = job.data, job.stats
+    loop = EpochLoop(cfg, ctx, job)
+    run_dir = Path(cfg["run_dir"])
+    epochs = cfg["train"]["epochs"]
+    sinks: list[Any] = []
+    records: list[EpochRecord] = []
+    if ctx.rank == 0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        print(f"{cfg['dataset']['name']}: {data.num_nodes} nodes, {data.num_edges} edges; "
+              f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s); "
+              f"partition: inner {partition_stats['inner_nodes']}, boundary "
+              f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
+              f"replication {partition_stats['replication_factor']:.3f}", flush=True)
+        sinks.append(JsonlSink(run_dir / "metrics.jsonl"))
+        if cfg["wandb"]["mode"] != "disabled":
+            sinks.append(WandbSink(cfg, run_dir))
+        sinks.append(ConsoleProgress(epochs))
+    exit_code = 1
+    try:
+        for epoch in range(1, epochs + 1):
+            inject_fault(cfg, ctx.rank, epoch)
+            record = loop.run_epoch(epoch)
+            records.append(record)
+            for sink in sinks:
+                sink.log(record)
+        loop.strategy.finish()
+        summary = None
+        if ctx.rank == 0:
+            summary = {
+                "dataset": cfg["dataset"]["name"],
+                "model": cfg["model"]["name"],
+                "strategy": cfg["strategy"]["name"],
+                "world_size": ctx.world_size,
+                "num_nodes": data.num_nodes,
+                "num_edges": data.num_edges,
+                "metric": "f1_micro" if data.multilabel else "accuracy",
+                "partition": partition_stats,
+                **summarize(records, cfg["train"]["warmup_epochs"]),
+                "total_wall_time": time.perf_counter() - wall_start,
+            }
+            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            for sink in sinks:
+                sink.summarize(summary)
+        exit_code = 0
+    finally:
+        for sink in sinks:
+            sink.close(exit_code)
+    return summary

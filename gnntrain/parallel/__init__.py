@@ -1,0 +1,2 @@
+"""Mechanisms of parallel training that name no strategy: the device mesh, halo exchange, the
+full-batch step."""

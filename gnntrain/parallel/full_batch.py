@@ -1,0 +1,105 @@
+"""Full-batch training of one model replica over a local graph: the step that graph
+parallelism and data parallelism share.
+
+One step on rank ``r``: forward over a local graph (a halo source supplies the rows owned
+elsewhere), loss summed over the rank's training rows and divided by the *global* number of
+training nodes, backward (halo gradients flow back to their owners), one all-reduce (sum) of
+the flattened gradients over the ranks that hold replicas of the parameters, optimizer step.
+The per-rank losses are partial sums of the full-graph mean loss, so as long as every
+training node's loss is computed on exactly one rank the summed gradients equal the
+full-graph gradient, however the graph and the training nodes are split.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.data.graph_data import GraphData
+from gnntrain.graph import LocalGraph
+from gnntrain.models import build_model
+from gnntrain.models.gnn import HaloSource
+
+SPLITS = ("train", "val", "test")
+
+
+class FullBatchStep:
+    """Model, optimizer and the loss share of one rank.
+
+    ``graph``: the rank's local graph; ``masks``: the rows of it whose loss (``train``) and
+    scores (``val``, ``test``) this rank computes (default: the graph's own masks);
+    ``stats``: the communicator over which cross-rank statistics (batch norm) are summed,
+    i.e. the ranks that hold the parts of one graph; ``sync``: the one over which gradients
+    are summed, i.e. every rank whose loss share the gradients must include.
+    """
+
+    def __init__(self, cfg: dict, data: GraphData, graph: LocalGraph, stats: Communicator, sync: Communicator,
+                 masks: dict[str, torch.Tensor] | None = None) -> None:
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        self.graph, self.sync = graph, sync
+        self.multilabel = data.multilabel
+        self.num_train = int(data.train_mask.sum())
+        self.x = graph.x
+        self.y = graph.y.to(dtype) if data.multilabel else graph.y
+        self.masks = masks if masks is not None else {k: getattr(graph, f"{k}_mask") for k in SPLITS}
+        torch.manual_seed(cfg["seed"])
+        self.model = build_model(cfg["model"], data.num_features, data.num_classes,
+                                 lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
+        tcfg = cfg["train"]
+        opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
+        self.optimizer = opt_cls(self.model.parameters(), lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+
+    def local_loss(self, out: torch.Tensor) -> torch.Tensor:
+        """This rank's share of the full-graph mean training loss."""
+        mask = self.masks["train"]
+        if self.multilabel:
+            total = F.binary_cross_entropy_with_logits(out[mask], self.y[mask], reduction="sum")
+            return total / (self.num_train * self.y.shape[1])
+        return F.cross_entropy(out[mask], self.y[mask], reduction="sum") / self.num_train
+
+    def forward_backward(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        """Forward over ``graph`` (the local graph or a sample of it with the same inner
+        nodes), loss and backward, without the gradient all-reduce; returns the local loss."""
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        loss = self.local_loss(self.model(self.x, graph, halo))
+        loss.backward()
+        return loss.detach()
+
+    def all_reduce_gradients(self) -> None:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        self.sync.all_reduce(flat, "allreduce")
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset: offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+    def train(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        """One step: forward, backward, gradient sum, optimizer step; returns the local loss."""
+        loss = self.forward_backward(graph, halo)
+        self.all_reduce_gradients()
+        self.optimizer.step()
+        return loss
+
+    @torch.no_grad()
+    def local_outputs(self, halo: HaloSource) -> torch.Tensor:
+        """Model outputs (logits) for the inner nodes of the rank's local graph, in evaluation
+        mode; traffic recorded under ``eval_`` kinds."""
+        self.model.eval()
+        with self.sync.meter.tagged("eval_"):
+            return self.model(self.x, self.graph, halo)
+
+    def local_eval_counts(self, halo: HaloSource) -> torch.Tensor:
+        """Per split: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro."""
+        out = self.local_outputs(halo)
+        counts = []
+        for mask in self.masks.values():
+            if self.multilabel:
+                pred, true = out[mask] > 0, self.y[mask] > 0.5
+                tp = (pred & true).sum()
+                counts += [2 * tp, 2 * tp + (pred & ~true).sum() + (~pred & true).sum()]
+            else:
+                counts += [(out[mask].argmax(-1) == self.y[mask]).sum(), mask.sum()]
+        return torch.stack(counts).double()

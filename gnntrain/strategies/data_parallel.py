@@ -1,0 +1,93 @@
+"""Data parallelism over full-graph training (``strategy=data_parallel``).
+
+The workers form a ``dp x gp`` mesh (``strategy.graph_parallel`` = G ranks per replica, so
+``dp = workers / G`` replicas). Each replica holds the whole graph: G = 1, every rank holds it
+all; G > 1, the replica's ``gp`` group holds it in G METIS parts and exchanges halo rows
+synchronously (as ``vanilla`` does) within the group. The training nodes are dealt to the
+replicas: node ``v`` with position ``i`` among the training nodes (global id order) belongs to
+replica ``i mod dp``, and so do the validation and test nodes for scoring. Each rank's loss is
+the sum over its replica's training nodes among its inner nodes divided by the global number
+of training nodes; gradients are summed over the whole mesh (both axes), so every training
+node's loss counts exactly once and one step equals single-process full-graph training.
+Cross-rank statistics (batch norm) are summed within the ``gp`` group: every replica
+normalises over the whole graph.
+
+The price is redundant compute (each replica runs the whole graph's forward and backward) for
+a gradient all-reduce instead of per-layer halo traffic; it is the minimal second family of
+parallelism and the reference for the mesh-driven interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
+from gnntrain.config import StrategyConfig, check
+from gnntrain.data import JobData
+from gnntrain.errors import ConfigError
+from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.parallel.mesh import Layout, WorkerContext
+
+
+@dataclass
+class DataParallelConfig(StrategyConfig):
+    """``graph_parallel``: ranks per replica, which split the graph between them (1: every
+    rank holds the whole graph)."""
+
+    graph_parallel: int = 1
+
+
+SCHEMAS = {"data_parallel": DataParallelConfig}
+
+
+def validate(strategy: dict) -> None:
+    check("strategy.graph_parallel", strategy["graph_parallel"], strategy["graph_parallel"] >= 1, ">= 1")
+
+
+def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
+    """The rows of ``graph``'s inner nodes that are in ``global_mask`` and dealt to ``replica``
+    (position among the mask's nodes, in global id order, modulo ``replicas``)."""
+    position = torch.cumsum(global_mask.long(), 0) - 1
+    owner = torch.where(global_mask, position % replicas, -1)
+    return (owner[graph.global_ids[: graph.num_inner]] == replica).to(graph.device)
+
+
+class DataParallel:
+    @staticmethod
+    def layout(cfg: dict, world_size: int) -> Layout:
+        group = cfg["strategy"]["graph_parallel"]
+        if world_size % group:
+            raise ConfigError(f"strategy.graph_parallel={group} must divide the number of workers ({world_size}); "
+                              f"valid: {', '.join(str(d) for d in range(1, world_size + 1) if world_size % d == 0)}")
+        return Layout({"dp": world_size // group, "gp": group}, parts=group)
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        self.meter = CommMeter()
+        gp = Communicator.of_mesh_axis(ctx.mesh, "gp", ctx.device, self.meter)
+        dp = Communicator.of_mesh_axis(ctx.mesh, "dp", ctx.device, self.meter)
+        mesh = Communicator(ctx.rank, ctx.world_size, ctx.device, None, self.meter)
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        graph = build_local_graph(job.data, job.part, gp.rank, gp.world_size, dtype).to(ctx.device)
+        masks = {k: replica_share(graph, getattr(job.data, f"{k}_mask"), dp.rank, dp.world_size) for k in SPLITS}
+        self.step = FullBatchStep(cfg, job.data, graph, stats=gp, sync=mesh, masks=masks)
+        self.halo = HaloExchange(graph, gp)
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        return self.step.train(self.step.graph, self.halo)
+
+    def evaluate(self) -> torch.Tensor:
+        return self.step.local_eval_counts(self.halo)
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return {}
+
+    def finish(self) -> None:
+        pass
+
+
+STRATEGIES = {"data_parallel": DataParallel}

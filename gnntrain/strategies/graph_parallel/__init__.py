@@ -1,0 +1,97 @@
+"""The graph-parallel family: every rank owns one partition of the graph (its inner nodes, the
+halo rows it reads from other parts) and a replica of the whole model.
+
+One epoch on rank ``r`` (:class:`GraphParallel`): the rank's *halo policy* picks the graph the
+epoch trains on and how each layer obtains its halo rows, then the shared full-batch step
+(:mod:`gnntrain.parallel.full_batch`) runs forward, loss share, backward, gradient all-reduce
+over the ``gp`` axis (the whole world) and the optimizer step. Evaluation runs on the full
+local graph with the policy's evaluation halo. The methods are presets of the policy:
+
+=============  ==========================================  ===================================
+strategy        halo policy                                 module
+=============  ==========================================  ===================================
+``vanilla``     synchronous, full precision                 :mod:`.synchronous`
+``pipegcn``     one epoch stale, overlapped (+ smoothing)   :mod:`.stale`
+``bns``         sampled boundary nodes (``bes``, ``dropedge``: sampled edges)  :mod:`.sampled`
+``adaqp``       quantized (+ central/marginal overlap)      :mod:`.quantized`, :mod:`.overlap`
+=============  ==========================================  ===================================
+
+Combinations come from the family's mechanisms (e.g. ``pipegcn`` with ``strategy.bits`` sends
+its stale halos through the bit plans of :mod:`.bit_plans`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
+from gnntrain.data import JobData
+from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.models.gnn import HaloSource
+from gnntrain.parallel.full_batch import FullBatchStep
+from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.strategies.graph_parallel.config import SCHEMAS, validate
+from gnntrain.strategies.graph_parallel.quantized import Quantized
+from gnntrain.strategies.graph_parallel.sampled import BoundarySampling
+from gnntrain.strategies.graph_parallel.stale import Stale
+from gnntrain.strategies.graph_parallel.synchronous import Synchronous
+
+
+class HaloPolicy(Protocol):
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
+        the same inner nodes) and the source of its layers' halo rows."""
+        ...
+
+    def evaluation_halo(self) -> HaloSource:
+        """Halo rows for evaluation, which always runs on the rank's full local graph."""
+        ...
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """Policy-specific figures of the epoch just trained (every rank calls it)."""
+        ...
+
+    def finish(self) -> None:
+        """Complete whatever is still in flight after the last epoch."""
+        ...
+
+
+POLICIES: dict[str, type[HaloPolicy]] = {
+    "vanilla": Synchronous, "pipegcn": Stale, "bns": BoundarySampling, "bes": BoundarySampling,
+    "dropedge": BoundarySampling, "adaqp": Quantized,
+}
+
+
+class GraphParallel:
+    """A graph-parallel strategy: mesh ``gp`` = all workers, one partition per worker."""
+
+    @staticmethod
+    def layout(cfg: dict, world_size: int) -> Layout:
+        return Layout({"gp": world_size}, parts=world_size)
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        self.meter = CommMeter()
+        self.comm = Communicator.of_mesh_axis(ctx.mesh, "gp", ctx.device, self.meter)
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        self.graph = build_local_graph(job.data, job.part, self.comm.rank, self.comm.world_size, dtype).to(ctx.device)
+        self.step = FullBatchStep(cfg, job.data, self.graph, stats=self.comm, sync=self.comm)
+        self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm)
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        return self.step.train(*self.policy.training_view(epoch))
+
+    def evaluate(self) -> torch.Tensor:
+        return self.step.local_eval_counts(self.policy.evaluation_halo())
+
+    def epoch_metrics(self) -> dict[str, float]:
+        return self.policy.epoch_metrics()
+
+    def finish(self) -> None:
+        self.policy.finish()
+
+
+STRATEGIES = dict.fromkeys(POLICIES, GraphParallel)
+__all__ = ["GraphParallel", "POLICIES", "SCHEMAS", "STRATEGIES", "validate"]
