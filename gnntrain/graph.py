@@ -18,10 +18,10 @@ only (``target_index``), e.g. to compute the rows that read no halo row before t
 arrives. Every row of a view is the same sum, in the same order, as that row of the whole
 local graph.
 
-A *sampled* local graph (:meth:`LocalGraph.restricted`) keeps every inner node, a subset of the
-in-edges and only the halo nodes those edges read; ``edge_scale`` then multiplies each kept
-edge's aggregation weight (1/keep-probability, for an unbiased sum or mean). Its aggregation
-matrices take their entries' order from the whole local graph's instead of sorting again.
+A graph *sampled from* another (``sampled_from``; built by the graph-parallel family's
+sampling, :mod:`gnntrain.strategies.graph_parallel.sampled`) has a subset of its in-edges, each
+weighted by ``edge_scale``; its aggregation matrices take their entries' order from the other
+graph's instead of sorting again.
 """
 
 from __future__ import annotations
@@ -178,39 +178,6 @@ class LocalGraph:
             operator_build_time=0.0,
             _operators={},
             _entry_orders={},
-        )
-
-    def halo_read_by(self, edge_keep: torch.Tensor) -> torch.Tensor:
-        """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
-        used = torch.zeros(self.num_local, dtype=torch.bool, device=self.device)
-        used[self.edge_src[edge_keep]] = True
-        return used[self.num_inner:]
-
-    def restricted(self, edge_keep: torch.Tensor, edge_scale: torch.Tensor | None, halo_keep: torch.Tensor,
-                   send_index: torch.Tensor, send_splits: list[int]) -> LocalGraph:
-        """The sampled graph: every inner node, the in-edges in ``edge_keep`` (with weights
-        multiplied by ``edge_scale[edge_keep]``), the halo nodes in ``halo_keep`` (which must
-        include every source of a kept edge) renumbered in their original order, and the send
-        plan the peers' samples call for."""
-        keep_local = torch.cat([torch.ones(self.num_inner, dtype=torch.bool, device=self.device), halo_keep])
-        new_id = torch.cumsum(keep_local, 0) - 1
-        kept_edges = edge_keep.nonzero().view(-1)
-        return LocalGraph(
-            rank=self.rank,
-            world_size=self.world_size,
-            num_inner=self.num_inner,
-            num_halo=int(halo_keep.sum()),
-            global_ids=self.global_ids[keep_local],
-            in_degree=self.in_degree[keep_local],
-            edge_src=new_id[self.edge_src[kept_edges]],
-            edge_dst=self.edge_dst[kept_edges],
-            recv_splits=[int(block.sum()) for block in halo_keep.split(self.recv_splits)],
-            send_index=send_index,
-            send_splits=send_splits,
-            x=self.x, y=self.y,
-            train_mask=self.train_mask, val_mask=self.val_mask, test_mask=self.test_mask,
-            edge_scale=None if edge_scale is None else edge_scale[kept_edges],
-            sampled_from=(self, edge_keep),
         )
 
 

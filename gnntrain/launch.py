@@ -132,8 +132,8 @@ def job_layout(cfg: dict, world_size: int) -> Layout:
     layout.check(world_size, name)
     parts = cfg["partition"]["parts"]
     if parts is not None and parts != layout.parts:
-        raise ConfigError(f"partition.parts={parts} does not fit strategy={name} on the number of workers ({world_size}); "
-                          f"valid: {layout.parts} (or leave it unset)")
+        raise ConfigError(f"partition.parts={parts} does not fit strategy={name} on the number of workers "
+                          f"({world_size}); valid: {layout.parts} (or leave it unset)")
     return layout
 
 

@@ -17,30 +17,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import bench_parser, sweep, write_results
+from jobs import bench_parser, compare_figures, epoch_figures, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_adaqp.json"
 
 
 def row_of(name: str, summary: dict) -> dict:
-    by_kind, extra = summary["mean_comm_bytes_by_kind"], summary["mean_strategy_metrics"]
+    extra = summary["mean_strategy_metrics"]
     if name == "vanilla":
         stats = summary["partition"]
         print(f"marginal nodes (inner nodes with a remote in-neighbour): "
               f"{sum(stats['marginal_nodes']) / sum(stats['inner_nodes']):.1%} of all", flush=True)
-    return {"run": name, "epoch_time_s": summary["mean_epoch_time"],
-            "exposed_comm_s": summary["mean_comm_time"],
-            "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0),
+    return {"run": name, **epoch_figures(summary),
             "mean_bits": extra.get("mean_bits", 32.0),
             "assign_share": extra.get("assign_time", 0.0) / summary["mean_epoch_time"],
             "test_at_best_val": summary["test_at_best_val"]}
 
 
 def line_of(row: dict, base: dict) -> str:
-    return (f"{row['run']:23s} epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
-            f"vanilla's speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
-            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
-            f"({row['halo_bytes_per_epoch'] / base['halo_bytes_per_epoch']:.3f}x vanilla), mean "
+    return (f"{row['run']:23s} {compare_figures(row, base, 'vanilla')}, mean "
             f"{row['mean_bits']:.2f} bits, assignment {100 * row['assign_share']:.1f}% of the epoch time")
 
 

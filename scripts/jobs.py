@@ -87,6 +87,22 @@ def sweep(args: argparse.Namespace, runs: dict[str, list[str]], row_of: Callable
     return rows
 
 
+def epoch_figures(summary: dict) -> dict:
+    """What every bench row reports of a run: mean epoch time, exposed ``data`` communication
+    and halo bytes per epoch (both directions)."""
+    by_kind = summary["mean_comm_bytes_by_kind"]
+    return {"epoch_time_s": summary["mean_epoch_time"], "exposed_comm_s": summary["mean_comm_time"],
+            "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0)}
+
+
+def compare_figures(row: dict, base: dict, baseline: str) -> str:
+    """:func:`epoch_figures` of ``row`` in words, with speed and halo bytes relative to ``base``."""
+    return (f"epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
+            f"{baseline}'s speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
+            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
+            f"({row['halo_bytes_per_epoch'] / max(base['halo_bytes_per_epoch'], 1):.3f}x {baseline})")
+
+
 def write_results(args: argparse.Namespace, rows: list[dict], **extra) -> None:
     """The bench setting, ``extra`` and the rows, to ``args.out``."""
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,6 +17,7 @@ from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies.graph_parallel import GraphParallel
+from gnntrain.strategies.graph_parallel.sampled import sampled_graph
 
 HALO = ("halo_fwd", "halo_bwd")
 
@@ -56,7 +57,7 @@ def test_sampled_graph_matrices_equal_matrices_sorted_from_scratch(kind: str) ->
     edge_keep = ~is_cut
     edge_keep[is_cut] = halo_keep[graph.edge_src[is_cut] - graph.num_inner]
     scale = torch.where(is_cut, 1 / 0.3, 1.0).double()
-    sampled = graph.restricted(edge_keep, scale, halo_keep, graph.send_index, graph.send_splits)
+    sampled = sampled_graph(graph, edge_keep, scale, halo_keep, graph.send_index, graph.send_splits)
     fresh = replace(sampled, sampled_from=None, _operators={})
     for mine, reference in [(sampled.operator(kind).matrix, fresh.operator(kind).matrix),
                             (sampled.operator(kind).transpose, fresh.operator(kind).transpose)]:
@@ -131,4 +132,4 @@ def _graph_with_edges(full: LocalGraph, src: torch.Tensor, dst: torch.Tensor, we
     keep = key[position] == full_key
     assert int(keep.sum()) == key.numel(), "every sampled edge is an edge of the graph"
     scale = torch.where(keep, weight[order][position], 1.0).to(full.in_degree.dtype)
-    return full.restricted(keep, scale, torch.zeros(0, dtype=torch.bool), full.send_index, full.send_splits)
+    return sampled_graph(full, keep, scale, torch.zeros(0, dtype=torch.bool), full.send_index, full.send_splits)

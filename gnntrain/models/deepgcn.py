@@ -24,7 +24,9 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
-from gnntrain.models.gnn import Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block
+from gnntrain.models.gnn import (
+    Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
+)
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
@@ -64,9 +66,14 @@ class DeepGCN(MessagePassingModel):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
-        self.blocks = [row_block([self.lin_in], self.lin_in), *(self._gen_block(i) for i in range(layers)),
-                       row_block([self.norms[0], self.lin_out],
-                                 lambda h: self.lin_out(self._dropout(F.relu(self.norms[0](h)))))]
+
+    @property
+    def blocks(self) -> list[Block]:
+        return [row_block([self.lin_in], self.lin_in), *(self._gen_block(i) for i in range(len(self.convs))),
+                row_block([self.norms[0], self.lin_out], self._output)]
+
+    def _output(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lin_out(self._dropout(F.relu(self.norms[0](h))))
 
     def _gen_block(self, i: int) -> Block:
         """GENConv 1 alone (no dropout on its input); GENConv ``i > 1`` in a res+ block."""

@@ -22,7 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block
+from gnntrain.models.gnn import (
+    Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
+)
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -50,9 +52,11 @@ class GCNII(MessagePassingModel):
         self.convs = nn.ModuleList(GCNIILayer(hidden, alpha, theta, layer) for layer in range(1, layers + 1))
         self.lin_out = nn.Linear(hidden, out_dim)
         self.dropout = dropout
-        self.blocks = [Block(None, [self.lin_in], self._input),
-                       *(self._conv_block(i) for i in range(layers)),
-                       row_block([self.lin_out], lambda h: self.lin_out(self._dropout(h)))]
+
+    @property
+    def blocks(self) -> list[Block]:
+        return [Block(None, [self.lin_in], self._input), *(self._conv_block(i) for i in range(len(self.convs))),
+                row_block([self.lin_out], lambda h: self.lin_out(self._dropout(h)))]
 
     def _input(self, x: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
         h0 = F.relu(self.lin_in(self._dropout(x)))

@@ -97,10 +97,12 @@ class Block:
     travel with ``h`` to whoever runs it. Blocks hold no parameters of their own: the model's
     parameter names stay those of its modules."""
 
-    def __init__(self, layer: int | None, modules: list[nn.Module], run: BlockFn, carries: tuple[str, ...] = ()) -> None:
+    def __init__(self, layer: int | None, modules: list[nn.Module], run: BlockFn,
+                 carries: tuple[str, ...] = ()) -> None:
         self.layer, self.modules, self.run, self.carries = layer, modules, run, carries
 
-    def __call__(self, h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+    def __call__(self, h: torch.Tensor, extra: Extra, graph: LocalGraph,
+                 halo: HaloSource) -> tuple[torch.Tensor, Extra]:
         return self.run(h, extra, graph, halo)
 
     def parameters(self) -> Iterator[nn.Parameter]:
@@ -119,11 +121,16 @@ LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
 
 class MessagePassingModel(nn.Module):
     """What the models share: ``convs`` (message-passing layers with ``in_dim``), ``dropout``
-    and ``blocks``, the sequence that :meth:`forward` runs."""
+    and :attr:`blocks`, the sequence that :meth:`forward` runs."""
 
     convs: nn.ModuleList
     dropout: float
-    blocks: list[Block]
+
+    @property
+    def blocks(self) -> list[Block]:
+        """The model's steps in order, built afresh over its current modules (so a copy of the
+        model runs its own)."""
+        raise NotImplementedError
 
     def forward(self, x: torch.Tensor, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         """The output rows of ``graph``'s inner nodes."""
@@ -152,7 +159,10 @@ class GNN(MessagePassingModel):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers - 1))
         self.dropout = dropout
         self.activation = activation
-        self.blocks = [self._layer_block(i) for i in range(layers)]
+
+    @property
+    def blocks(self) -> list[Block]:
+        return [self._layer_block(i) for i in range(len(self.convs))]
 
     def _layer_block(self, i: int) -> Block:
         """Layer ``i``, then (hidden layers) its norm and the activation."""

@@ -25,7 +25,7 @@ import torch
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config import StrategyConfig, check
+from gnntrain.config.schema import StrategyConfig, check
 from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph, build_local_graph

@@ -4,16 +4,10 @@ by :func:`gnntrain.config.register_schemas`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-
-from gnntrain.config import StrategyConfig, check
+from gnntrain.config.schema import StrategyConfig, check, choices
 
 
-class Smoothing(str, Enum):
-    none = "none"
-    f = "f"
-    g = "g"
-    gf = "gf"
+Smoothing = choices("Smoothing", "none", "f", "g", "gf")
 
 
 @dataclass
@@ -40,10 +34,7 @@ class SamplingConfig(StrategyConfig):
     seed: int = 0
 
 
-class BitAssignment(str, Enum):
-    adaptive = "adaptive"
-    uniform = "uniform"
-    fixed = "fixed"
+BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed")
 
 
 @dataclass

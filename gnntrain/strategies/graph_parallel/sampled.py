@@ -47,6 +47,40 @@ from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.halo import HaloExchange
 
 
+def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
+    """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
+    used = torch.zeros(graph.num_local, dtype=torch.bool, device=graph.device)
+    used[graph.edge_src[edge_keep]] = True
+    return used[graph.num_inner:]
+
+def sampled_graph(graph: LocalGraph, edge_keep: torch.Tensor, edge_scale: torch.Tensor | None, halo_keep: torch.Tensor,
+                  send_index: torch.Tensor, send_splits: list[int]) -> LocalGraph:
+    """The sampled graph of ``graph``: every inner node, the in-edges in ``edge_keep`` (with weights
+    multiplied by ``edge_scale[edge_keep]``), the halo nodes in ``halo_keep`` (which must
+    include every source of a kept edge) renumbered in their original order, and the send
+    plan the peers' samples call for."""
+    keep_local = torch.cat([torch.ones(graph.num_inner, dtype=torch.bool, device=graph.device), halo_keep])
+    new_id = torch.cumsum(keep_local, 0) - 1
+    kept_edges = edge_keep.nonzero().view(-1)
+    return LocalGraph(
+        rank=graph.rank,
+        world_size=graph.world_size,
+        num_inner=graph.num_inner,
+        num_halo=int(halo_keep.sum()),
+        global_ids=graph.global_ids[keep_local],
+        in_degree=graph.in_degree[keep_local],
+        edge_src=new_id[graph.edge_src[kept_edges]],
+        edge_dst=graph.edge_dst[kept_edges],
+        recv_splits=[int(block.sum()) for block in halo_keep.split(graph.recv_splits)],
+        send_index=send_index,
+        send_splits=send_splits,
+        x=graph.x, y=graph.y,
+        train_mask=graph.train_mask, val_mask=graph.val_mask, test_mask=graph.test_mask,
+        edge_scale=None if edge_scale is None else edge_scale[kept_edges],
+        sampled_from=(graph, edge_keep),
+    )
+
+
 def _inverse(q: float) -> float:
     return 1.0 / q if q > 0 else 0.0
 
@@ -79,7 +113,7 @@ class BoundarySampling:
         start = time.perf_counter()
         edge_keep, halo_keep = self._sample()
         send_index, send_splits = self._rows_peers_kept(halo_keep)
-        self.sampled = self.graph.restricted(edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
+        self.sampled = sampled_graph(self.graph, edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
         self.sample_time = time.perf_counter() - start
         self.dropped_edges = int(edge_keep.numel() - edge_keep.sum())
         return self.sampled, HaloExchange(self.sampled, self.comm)
@@ -101,10 +135,10 @@ class BoundarySampling:
         elif self.method == "bes":
             edge_keep = ~self.is_cut
             edge_keep[self.is_cut] = draw(int(self.is_cut.sum()))
-            halo_keep = g.halo_read_by(edge_keep)
+            halo_keep = halo_read_by(g, edge_keep)
         else:
             edge_keep = draw(g.edge_src.numel())
-            halo_keep = g.halo_read_by(edge_keep)
+            halo_keep = halo_read_by(g, edge_keep)
         return edge_keep, halo_keep
 
     def _rows_peers_kept(self, halo_keep: torch.Tensor) -> tuple[torch.Tensor, list[int]]:

@@ -14,8 +14,8 @@ for the boundary gradients a rank receives for its own rows, ``gf`` both; ``f_ha
 the first received value (epoch 1's zero halo is not averaged in).
 
 ``strategy.bits`` below 32 quantizes the stale messages (both directions) with AdaQP's codec
-(:mod:`gnntrain.comm.quantize`) at that fixed width, through the family's bit plans: PipeGCN's overlap with AdaQP's smaller
-messages.
+(:mod:`gnntrain.comm.quantize`) at that fixed width, through the family's bit plans:
+PipeGCN's overlap with AdaQP's smaller messages.
 
 Evaluation uses a fresh, synchronous exchange: the reported accuracy is the model's.
 

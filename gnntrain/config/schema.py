@@ -1,10 +1,6 @@
-"""Structured config schemas: the single source of truth for every key ``gnntrain`` accepts.
-
-Hydra composes ``conf/config.yaml`` with one option from each group (``dataset``, ``model``,
-``strategy``, ``cluster``); each option's YAML starts from one of the schemas below, or of a
-strategy family's (stored in the ``schema/<group>`` config group), so a misspelt key or a value of the wrong type fails at
-composition time instead of deep inside a worker.
-"""
+"""The root config schemas (dataset, model, cluster, partition, train, W&B, fault injection)
+and the base of every strategy's schema; strategy families extend :class:`StrategyConfig`
+next to their code. A leaf module: of gnntrain it imports only the errors."""
 
 from __future__ import annotations
 
@@ -12,48 +8,26 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from gnntrain.errors import ConfigError
 
 DEFAULT_DATA_ROOT = "${oc.env:GNNTRAIN_DATA,${oc.env:HOME,.}/.cache/gnntrain/data}"
 DEFAULT_CACHE_DIR = "${oc.env:GNNTRAIN_CACHE,${oc.env:HOME,.}/.cache/gnntrain}"
 
 
-class PartitionMethod(str, Enum):
-    metis = "metis"
-    random = "random"
+def choices(name: str, *values: str) -> type[Enum]:
+    """A string enum whose members are ``values`` (a key that takes one of them)."""
+    return Enum(name, {v: v for v in values}, type=str, module=__name__)
 
 
-class Optimizer(str, Enum):
-    adam = "adam"
-    sgd = "sgd"
-
-
-class Precision(str, Enum):
-    float32 = "float32"
-    float64 = "float64"
-
-
-class WandbMode(str, Enum):
-    online = "online"
-    offline = "offline"
-    disabled = "disabled"
-
-
-class Norm(str, Enum):
-    none = "none"
-    layer = "layer"
-    batch = "batch"
-
-
-class Backend(str, Enum):
-    gloo = "gloo"
-    nccl = "nccl"
-
-
-class Device(str, Enum):
-    cpu = "cpu"
-    cuda = "cuda"
+PartitionMethod = choices("PartitionMethod", "metis", "random")
+Optimizer = choices("Optimizer", "adam", "sgd")
+Precision = choices("Precision", "float32", "float64")
+WandbMode = choices("WandbMode", "online", "offline", "disabled")
+Norm = choices("Norm", "none", "layer", "batch")
+Backend = choices("Backend", "gloo", "nccl")
+Device = choices("Device", "cpu", "cuda")
 
 
 @dataclass
@@ -192,59 +166,7 @@ class RootConfig:
     seed: int = 0
 
 
-def register_schemas() -> None:
-    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; each
-    strategy family contributes its own (``SCHEMAS`` next to its code)."""
-    from gnntrain.strategies import FAMILIES
-
-    cs = ConfigStore.instance()
-    cs.store(name="schema", node=RootConfig)
-    cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
-    cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
-    cs.store(group="schema/model", name="model", node=ModelConfig)
-    cs.store(group="schema/model", name="gat", node=GATConfig)
-    cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
-    cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
-    cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
-    for family in FAMILIES:
-        for name, schema in family.SCHEMAS.items():
-            cs.store(group="schema/strategy", name=name, node=schema)
-    cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
-
-
 def check(key: str, value: Any, ok: bool, rule: str) -> None:
     """Raise ConfigError ``key=value is invalid; it must be rule`` unless ``ok``."""
     if not ok:
-        from gnntrain.errors import ConfigError
-
         raise ConfigError(f"{key}={value} is invalid; it must be {rule}")
-
-
-def validate(cfg: dict) -> None:
-    """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
-    strategy's own keys are checked by its family."""
-    from gnntrain.data.registry import DATASETS
-    from gnntrain.errors import ConfigError
-    from gnntrain.models import MODELS
-    from gnntrain.strategies import STRATEGIES, family_of
-
-    for section, registry in (("dataset", DATASETS), ("model", MODELS), ("strategy", STRATEGIES)):
-        name = cfg[section]["name"]
-        if name not in registry:
-            raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
-    model = cfg["model"]
-    check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
-    check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")
-    check("model.dropout", model["dropout"], 0.0 <= model["dropout"] < 1.0, "in [0, 1)")
-    for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
-        check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
-    check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
-    if "heads" in model:
-        check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
-              f"a divisor of model.hidden={model['hidden']}")
-    if model["name"] == "gcnii":
-        check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
-    parts = cfg["partition"]["parts"]
-    if parts is not None:
-        check("partition.parts", parts, parts >= 1, ">= 1")
-    family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])

@@ -1,0 +1,68 @@
+"""Structured config: the single source of truth for every key ``gnntrain`` accepts.
+
+Hydra composes ``conf/config.yaml`` with one option from each group (``dataset``, ``model``,
+``strategy``, ``cluster``); each option's YAML starts from a schema (stored in the
+``schema/<group>`` config group): the root ones of :mod:`gnntrain.config.schema`, or a strategy
+family's own, so a misspelt key or a value of the wrong type fails at composition time instead
+of deep inside a worker. :func:`validate` then checks what types cannot express.
+"""
+
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+
+from gnntrain.config.schema import (
+    ClusterConfig, DatasetConfig, DeepGCNConfig, GATConfig, GCNIIConfig, ModelConfig, RootConfig, StrategyConfig,
+    SyntheticConfig, check,
+)
+from gnntrain.errors import ConfigError
+
+
+def register_schemas() -> None:
+    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; each
+    strategy family contributes its own (``SCHEMAS`` next to its code)."""
+    # imported here, not above: the families' schemas import gnntrain.config.schema
+    from gnntrain.strategies import FAMILIES
+
+    cs = ConfigStore.instance()
+    cs.store(name="schema", node=RootConfig)
+    cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
+    cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
+    cs.store(group="schema/model", name="model", node=ModelConfig)
+    cs.store(group="schema/model", name="gat", node=GATConfig)
+    cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
+    cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
+    cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
+    for family in FAMILIES:
+        for name, schema in family.SCHEMAS.items():
+            cs.store(group="schema/strategy", name=name, node=schema)
+    cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
+
+
+def validate(cfg: dict) -> None:
+    """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
+    strategy's own keys are checked by its family."""
+    from gnntrain.data.registry import DATASETS
+    from gnntrain.models import MODELS
+    from gnntrain.strategies import STRATEGIES, family_of
+
+    for section, registry in (("dataset", DATASETS), ("model", MODELS), ("strategy", STRATEGIES)):
+        name = cfg[section]["name"]
+        if name not in registry:
+            raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
+    model = cfg["model"]
+    check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
+    check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")
+    check("model.dropout", model["dropout"], 0.0 <= model["dropout"] < 1.0, "in [0, 1)")
+    for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
+        check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
+    check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
+    if "heads" in model:
+        check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
+              f"a divisor of model.hidden={model['hidden']}")
+    if model["name"] == "gcnii":
+        check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
+    parts = cfg["partition"]["parts"]
+    if parts is not None:
+        check("partition.parts", parts, parts >= 1, ">= 1")
+    family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])

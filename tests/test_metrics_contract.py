@@ -1,0 +1,72 @@
+"""The results contract reports communication per category with one meaning for every
+strategy: ``comm_time``/``comm_total_time`` are the exposed and in-flight time of ``data``
+traffic, ``reduce_time`` the exposed time of ``sync``, the per-category fields add up, and W&B
+gets the same fields."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import make_cfg
+from gnntrain.comm.meter import by_category, category
+from gnntrain.engine.loop import run_training
+from gnntrain.engine.metrics import EpochRecord, WandbSink
+from gnntrain.launch import launch
+
+RUNS = {
+    "vanilla": ["strategy=vanilla"],
+    "pipegcn": ["strategy=pipegcn", "strategy.track_staleness_error=true"],
+    "bns": ["strategy=bns", "strategy.p=0.5"],
+    "adaqp": ["strategy=adaqp", "strategy.assign=fixed", "strategy.bits=4"],
+    "data_parallel": ["strategy=data_parallel"],
+}
+
+
+def _records(tmp_path, overrides: list[str]) -> list[dict]:
+    cfg = make_cfg("dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3", "model.norm=batch",
+                   "model=sage", *overrides)
+    cfg["run_dir"] = str(tmp_path)
+    launch(cfg, run_training)
+    return [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path) -> None:
+    for r in _records(tmp_path, RUNS[name]):
+        exposed, in_flight = r["comm_time_by_category"], r["comm_total_time_by_category"]
+        assert set(exposed) == set(in_flight) == {"data", "sync", "control"}
+        assert r["comm_time"] == exposed["data"] and r["comm_total_time"] == in_flight["data"]
+        assert r["reduce_time"] == exposed["sync"]
+        assert 0 <= r["compute_time"] <= r["epoch_time"]
+        assert r["comm_bytes_by_category"] == {c: int(b) for c, b in by_category(
+            {**r["comm_bytes_by_kind"], "eval_halo_fwd": r["eval_comm_bytes"]}).items()}
+        training = {c: b for c, b in r["comm_bytes_by_category"].items() if c in exposed}
+        assert r["comm_bytes"] == sum(training.values())
+        assert training["sync"] > 0, "gradients and batch-norm statistics are sync traffic"
+        assert (training["data"] > 0) == (name != "data_parallel"), "halo rows are data traffic"
+        assert (training["control"] > 0) == (name == "bns"), "keep masks are control traffic"
+        assert (r["comm_bytes_by_category"]["diag"] > 0) == (name == "pipegcn")
+
+
+def test_every_kind_has_a_category() -> None:
+    assert [category(k) for k in ("halo_fwd", "stage_bwd", "allreduce", "bn_stats_grad", "sample_index", "assign",
+                                  "eval_halo_fwd", "diag_halo_bwd")] == [
+        "data", "data", "sync", "sync", "control", "control", "eval", "diag"]
+    with pytest.raises(KeyError, match="declare it"):
+        category("mystery")
+
+
+def test_wandb_gets_the_per_category_fields() -> None:
+    logged = {}
+    sink = WandbSink.__new__(WandbSink)
+    sink.run = SimpleNamespace(log=lambda row, step: logged.update(row))
+    sink.log(EpochRecord(epoch=1, loss=1.0, train_acc=None, val_acc=0.5, test_acc=None, epoch_time=1.0,
+                         compute_time=0.5, comm_time=0.3, comm_total_time=0.4, reduce_time=0.2, eval_time=0.1,
+                         comm_bytes=30, comm_bytes_by_kind={"halo_fwd": 10, "allreduce": 20},
+                         comm_bytes_by_category={"data": 10, "sync": 20}, comm_time_by_category={"data": 0.3},
+                         comm_total_time_by_category={"data": 0.4}, strategy_metrics={"mean_bits": 4.0}))
+    assert {"comm_bytes/halo_fwd": 10, "comm_bytes/data": 10, "comm_bytes/sync": 20, "comm_time/data": 0.3,
+            "comm_total_time/data": 0.4, "comm_time": 0.3, "reduce_time": 0.2, "mean_bits": 4.0}.items() <= logged.items()
