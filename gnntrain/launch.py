@@ -98,7 +98,7 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
         if keep_group:
             atexit.register(dist.destroy_process_group)
     try:
-        result = fn(cfg, WorkerContext(rank, world_size, device, build_mesh(layout, device)), job)
+        result = fn(cfg, WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"])), job)
         dist.barrier()  # no rank tears its connections down while a peer still uses them
         return result
     finally:

@@ -121,6 +121,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     wall_start = time.perf_counter()
     data, partition_stats = job.data, job.stats
     loop = EpochLoop(cfg, ctx, job)
+    mesh = ctx.mesh_axes()
     run_dir = Path(cfg["run_dir"])
     epochs = cfg["train"]["epochs"]
     sinks: list[Any] = []
@@ -128,7 +129,8 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     if ctx.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         print(f"{cfg['dataset']['name']}: {data.num_nodes} nodes, {data.num_edges} edges; "
-              f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s); "
+              f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s) "
+              f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
               f"replication {partition_stats['replication_factor']:.3f}", flush=True)
@@ -152,6 +154,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                 "model": cfg["model"]["name"],
                 "strategy": cfg["strategy"]["name"],
                 "world_size": ctx.world_size,
+                "mesh": mesh,
                 "num_nodes": data.num_nodes,
                 "num_edges": data.num_edges,
                 "metric": "f1_micro" if data.multilabel else "accuracy",

@@ -47,8 +47,17 @@ class WorkerContext:
     mesh: DeviceMesh | None = None
     """The job's device mesh (None only in single-process tests, which build no process group)."""
 
+    def mesh_axes(self) -> dict[str, int]:
+        """Axis name -> size of the mesh (``{}`` without one)."""
+        if self.mesh is None:
+            return {}
+        return {axis: self.mesh[axis].size() for axis in self.mesh.mesh_dim_names}
 
-def build_mesh(layout: Layout, device: torch.device) -> DeviceMesh:
+
+def build_mesh(layout: Layout, backend: str) -> DeviceMesh:
     """The layout's ``DeviceMesh`` over the initialised default process group (every rank must
-    call it)."""
-    return init_device_mesh(device.type, tuple(layout.axes.values()), mesh_dim_names=tuple(layout.axes))
+    call it, after choosing its device). Its device type follows the backend (``cuda`` for
+    NCCL, ``cpu`` for gloo, whose workers may still train on a GPU they share): the mesh only
+    provides the process groups of its axes."""
+    device_type = "cuda" if backend == "nccl" else "cpu"
+    return init_device_mesh(device_type, tuple(layout.axes.values()), mesh_dim_names=tuple(layout.axes))

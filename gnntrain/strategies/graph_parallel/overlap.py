@@ -16,7 +16,8 @@ from typing import Callable
 
 import torch
 
-from gnntrain.comm.communicator import InFlight
+from gnntrain.comm.communicator import Communicator, InFlight
+from gnntrain.comm.quantized_exchange import BitPlan
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingLayer
 from gnntrain.parallel.halo import HaloExchange
@@ -36,15 +37,16 @@ class OverlappedHaloExchange(HaloExchange):
     """The synchronous exchange with a gap between sending and receiving.
 
     ``start(h, layer)`` sends ``h``'s boundary rows and returns a function that waits for the
-    halo rows; the caller computes in between (see :meth:`propagate`). In
-    the backward pass the halo gradient leaves as soon as autograd has it, and is waited for only
-    when the gradient of the sent rows is needed: autograd runs the backward of what was computed
-    between start and receive (later in the forward, so earlier in the backward queue) first.
-    Same rows and bytes as :class:`HaloExchange`.
+    halo rows; the caller computes in between (see :meth:`propagate`). In the backward pass the
+    halo gradient leaves as soon as autograd has it, and is waited for only when the gradient of
+    the sent rows is needed: autograd runs the backward of what was computed between start and
+    receive (later in the forward, so earlier in the backward queue) first. Same rows and bytes
+    as :class:`HaloExchange`.
     """
 
-    def __init__(self, graph: LocalGraph, *args, **kwargs) -> None:
-        super().__init__(graph, *args, **kwargs)
+    def __init__(self, graph: LocalGraph, comm: Communicator, plan: BitPlan | None = None,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__(graph, comm, plan, generator)
         self.views = central_marginal(graph)
 
     def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:
