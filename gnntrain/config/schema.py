@@ -119,7 +119,7 @@ class ClusterConfig:
 
 @dataclass
 class PartitionConfig:
-    """Node partitioning; ``parts: null`` means one part per worker."""
+    """Node partitioning; ``parts: null`` means as many parts as the strategy's layout needs."""
 
     method: PartitionMethod = PartitionMethod.metis
     parts: Optional[int] = None

@@ -52,15 +52,10 @@ class EpochLoop:
         epoch_time = time.perf_counter() - start
         exposed = by_category(self.meter.wait_s)
         total = by_category(self.meter.total_s)
-        times = {
-            "epoch_time": epoch_time,
-            "compute_time": epoch_time - sum(exposed[c] for c in (*TRAINING_CATEGORIES, "diag")),
-            "comm_time": exposed["data"],
-            "comm_total_time": total["data"],
-            "reduce_time": exposed["sync"],
-        }
-        times.update({f"comm_time/{c}": exposed[c] for c in TRAINING_CATEGORIES})
-        times.update({f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES})
+        times = {"epoch_time": epoch_time,
+                 "compute_time": epoch_time - sum(exposed[c] for c in (*TRAINING_CATEGORIES, "diag")),
+                 **{f"comm_time/{c}": exposed[c] for c in TRAINING_CATEGORIES},
+                 **{f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES}}
         return loss, times
 
     def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
@@ -80,19 +75,20 @@ class EpochLoop:
         by_kind = {k: int(b) for k, b in zip(kinds, sums[1: 1 + len(kinds)])}
         bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
         training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
+        exposed = {c: maxes[f"comm_time/{c}"] for c in TRAINING_CATEGORIES}
+        in_flight = {c: maxes[f"comm_total_time/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
         if eval_counts is not None:
             counts = sums[1 + len(kinds):]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
         return EpochRecord(
             epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
-            epoch_time=maxes["epoch_time"], compute_time=maxes["compute_time"], comm_time=maxes["comm_time"],
-            comm_total_time=maxes["comm_total_time"], reduce_time=maxes["reduce_time"], eval_time=maxes["eval_time"],
+            epoch_time=maxes["epoch_time"], compute_time=maxes["compute_time"], comm_time=exposed["data"],
+            comm_total_time=in_flight["data"], reduce_time=exposed["sync"], eval_time=maxes["eval_time"],
             comm_bytes=sum(training.values()),
             comm_bytes_by_kind={k: b for k, b in by_kind.items() if category(k) != "eval"},
             comm_bytes_by_category=bytes_by_category,
-            comm_time_by_category={c: maxes[f"comm_time/{c}"] for c in TRAINING_CATEGORIES},
-            comm_total_time_by_category={c: maxes[f"comm_total_time/{c}"] for c in TRAINING_CATEGORIES},
+            comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
             eval_comm_bytes=bytes_by_category["eval"],
             peak_mem_mb=maxes["peak_mem_mb"], strategy_metrics=self.strategy.epoch_metrics(),
         )

@@ -15,7 +15,7 @@ of each row it receives; sender and receiver of a row always hold the same width
   GCN's symmetric normalised weights stand in for every model; backward, 1: a gradient row is
   added unscaled). Rank 0 gathers the traces, groups each device pair's messages by ``beta``
   (``group_size``) and solves Eq. 12 per layer and direction
-  (:mod:`gnntrain.strategies.bit_assignment`) with the per-pair alpha-beta cost model
+  (:mod:`.bit_assignment`) with the per-pair alpha-beta cost model
   profiled at start-up, then sends each receiver its widths; receivers pass them on to the
   senders. Until the first assignment (after ``period`` epochs) every message uses 8 bits.
   The traffic of tracing and assigning is counted under the ``assign`` kind.

@@ -3,8 +3,8 @@
 Every layer's forward (features) and backward (gradients) halo exchange is synchronous, as in
 the vanilla strategy, but each message row travels as stochastic integer codes
 (:mod:`gnntrain.comm.quantize`; unbiased, Theorem 1) at the bit-width the plan assigns
-(:mod:`gnntrain.strategies.graph_parallel.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 =
-unquantized), ``uniform`` (random over {2, 4, 8}, Table 6's baseline) or ``adaptive`` (the
+(:mod:`.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 = unquantized),
+``uniform`` (random over {2, 4, 8}, Table 6's baseline) or ``adaptive`` (the
 variance-time MILP every ``strategy.period`` epochs, weight ``strategy.lambda_``, groups of
 ``strategy.group_size`` messages). Evaluation exchanges full-precision rows.
 
