@@ -25,14 +25,15 @@ register_schemas()
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
-    from gnntrain.launch import launch
+    from gnntrain.engine.calibration import calibrated
     from gnntrain.engine.loop import run_training
+    from gnntrain.launch import launch
 
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         plain["run_dir"] = str(Path(HydraConfig.get().runtime.output_dir).resolve())
         validate(plain)
-        launch(plain, run_training)
+        launch(calibrated(plain), run_training)
     except (GnntrainError, OmegaConfBaseException) as exc:
         _exit_with(exc)  # here, not in main(): Hydra would print an extra line for a failed job
 

@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.errors import ConfigError, WorkerFailed
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
@@ -98,7 +99,9 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
         if keep_group:
             atexit.register(dist.destroy_process_group)
     try:
-        result = fn(cfg, WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"])), job)
+        ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
+                            EmulatedNetwork.from_config(cfg["network"], rank))
+        result = fn(cfg, ctx, job)
         dist.barrier()  # no rank tears its connections down while a peer still uses them
         return result
     finally:

@@ -16,8 +16,9 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from gnntrain.config import register_schemas, validate
-from gnntrain.launch import launch
+from gnntrain.engine.calibration import calibrated
 from gnntrain.engine.loop import run_training
+from gnntrain.launch import launch
 
 
 def run_job(overrides: list[str]) -> dict:
@@ -28,7 +29,7 @@ def run_job(overrides: list[str]) -> dict:
     validate(cfg)
     with tempfile.TemporaryDirectory() as run_dir:
         cfg["run_dir"] = run_dir
-        launch(cfg, run_training)
+        launch(calibrated(cfg), run_training)
         return json.loads((Path(run_dir) / "summary.json").read_text())
 
 

@@ -155,10 +155,26 @@ def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     meter = CommMeter()
     received = {}
     for axis in ctx.mesh.mesh_dim_names:
-        comm = Communicator.of_mesh_axis(ctx.mesh, axis, ctx.device, meter)
+        comm = Communicator.of_mesh_axis(ctx, axis, meter)
         nxt, prev = (comm.rank + 1) % comm.world_size, (comm.rank - 1) % comm.world_size
         payload = torch.full((3,), float(ctx.rank))
         buffer = torch.empty(3)
         received[axis] = comm.p2p_start([(nxt, payload)], [(prev, buffer)], "stage_fwd").wait()[0].tolist()
     torch.save({"received": received, "bytes": dict(meter.bytes), "wait": dict(meter.wait_s)},
+               Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def timed_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Under the job's network: an all-to-all sending ``cfg["rows_to"][q]`` float32 rows of 1024
+    to each peer ``q``, then an all-reduce of ``cfg["reduce_floats"]`` floats; writes each one's
+    blocked seconds to ``<trace_dir>/rank<r>.pt``."""
+    meter = CommMeter()
+    comm = Communicator.of_mesh_axis(ctx, "gp", meter)
+    send_rows = cfg["rows_to"][ctx.rank]
+    recv_rows = [cfg["rows_to"][q][ctx.rank] for q in range(ctx.world_size)]
+    dist.barrier()
+    comm.all_to_all_start(torch.ones(sum(send_rows), 1024), send_rows, recv_rows, "halo_fwd").wait()
+    dist.barrier()
+    comm.all_reduce(torch.ones(cfg["reduce_floats"]), "allreduce")
+    torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s)},
                Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

@@ -3,17 +3,23 @@ time accounting (:mod:`gnntrain.comm.meter`).
 
 A communicator is one rank's view of one process group: the whole world, or one axis of the
 job's device mesh (:mod:`gnntrain.parallel.mesh`). Ranks passed to it are ranks *in its group*.
+Under an emulated network (:mod:`gnntrain.comm.network`) every transfer it makes is held back
+to the emulated link's speed; the meter records the link time each one cost.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from gnntrain.comm.meter import CommMeter
+from gnntrain.comm.network import EmulatedNetwork, Hold
+
+if TYPE_CHECKING:
+    from gnntrain.parallel.mesh import WorkerContext
 
 
 def payload_bytes(t: torch.Tensor) -> int:
@@ -25,31 +31,38 @@ class Communicator:
     ``world_size == 1`` nothing is sent."""
 
     @classmethod
-    def of_mesh_axis(cls, mesh, axis: str, device: torch.device, meter: CommMeter) -> Communicator:
-        """The communicator of ``mesh``'s axis ``axis`` (a ``DeviceMesh`` dimension name); a
+    def of_mesh_axis(cls, ctx: WorkerContext, axis: str, meter: CommMeter) -> Communicator:
+        """The communicator of the job mesh's axis ``axis`` (a ``DeviceMesh`` dimension name); a
         single process's when there is no mesh."""
-        if mesh is None:
-            return cls(0, 1, device, None, meter)
-        return cls(mesh.get_local_rank(axis), mesh[axis].size(), device, mesh.get_group(axis), meter)
+        if ctx.mesh is None:
+            return cls(0, 1, ctx.device, None, meter)
+        return cls(ctx.mesh.get_local_rank(axis), ctx.mesh[axis].size(), ctx.device, ctx.mesh.get_group(axis),
+                   meter, ctx.network)
+
+    @classmethod
+    def of_world(cls, ctx: WorkerContext, meter: CommMeter) -> Communicator:
+        """The communicator over every rank of the job."""
+        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network)
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
-                 meter: CommMeter | None = None) -> None:
+                 meter: CommMeter | None = None, network: EmulatedNetwork | None = None) -> None:
         self.rank = rank
         self.world_size = world_size
         self.device = device
         self.group = group
         self.meter = meter if meter is not None else CommMeter()
+        self.network = network
 
     def side_channel(self) -> Communicator:
         """A communicator over the same ranks on a process group of its own (same backend,
         same meter), so that its operations can be in flight while this one's run. Every rank
         must call it at the same point."""
         if self.world_size == 1:
-            return Communicator(self.rank, 1, self.device, None, self.meter)
+            return Communicator(self.rank, 1, self.device, None, self.meter, self.network)
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
         group = dist.new_group(backend=dist.get_backend())
-        return Communicator(self.rank, self.world_size, self.device, group, self.meter)
+        return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network)
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -70,7 +83,10 @@ class Communicator:
         work = None
         if self.world_size > 1:
             work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)
-        return InFlight(recv, send, [work] if work is not None else [], self.meter, kind, decode)
+        row = payload_bytes(send[:1]) if send.shape[0] else 0
+        hold = self._hold_exchange({q: n * row for q, n in enumerate(send_splits)},
+                                   {q: n * row for q, n in enumerate(recv_splits)})
+        return InFlight(recv, send, [work] if work is not None else [], self.meter, kind, decode, hold)
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
@@ -82,11 +98,21 @@ class Communicator:
         ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for peer, t in sends]
         ops += [dist.P2POp(dist.irecv, t, self._global(peer), self.group) for peer, t in recvs]
         works = dist.batch_isend_irecv(ops) if ops else []
-        return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind)
+        hold = self._hold_exchange({peer: payload_bytes(t) for peer, t in sends},
+                                   {peer: payload_bytes(t) for peer, t in recvs})
+        return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind, hold=hold)
 
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
         return peer if self.group is None else dist.get_global_rank(self.group, peer)
+
+    def _hold_exchange(self, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
+        """The emulated completion of a transfer starting now (bytes per peer of this group; this
+        rank's share to itself moves no bytes on a link)."""
+        if self.network is None or self.world_size == 1:
+            return None
+        to_world = lambda per_peer: {self._global(q): n for q, n in per_peer.items() if q != self.rank}  # noqa: E731
+        return self.network.exchange(time.perf_counter(), to_world(sent), to_world(received))
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
@@ -96,6 +122,10 @@ class Communicator:
             self.meter.record(kind, 0, 0.0)
             return t
         dist.all_reduce(t, op=op, group=self.group)
+        if self.network is not None:
+            hold = self.network.all_reduce(start, payload_bytes(t), [self._global(q) for q in range(self.world_size)])
+            hold.wait()
+            self.meter.record_link(kind, hold.busy_s, hold.latency_s)
         self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
         return t
 
@@ -117,12 +147,13 @@ class InFlight:
     """A transfer started by :meth:`Communicator.all_to_all_start` or
     :meth:`Communicator.p2p_start`. Its lifetime runs from the start to its completion (marked
     by a callback on the works' futures where the backend offers them, else to the end of the
-    wait)."""
+    wait; under an emulated network, no earlier than the emulated completion ``hold``)."""
 
     def __init__(self, recv: Any, send: Any, works: list, meter: CommMeter, kind: str,
-                 decode: Callable[[Any], Any] | None = None) -> None:
+                 decode: Callable[[Any], Any] | None = None, hold: Hold | None = None) -> None:
         self.recv, self.send, self.works, self.meter, self.kind = recv, send, works, meter, kind
         self.decode = decode
+        self.hold = hold
         self.start = time.perf_counter()
         self.done_at: float | None = None
         if works:
@@ -142,8 +173,13 @@ class InFlight:
         begin = time.perf_counter()
         for work in self.works:
             work.wait()
+        done_at = self.done_at or time.perf_counter()
+        if self.hold is not None:
+            self.hold.wait()
+            done_at = max(done_at, self.hold.ready_at)
+            self.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
         end = time.perf_counter()
-        self.meter.record(self.kind, 0, end - begin, (self.done_at or end) - self.start)
+        self.meter.record(self.kind, 0, end - begin, done_at - self.start)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

@@ -68,6 +68,8 @@ class CommMeter:
         self.bytes: dict[str, int] = defaultdict(int)
         self.wait_s: dict[str, float] = defaultdict(float)
         self.total_s: dict[str, float] = defaultdict(float)
+        self.link_busy_s: dict[str, float] = defaultdict(float)
+        self.link_latency_s: dict[str, float] = defaultdict(float)
         self._prefix = ""
 
     def record(self, kind: str, nbytes: int, wait_s: float, total_s: float | None = None) -> None:
@@ -76,6 +78,13 @@ class CommMeter:
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
         self.total_s[key] += wait_s if total_s is None else total_s
+
+    def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
+        """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
+        seconds of bytes / bandwidth and of latency."""
+        key = self._prefix + kind
+        self.link_busy_s[key] += busy_s
+        self.link_latency_s[key] += latency_s
 
     @contextlib.contextmanager
     def tagged(self, prefix: str) -> Iterator[None]:
@@ -90,3 +99,5 @@ class CommMeter:
         self.bytes.clear()
         self.wait_s.clear()
         self.total_s.clear()
+        self.link_busy_s.clear()
+        self.link_latency_s.clear()

@@ -12,8 +12,8 @@ from __future__ import annotations
 from hydra.core.config_store import ConfigStore
 
 from gnntrain.config.schema import (
-    ClusterConfig, DatasetConfig, DeepGCNConfig, GATConfig, GCNIIConfig, ModelConfig, RootConfig, StrategyConfig,
-    SyntheticConfig, check,
+    ClusterConfig, DatasetConfig, DeepGCNConfig, GATConfig, GCNIIConfig, ModelConfig, NetworkConfig, RootConfig,
+    StrategyConfig, SyntheticConfig, check,
 )
 from gnntrain.errors import ConfigError
 
@@ -37,6 +37,7 @@ def register_schemas() -> None:
         for name, schema in family.SCHEMAS.items():
             cs.store(group="schema/strategy", name=name, node=schema)
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
+    cs.store(group="schema/network", name="network", node=NetworkConfig)
 
 
 def validate(cfg: dict) -> None:
@@ -65,4 +66,23 @@ def validate(cfg: dict) -> None:
     parts = cfg["partition"]["parts"]
     if parts is not None:
         check("partition.parts", parts, parts >= 1, ">= 1")
+    validate_network(cfg["network"])
     family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])
+
+
+def validate_network(net: dict) -> None:
+    emulated = net["bandwidth_gbps"] is not None
+    if emulated:
+        check("network.bandwidth_gbps", net["bandwidth_gbps"], net["bandwidth_gbps"] > 0, "> 0")
+    check("network.latency_us", net["latency_us"], net["latency_us"] >= 0, ">= 0")
+    if net["gpus_per_node"] is not None:
+        check("network.gpus_per_node", net["gpus_per_node"], net["gpus_per_node"] >= 1, ">= 1 (or null: one level)")
+        bw = net["intra_bandwidth_gbps"]
+        check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0, "> 0 when network.gpus_per_node is set")
+        check("network.intra_latency_us", net["intra_latency_us"], net["intra_latency_us"] >= 0, ">= 0")
+    share = net["calibrate_share"]
+    if share is not None:
+        check("network.calibrate_share", share, emulated,
+              "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
+        check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
+        check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")

@@ -1,4 +1,4 @@
-"""The root config schemas (dataset, model, cluster, partition, train, W&B, fault injection)
+"""The root config schemas (dataset, model, cluster, network, partition, train, W&B, fault injection)
 and the base of every strategy's schema; strategy families extend :class:`StrategyConfig`
 next to their code. A leaf module: of gnntrain it imports only the errors."""
 
@@ -118,6 +118,25 @@ class ClusterConfig:
 
 
 @dataclass
+class NetworkConfig:
+    """An emulated cluster network (:mod:`gnntrain.comm.network`); ``bandwidth_gbps: null``
+    means none (the real transport). ``bandwidth_gbps``/``latency_us``: the link between nodes
+    (every link, without ``gpus_per_node``); with ``gpus_per_node`` set, ranks
+    ``r // gpus_per_node`` share a node and talk over ``intra_*``. ``calibrate_share``: scale
+    the bandwidths so that vanilla's exposed communication is this share of its epoch, measured
+    in a ``probe_epochs``-epoch vanilla probe (cached per setting)."""
+
+    name: str = "none"
+    bandwidth_gbps: Optional[float] = None
+    latency_us: float = 0.0
+    gpus_per_node: Optional[int] = None
+    intra_bandwidth_gbps: Optional[float] = None
+    intra_latency_us: float = 0.0
+    calibrate_share: Optional[float] = None
+    probe_epochs: int = 6
+
+
+@dataclass
 class PartitionConfig:
     """Node partitioning; ``parts: null`` means as many parts as the strategy's layout needs."""
 
@@ -159,6 +178,7 @@ class RootConfig:
     model: Any = MISSING
     strategy: Any = MISSING
     cluster: Any = MISSING
+    network: Any = MISSING
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.data import JobData
@@ -55,7 +56,9 @@ class EpochLoop:
         times = {"epoch_time": epoch_time,
                  "compute_time": epoch_time - sum(exposed[c] for c in (*TRAINING_CATEGORIES, "diag")),
                  **{f"comm_time/{c}": exposed[c] for c in TRAINING_CATEGORIES},
-                 **{f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES}}
+                 **{f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES},
+                 "link_busy_time": sum(by_category(self.meter.link_busy_s, TRAINING_CATEGORIES).values()),
+                 "link_latency_time": sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values())}
         return loss, times
 
     def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
@@ -90,6 +93,7 @@ class EpochLoop:
             comm_bytes_by_category=bytes_by_category,
             comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
             eval_comm_bytes=bytes_by_category["eval"],
+            link_busy_time=maxes["link_busy_time"], link_latency_time=maxes["link_latency_time"],
             peak_mem_mb=maxes["peak_mem_mb"], strategy_metrics=self.strategy.epoch_metrics(),
         )
 
@@ -129,7 +133,8 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
-              f"replication {partition_stats['replication_factor']:.3f}", flush=True)
+              f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(cfg['network'])}",
+              flush=True)
         sinks.append(JsonlSink(run_dir / "metrics.jsonl"))
         if cfg["wandb"]["mode"] != "disabled":
             sinks.append(WandbSink(cfg, run_dir))
@@ -151,6 +156,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                 "strategy": cfg["strategy"]["name"],
                 "world_size": ctx.world_size,
                 "mesh": mesh,
+                "network": network.describe(cfg["network"]),
                 "num_nodes": data.num_nodes,
                 "num_edges": data.num_edges,
                 "metric": "f1_micro" if data.multilabel else "accuracy",

@@ -50,6 +50,12 @@ class EpochRecord:
     comm_total_time_by_category: dict[str, float] = field(default_factory=dict)
     """In-flight seconds per training category, max over ranks."""
     eval_comm_bytes: int = 0
+    link_busy_time: float = 0.0
+    """Under an emulated network: seconds the rank's links spent moving its training bytes
+    (bytes / bandwidth), max over ranks; 0 on the real transport."""
+    link_latency_time: float = 0.0
+    """Under an emulated network: seconds of latency terms of the rank's training transfers,
+    max over ranks."""
     peak_mem_mb: float = 0.0
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Strategy-specific figures (e.g. PipeGCN's staleness errors)."""
@@ -188,6 +194,8 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         "mean_comm_time": mean([r.comm_time for r in steady]),
         "mean_comm_total_time": mean([r.comm_total_time for r in steady]),
         "mean_reduce_time": mean([r.reduce_time for r in steady]),
+        "mean_link_busy_time": mean([r.link_busy_time for r in steady]),
+        "mean_link_latency_time": mean([r.link_latency_time for r in steady]),
         "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
         **{f"mean_{field}": {k: mean([getattr(r, field).get(k, 0) for r in steady])
                              for k in sorted({k for r in steady for k in getattr(r, field)})}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.errors import ConfigError
 
 
@@ -46,6 +47,8 @@ class WorkerContext:
     device: torch.device
     mesh: DeviceMesh | None = None
     """The job's device mesh (None only in single-process tests, which build no process group)."""
+    network: EmulatedNetwork | None = None
+    """The rank's emulated network links (None: the real transport)."""
 
     def mesh_axes(self) -> dict[str, int]:
         """Axis name -> size of the mesh (``{}`` without one)."""

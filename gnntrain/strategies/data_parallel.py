@@ -68,9 +68,9 @@ class DataParallel:
 
     def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
         self.meter = CommMeter()
-        gp = Communicator.of_mesh_axis(ctx.mesh, "gp", ctx.device, self.meter)
-        dp = Communicator.of_mesh_axis(ctx.mesh, "dp", ctx.device, self.meter)
-        mesh = Communicator(ctx.rank, ctx.world_size, ctx.device, None, self.meter)
+        gp = Communicator.of_mesh_axis(ctx, "gp", self.meter)
+        dp = Communicator.of_mesh_axis(ctx, "dp", self.meter)
+        mesh = Communicator.of_world(ctx, self.meter)
         dtype = getattr(torch, cfg["train"]["dtype"])
         graph = build_local_graph(job.data, job.part, gp.rank, gp.world_size, dtype).to(ctx.device)
         masks = {k: replica_share(graph, getattr(job.data, f"{k}_mask"), dp.rank, dp.world_size) for k in SPLITS}

@@ -74,7 +74,7 @@ class GraphParallel:
 
     def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
         self.meter = CommMeter()
-        self.comm = Communicator.of_mesh_axis(ctx.mesh, "gp", ctx.device, self.meter)
+        self.comm = Communicator.of_mesh_axis(ctx, "gp", self.meter)
         dtype = getattr(torch, cfg["train"]["dtype"])
         self.graph = build_local_graph(job.data, job.part, self.comm.rank, self.comm.world_size, dtype).to(ctx.device)
         self.step = FullBatchStep(cfg, job.data, self.graph, stats=self.comm, sync=self.comm)

@@ -1,0 +1,139 @@
+"""An emulated cluster network (``network=``): real transfers, held back to an emulated link's
+speed.
+
+On one machine gloo moves bytes through shared memory, so communication is nearly free and a
+method that saves communication cannot show it. With an emulated network every transfer still
+really happens through ``torch.distributed``; its completion is then held back (a sleep, not
+busy compute, so overlapped compute really hides it) until the time the emulated link would
+need. The model, per rank:
+
+* Each rank has one full-duplex link per *level*: ``inter`` (to ranks on other nodes:
+  ``bandwidth_gbps``, ``latency_us``) and, with ``gpus_per_node`` set, ``intra`` (to ranks on
+  its node, ``rank // gpus_per_node``: ``intra_bandwidth_gbps``, ``intra_latency_us``).
+  Without ``gpus_per_node`` every peer is across the one ``inter`` level.
+* A point-to-point or all-to-all transfer occupies each level's link for
+  ``max(bytes sent, bytes received on that level) / bandwidth`` (a rank's sends share its link,
+  so do its receives) and completes one latency after the last byte:
+  ``latency + bytes / bandwidth``. Transfers started while the link is busy queue behind it
+  (PipeGCN's side channel and its synchronous exchange share one link).
+* An all-reduce of ``bytes`` over ``P`` ranks costs the ring's
+  ``2 (P-1)/P x bytes / bandwidth + 2 (P-1) x latency`` on the slowest level the group spans.
+
+What this leaves out (a choice): the peer's link (a transfer waits on this rank's link only, so
+an imbalanced all-to-all is timed from each rank's own side), switch contention and
+protocol overheads. The loopback transfer's own time is not added: a transfer completes at
+``max(real completion, emulated completion)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+GBIT = 1e9 / 8
+"""Bytes per second in one Gbit/s."""
+
+
+@dataclass(frozen=True)
+class Link:
+    bytes_per_s: float
+    latency_s: float
+
+
+@dataclass
+class Hold:
+    """When an emulated transfer completes, and what it cost on the links: ``busy_s`` (bytes /
+    bandwidth, summed over levels) and ``latency_s`` (its latency terms)."""
+
+    ready_at: float
+    busy_s: float
+    latency_s: float
+
+    def wait(self) -> None:
+        """Sleep until the emulated completion."""
+        remaining = self.ready_at - time.perf_counter()
+        if remaining > 0:
+            time.sleep(remaining)
+
+
+class EmulatedNetwork:
+    """One rank's links (module docstring). ``cfg`` is the resolved ``network`` config section."""
+
+    def __init__(self, cfg: dict, rank: int) -> None:
+        self.rank = rank
+        self.gpus_per_node = cfg["gpus_per_node"]
+        self.links = {"inter": Link(cfg["bandwidth_gbps"] * GBIT, cfg["latency_us"] * 1e-6)}
+        if self.gpus_per_node:
+            self.links["intra"] = Link(cfg["intra_bandwidth_gbps"] * GBIT, cfg["intra_latency_us"] * 1e-6)
+        self.free_at = dict.fromkeys(self.links, 0.0)
+
+    @classmethod
+    def from_config(cls, cfg: dict, rank: int) -> EmulatedNetwork | None:
+        """The rank's emulated network, or None with ``network=none`` (no bandwidth set)."""
+        return cls(cfg, rank) if cfg["bandwidth_gbps"] is not None else None
+
+    def level(self, peer: int) -> str:
+        """The link level between this rank and world rank ``peer``."""
+        if self.gpus_per_node and peer // self.gpus_per_node == self.rank // self.gpus_per_node:
+            return "intra"
+        return "inter"
+
+    def exchange(self, start: float, sent: dict[int, int], received: dict[int, int]) -> Hold:
+        """A point-to-point or all-to-all transfer started at ``start``: bytes sent to and
+        received from each world rank (this rank's own share excluded by the caller)."""
+        volume = dict.fromkeys(self.links, 0)
+        for direction in (sent, received):
+            per_level = dict.fromkeys(self.links, 0)
+            for peer, nbytes in direction.items():
+                per_level[self.level(peer)] += nbytes
+            volume = {lv: max(volume[lv], per_level[lv]) for lv in self.links}
+        ready, busy, latency = start, 0.0, 0.0
+        for lv, nbytes in volume.items():
+            if nbytes == 0:
+                continue
+            link = self.links[lv]
+            occupancy = nbytes / link.bytes_per_s
+            self.free_at[lv] = max(start, self.free_at[lv]) + occupancy
+            ready = max(ready, self.free_at[lv] + link.latency_s)
+            busy += occupancy
+            latency = max(latency, link.latency_s)
+        return Hold(ready, busy, latency)
+
+    def all_reduce(self, start: float, nbytes: int, group_ranks: list[int]) -> Hold:
+        """A ring all-reduce of ``nbytes`` over the world ranks ``group_ranks``, started at
+        ``start``, on the slowest level the group spans."""
+        size = len(group_ranks)
+        if size < 2 or nbytes == 0:
+            return Hold(start, 0.0, 0.0)
+        lv = "inter" if any(self.level(r) == "inter" for r in group_ranks if r != self.rank) else "intra"
+        link = self.links[lv]
+        occupancy = 2 * (size - 1) / size * nbytes / link.bytes_per_s
+        latency = 2 * (size - 1) * link.latency_s
+        self.free_at[lv] = max(start, self.free_at[lv]) + occupancy
+        return Hold(self.free_at[lv] + latency, occupancy, latency)
+
+
+def describe(cfg: dict) -> dict:
+    """What ``summary.json`` and the tables say about the network: whether it was emulated, the
+    preset, the links and, when calibrated, the calibration."""
+    if cfg["bandwidth_gbps"] is None:
+        return {"emulated": False, "preset": cfg["name"]}
+    keys = ["bandwidth_gbps", "latency_us"]
+    if cfg["gpus_per_node"]:
+        keys += ["gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us"]
+    return {"emulated": True, "preset": cfg["name"], **{k: cfg[k] for k in keys},
+            "calibration": cfg.get("calibration")}
+
+
+def label(cfg: dict) -> str:
+    """One line naming the network, for console headers and tables."""
+    info = describe(cfg)
+    if not info["emulated"]:
+        return "real transport (no emulated network)"
+    text = f"emulated {info['preset']}: {info['bandwidth_gbps']:.4g} Gbit/s, {info['latency_us']:g} us"
+    if cfg["gpus_per_node"]:
+        text += (f" between nodes; {info['intra_bandwidth_gbps']:.4g} Gbit/s, {info['intra_latency_us']:g} us "
+                 f"within ({info['gpus_per_node']} workers per node)")
+    if info["calibration"]:
+        text += f"; calibrated to vanilla communication share {info['calibration']['share']:g}"
+    return text

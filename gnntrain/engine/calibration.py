@@ -1,0 +1,110 @@
+"""Calibrating an emulated network to a communication share (``network.calibrate_share``).
+
+CPU compute here is roughly 100x slower than the papers' GPUs, so a physically equal link
+gives the wrong balance between computing and communicating. Calibration picks the link speed
+at which vanilla graph-parallel training spends the share ``s`` of its epoch in exposed
+communication, as the paper reports for its setting; every method is then compared under that
+one link.
+
+A vanilla probe of ``network.probe_epochs`` epochs (the first excluded) runs on the same
+dataset, model, workers and partition under the preset network, and measures per epoch the
+compute time ``C`` (epoch less exposed communication), the exposed communication ``X`` and,
+within it, the links' busy time ``B`` (bytes / bandwidth); the rest, ``X - B`` (latency, the
+real transfer, waiting for a slower peer), does not depend on the bandwidth. Vanilla overlaps
+nothing, so with every bandwidth scaled by ``f`` its exposed communication is
+``X - B + B / f``, and asking it to be the share ``s`` of the epoch, ``s C / (1 - s)``, gives
+
+    f = B / (s C / (1 - s) - (X - B)).
+
+The result is cached per setting and machine (``<partition.cache_dir>/calibration/``), so every
+job of a sweep runs under the same link; delete the file to measure again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import socket
+from pathlib import Path
+
+from gnntrain.engine.loop import run_training
+from gnntrain.errors import ConfigError
+from gnntrain.launch import launch, under_torchrun
+
+SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "parts"),
+                "train": ("dtype",), "seed": None}
+"""What shapes vanilla's epoch, hence the calibration (``None``: the whole section)."""
+
+
+def calibrated(cfg: dict) -> dict:
+    """``cfg`` with its network's bandwidths calibrated, if ``network.calibrate_share`` asks for
+    it (the config unchanged otherwise); prints the result."""
+    net = cfg["network"]
+    share = net["calibrate_share"]
+    if share is None:
+        return cfg
+    if under_torchrun():
+        raise ConfigError("network.calibrate_share runs a local probe; under torchrun pass the bandwidth a local "
+                          "run printed instead: network.bandwidth_gbps=<Gbit/s>")
+    path = Path(cfg["partition"]["cache_dir"]) / "calibration" / f"{_setting_key(cfg)}.json"
+    if path.exists():
+        result = json.loads(path.read_text())
+    else:
+        print(f"network: calibrating {net['name']} to vanilla communication share {share:g} "
+              f"({net['probe_epochs']}-epoch vanilla probe)", flush=True)
+        result = _solve(_probe(cfg), cfg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result, indent=2) + "\n")
+        tmp.replace(path)
+    out = copy.deepcopy(cfg)
+    scale = result["scale"]
+    out["network"]["bandwidth_gbps"] = net["bandwidth_gbps"] * scale
+    if net["gpus_per_node"]:
+        out["network"]["intra_bandwidth_gbps"] = net["intra_bandwidth_gbps"] * scale
+    out["network"]["calibration"] = result
+    print(f"network: calibrated to vanilla communication share {share:g}: {net['name']} bandwidths x {scale:.4g} "
+          f"= {out['network']['bandwidth_gbps']:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
+          f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
+    return out
+
+
+def _setting_key(cfg: dict) -> str:
+    setting = {section: cfg[section] if keys is None else {k: cfg[section][k] for k in keys}
+               for section, keys in SETTING_KEYS.items()}
+    net = {k: v for k, v in cfg["network"].items() if k != "calibration"}
+    text = json.dumps({"setting": setting, "network": net, "host": socket.gethostname()}, sort_keys=True)
+    return f"{cfg['dataset']['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+
+
+def _probe(cfg: dict) -> dict:
+    """Run the vanilla probe under the preset network; its summary."""
+    probe = copy.deepcopy(cfg)
+    epochs = cfg["network"]["probe_epochs"]
+    probe["strategy"] = {"name": "vanilla"}
+    probe["network"]["calibrate_share"] = None
+    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs)
+    probe["wandb"]["mode"] = "disabled"
+    probe["fault"] = {"rank": None, "epoch": None}
+    probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe")
+    launch(probe, run_training)
+    return json.loads((Path(probe["run_dir"]) / "summary.json").read_text())
+
+
+def _solve(summary: dict, cfg: dict) -> dict:
+    share = cfg["network"]["calibrate_share"]
+    compute, busy, epoch = (summary[f"mean_{k}"] for k in ("compute_time", "link_busy_time", "epoch_time"))
+    if busy <= 0:
+        raise ConfigError(f"network.calibrate_share={share}: vanilla moves no bytes in this setting "
+                          f"(cluster.world_size={summary['world_size']}); valid: a setting with 2 or more workers")
+    fixed = (epoch - compute) - busy
+    room = share * compute / (1 - share) - fixed
+    if room <= 0:
+        raise ConfigError(f"network.calibrate_share={share} is out of reach: communication that does not depend on "
+                          f"the bandwidth (latency, the real transfer, waits) already takes {fixed * 1e3:.2f} ms of a "
+                          f"{epoch * 1e3:.2f} ms epoch; valid: a larger share or a smaller network.latency_us")
+    return {"share": share, "scale": busy / room, "compute_s": compute, "link_busy_s": busy,
+            "fixed_comm_s": fixed, "preset_bandwidth_gbps": cfg["network"]["bandwidth_gbps"],
+            "probe_epoch_s": epoch}

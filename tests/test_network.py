@@ -1,0 +1,138 @@
+"""The emulated network (``network=``): its cost model, that transfers really wait for it
+(vanilla exposes it, PipeGCN hides it), that it changes timing only, and calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_cfg
+from dist_helpers import timed_transfers
+from gnntrain.comm.network import GBIT, EmulatedNetwork
+from gnntrain.engine import calibration
+from gnntrain.engine.loop import run_training
+from gnntrain.errors import ConfigError
+from gnntrain.launch import launch
+from gnntrain.config import validate
+
+SMALL = ("dataset.num_nodes=1500", "model=sage", "model.hidden=32", "train.eval_every=100")
+
+
+def network_cfg(**keys) -> dict:
+    base = {"name": "test", "bandwidth_gbps": 1.0, "latency_us": 100.0, "gpus_per_node": None,
+            "intra_bandwidth_gbps": None, "intra_latency_us": 0.0}
+    return {**base, **keys}
+
+
+def test_exchange_costs_latency_plus_the_larger_direction_over_bandwidth() -> None:
+    net = EmulatedNetwork(network_cfg(), rank=0)
+    hold = net.exchange(10.0, sent={1: 1_000_000, 2: 1_000_000}, received={1: 500_000})
+    assert hold.busy_s == pytest.approx(2_000_000 / GBIT)
+    assert hold.ready_at == pytest.approx(10.0 + 2_000_000 / GBIT + 100e-6)
+    queued = net.exchange(10.0, sent={1: 1_000_000}, received={})
+    assert queued.ready_at == pytest.approx(10.0 + 3_000_000 / GBIT + 100e-6), "a busy link queues the next transfer"
+
+
+def test_ring_all_reduce_cost() -> None:
+    net = EmulatedNetwork(network_cfg(), rank=0)
+    hold = net.all_reduce(0.0, 4_000_000, [0, 1, 2, 3])
+    assert hold.ready_at == pytest.approx(2 * 3 / 4 * 4_000_000 / GBIT + 2 * 3 * 100e-6)
+
+
+def test_two_levels_split_peers_by_node() -> None:
+    net = EmulatedNetwork(network_cfg(gpus_per_node=2, intra_bandwidth_gbps=10.0, intra_latency_us=0.0), rank=0)
+    assert net.level(1) == "intra" and net.level(2) == "inter"
+    hold = net.exchange(0.0, sent={1: 10_000_000, 2: 1_000_000}, received={})
+    assert hold.ready_at == pytest.approx(max(10_000_000 / (10 * GBIT), 1_000_000 / GBIT + 100e-6))
+    within = net.all_reduce(0.0, 1_000_000, [0, 1])
+    assert within.latency_s == 0.0, "a group inside one node uses the intra-node link"
+
+
+def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
+    """Two workers, 0.1 Gbit/s: the all-to-all waits latency + max(sent, received) / bandwidth,
+    the all-reduce the ring cost, each within 10%."""
+    cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000")
+    cfg.update(trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000)
+    launch(cfg, timed_transfers)
+    bandwidth, latency = 0.1 * GBIT, 1e-3
+    expected_exchange = latency + 90 * 1024 * 4 / bandwidth
+    expected_reduce = 2 * 1 / 2 * 250_000 * 4 / bandwidth + 2 * latency
+    for rank in range(2):
+        waits = torch.load(tmp_path / f"rank{rank}.pt")["wait"]
+        assert waits["halo_fwd"] == pytest.approx(expected_exchange, rel=0.1)
+        assert waits["allreduce"] == pytest.approx(expected_reduce, rel=0.1)
+
+
+def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
+    cfg = calibration.calibrated(make_cfg(*overrides)) if "network.calibrate_share" in " ".join(overrides) \
+        else make_cfg(*overrides)
+    cfg["run_dir"] = str(tmp_path / name)
+    launch(cfg, run_training)
+    records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+    return json.loads((tmp_path / name / "summary.json").read_text()), records
+
+
+def test_vanilla_exposes_the_emulated_transfer_time(tmp_path: Path) -> None:
+    """For two workers each halo exchange takes max(halo rows either way) / bandwidth on both
+    ranks; vanilla's exposed data communication equals their sum within 10%."""
+    summary, _ = run(tmp_path, "v", *SMALL, "train.epochs=4", "network=eth10g",
+                     "network.bandwidth_gbps=0.05", "network.latency_us=0")
+    halo = summary["partition"]["boundary_nodes"]
+    halo_bytes = sum(summary["mean_comm_bytes_by_kind"][k] for k in ("halo_fwd", "halo_bwd"))
+    expected = halo_bytes * max(halo) / sum(halo) / (0.05 * GBIT)
+    assert summary["mean_comm_time"] == pytest.approx(expected, rel=0.1)
+    assert summary["mean_link_busy_time"] >= expected * 0.99
+
+
+def test_pipegcn_hides_a_transfer_that_compute_covers(tmp_path: Path) -> None:
+    summary, _ = run(tmp_path, "p", *SMALL, "strategy=pipegcn", "train.epochs=6", "network=eth10g",
+                     "network.bandwidth_gbps=0.2", "network.latency_us=0")
+    assert summary["mean_link_busy_time"] > 0
+    assert summary["mean_comm_time"] < 0.1 * summary["mean_link_busy_time"]
+
+
+def test_emulation_changes_timing_only(tmp_path: Path) -> None:
+    """Same seed: the same losses, accuracies and bytes with and without an emulated network."""
+    _, plain = run(tmp_path, "none", *SMALL, "train.epochs=3", "train.eval_every=1")
+    summary, emulated = run(tmp_path, "eth", *SMALL, "train.epochs=3", "train.eval_every=1", "network=eth25g")
+    assert summary["network"]["emulated"] and summary["network"]["bandwidth_gbps"] == 25
+    for a, b in zip(plain, emulated):
+        assert (a["loss"], a["val_acc"], a["comm_bytes_by_kind"]) == (b["loss"], b["val_acc"], b["comm_bytes_by_kind"])
+        assert a["link_busy_time"] == 0 and b["link_busy_time"] > 0
+
+
+def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.5",
+                 "network.probe_epochs=3")
+    cfg = make_cfg(*overrides)
+    cfg["run_dir"] = str(tmp_path / "first")
+    first = calibration.calibrated(cfg)["network"]
+    scale = first["calibration"]["scale"]
+    assert first["bandwidth_gbps"] == pytest.approx(10 * scale)
+    assert first["intra_bandwidth_gbps"] == pytest.approx(96 * scale)
+    monkeypatch.setattr(calibration, "_probe", lambda cfg: pytest.fail("calibration was not reused"))
+    cfg["run_dir"] = str(tmp_path / "second")
+    assert calibration.calibrated(cfg)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
+
+
+def test_solve_inverts_the_share() -> None:
+    """A probe with compute C, busy B and fixed exposed time X - B: the scaled link gives share s."""
+    cfg = {"network": {"calibrate_share": 0.6, "bandwidth_gbps": 10.0}}
+    probe = {"mean_compute_time": 0.1, "mean_link_busy_time": 0.002, "mean_epoch_time": 0.105, "world_size": 2}
+    scale = calibration._solve(probe, cfg)["scale"]
+    exposed = (0.105 - 0.1 - 0.002) + 0.002 / scale
+    assert exposed / (0.1 + exposed) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("network.calibrate_share=0.5",), "without an emulated network"),
+    (("network=eth10g", "network.calibrate_share=1.5"), "in (0, 1)"),
+    (("network=eth10g", "network.bandwidth_gbps=0"), "> 0"),
+    (("network=eth10g", "network.gpus_per_node=2"), "intra_bandwidth_gbps"),
+])
+def test_bad_network_settings_are_named(overrides: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        validate(make_cfg(*overrides))
