@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench zoo clean
+.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp clean
 
 install: $(BIN)/gnntrain
 
@@ -41,6 +41,14 @@ bench: install
 # Accuracy of every model with 1, 2 and 4 workers on synthetic and Cora (results/model_zoo.json).
 zoo: install
 	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
+
+# The papers' tables in shape (results/<paper>/table.md and figures); SCALE=paper runs the
+# paper-sized presets on a GPU cluster instead of the CPU-sized ones.
+SCALE ?= small
+repro-pipegcn repro-bns repro-adaqp: repro-%: install
+	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE)
+
+repro: repro-pipegcn repro-bns repro-adaqp
 
 clean:
 	rm -rf outputs multirun .pytest_cache

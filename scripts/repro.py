@@ -1,0 +1,131 @@
+"""Reproduce a paper's headline table and figures in shape: ``make repro-<paper>``.
+
+Each sweep runs through ``gnntrain -m`` (Hydra multirun, so it runs unchanged under a cluster
+launcher) into ``multirun/repro/<paper>/<sweep>/``; the tables are then built from the runs'
+own ``summary.json`` and ``metrics.jsonl`` (:mod:`gnntrain.report`) and written to
+``results/<paper>/``: ``table.md`` (the paper's rows and columns, the paper's figure beside
+ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's figures).
+
+``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: links
+emulated and calibrated to the paper's communication share; accuracy on Cora);
+``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
+accuracy columns come from the same runs.
+Usage: ``python scripts/repro.py pipegcn|bns|adaqp [--scale small|paper]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from repro_tables import TABLES  # noqa: E402
+
+from gnntrain.report import Run, find_runs, markdown, table_rows, write_csv  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
+"""Where the real graphs are read from when ``GNNTRAIN_DATA`` is unset (as the tests do)."""
+
+ADAQP_VARIANTS = [["strategy=vanilla"],
+                  ["strategy.assign=fixed", "strategy.bits=2", "strategy.overlap=false,true"],
+                  ["strategy.assign=uniform,adaptive", "strategy.overlap=false,true"]]
+ADAQP_2M2D = ["cluster.world_size=4", "network=two_level", "network.calibrate_share=0.75"]
+
+SWEEPS: dict[str, dict[str, list[str]]] = {
+    "pipegcn": {
+        "speed": ["experiment=pipegcn_table4", "cluster.world_size=2,4", "strategy=vanilla,pipegcn"],
+        "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
+        "accuracy_pipegcn": ["experiment=accuracy", "strategy=pipegcn", "strategy.smooth=none,g,f,gf"],
+    },
+    "bns": {
+        "speed_bns": ["experiment=bns_table4", "strategy.p=1,0.1,0.01,0"],
+        "speed_edges": ["experiment=bns_table4", "strategy=bes,dropedge", "strategy.p=0.1"],
+        "accuracy_bns": ["experiment=accuracy", "strategy=bns", "strategy.p=1,0.1,0.01,0"],
+        "accuracy_edges": ["experiment=accuracy", "strategy=bes,dropedge", "strategy.p=0.1"],
+    },
+    "adaqp": {
+        **{f"2m1d_{i}": ["experiment=adaqp_table4", *v] for i, v in enumerate(ADAQP_VARIANTS)},
+        **{f"2m2d_{i}": ["experiment=adaqp_table4", *ADAQP_2M2D, *v] for i, v in enumerate(ADAQP_VARIANTS)},
+        "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
+        "accuracy_adaqp_2bit": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
+        "accuracy_adaqp": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=uniform,adaptive"],
+    },
+}
+
+
+def paper_sized(overrides: list[str]) -> list[str] | None:
+    """A small sweep's paper-sized form: the ``_paper`` preset; None for the Cora accuracy
+    sweeps (paper-sized runs report their own accuracy)."""
+    if "experiment=accuracy" in overrides:
+        return None
+    return [f"{o}_paper" if o.startswith("experiment=") else o for o in overrides
+            if not o.startswith("network")]
+
+
+def run_sweep(name: str, overrides: list[str], out: Path) -> None:
+    if out.exists():
+        shutil.rmtree(out)
+    print(f"== {name}: gnntrain -m {' '.join(overrides)}", flush=True)
+    start = time.perf_counter()
+    env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
+    if "GNNTRAIN_DATA" not in env and SHARED_DATA.is_dir():
+        env["GNNTRAIN_DATA"] = str(SHARED_DATA)
+    subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
+                   check=True, env=env, cwd=REPO)
+    print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def git_commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, cwd=REPO).stdout.strip()
+    return result.stdout.strip() + ("+changes" if dirty else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paper", choices=list(SWEEPS))
+    parser.add_argument("--scale", choices=["small", "paper"], default="small")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/<paper> (small), "
+                                                                 "results/<paper>/paper (paper)")
+    parser.add_argument("--tables-only", action="store_true", help="rebuild the tables from existing runs")
+    args = parser.parse_args()
+    runs_root = REPO / "multirun" / "repro" / args.paper / args.scale
+    out = args.out or REPO / "results" / args.paper / ("" if args.scale == "small" else "paper")
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    sweeps = {}
+    for name, overrides in SWEEPS[args.paper].items():
+        if args.scale == "paper":
+            overrides = paper_sized(overrides)
+            if overrides is None:
+                continue
+        sweeps[name] = overrides
+        if not args.tables_only:
+            run_sweep(name, overrides, runs_root / name)
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in sweeps}
+    every = [run for name in sweeps for run in runs[name]]
+    rows = table_rows(every, runs_root)
+    write_csv(rows, out / "runs.csv")
+    (out / "runs.md").write_text(markdown(rows))
+    elapsed = time.perf_counter() - start
+    header = (f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
+              f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
+              f"metrics.jsonl (all runs: runs.csv). Sweeps: "
+              + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
+              + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
+    text = TABLES[args.paper](runs, out, args.scale)
+    (out / "table.md").write_text(f"{header}\n\n{text}")
+    print(text)
+    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the figures in {out}")
+
+
+if __name__ == "__main__":
+    main()
