@@ -44,11 +44,12 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
         "accuracy_pipegcn": ["experiment=accuracy", "strategy=pipegcn", "strategy.smooth=none,g,f,gf"],
     },
+    # bes and dropedge run at their preset p = 0.1 (conf/strategy/{bes,dropedge}.yaml)
     "bns": {
         "speed_bns": ["experiment=bns_table4", "strategy.p=1,0.1,0.01,0"],
-        "speed_edges": ["experiment=bns_table4", "strategy=bes,dropedge", "strategy.p=0.1"],
+        "speed_edges": ["experiment=bns_table4", "strategy=bes,dropedge"],
         "accuracy_bns": ["experiment=accuracy", "strategy=bns", "strategy.p=1,0.1,0.01,0"],
-        "accuracy_edges": ["experiment=accuracy", "strategy=bes,dropedge", "strategy.p=0.1"],
+        "accuracy_edges": ["experiment=accuracy", "strategy=bes,dropedge"],
     },
     "adaqp": {
         **{f"2m1d_{i}": ["experiment=adaqp_table4", *v] for i, v in enumerate(ADAQP_VARIANTS)},

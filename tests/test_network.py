@@ -105,7 +105,7 @@ def test_emulation_changes_timing_only(tmp_path: Path) -> None:
 
 
 def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.5",
+    overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.8",
                  "network.probe_epochs=3")
     cfg = make_cfg(*overrides)
     cfg["run_dir"] = str(tmp_path / "first")
