@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gnntrain.comm import network
 from gnntrain.errors import GnntrainError
 
 IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
@@ -82,13 +83,8 @@ def differing_keys(runs: list[Run]) -> list[str]:
 
 
 def network_label(summary: dict) -> str:
-    net = summary.get("network") or {"emulated": False}
-    if not net["emulated"]:
-        return "none"
-    text = f"{net['preset']} {net['bandwidth_gbps']:.3g} Gbit/s"
-    if net.get("calibration"):
-        text += f" (calibrated, share {net['calibration']['share']:g})"
-    return text
+    """The network a run ran under (runs from before the ``network`` key: the real transport)."""
+    return network.label(summary.get("network") or {"emulated": False})
 
 
 def figures(summary: dict) -> dict:

@@ -9,6 +9,7 @@ to the emulated link's speed; the meter records the link time each one cost.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -104,7 +105,14 @@ class Communicator:
 
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
-        return peer if self.group is None else dist.get_global_rank(self.group, peer)
+        return self.world_ranks[peer]
+
+    @functools.cached_property
+    def world_ranks(self) -> list[int]:
+        """The world rank of each rank of this group, in group order."""
+        if self.group is None:
+            return list(range(self.world_size))
+        return dist.get_process_group_ranks(self.group)
 
     def _hold_exchange(self, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
         """The emulated completion of a transfer starting now (bytes per peer of this group; this
@@ -123,7 +131,7 @@ class Communicator:
             return t
         dist.all_reduce(t, op=op, group=self.group)
         if self.network is not None:
-            hold = self.network.all_reduce(start, payload_bytes(t), [self._global(q) for q in range(self.world_size)])
+            hold = self.network.all_reduce(start, payload_bytes(t), self.world_ranks)
             hold.wait()
             self.meter.record_link(kind, hold.busy_s, hold.latency_s)
         self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)

@@ -125,15 +125,15 @@ def describe(cfg: dict) -> dict:
             "calibration": cfg.get("calibration")}
 
 
-def label(cfg: dict) -> str:
-    """One line naming the network, for console headers and tables."""
-    info = describe(cfg)
+def label(info: dict) -> str:
+    """One line naming the network described by :func:`describe` (as ``summary.json`` keeps
+    it), for console headers, reports and tables; ``none`` on the real transport."""
     if not info["emulated"]:
-        return "real transport (no emulated network)"
+        return "none"
     text = f"emulated {info['preset']}: {info['bandwidth_gbps']:.4g} Gbit/s, {info['latency_us']:g} us"
-    if cfg["gpus_per_node"]:
+    if info.get("gpus_per_node"):
         text += (f" between nodes; {info['intra_bandwidth_gbps']:.4g} Gbit/s, {info['intra_latency_us']:g} us "
                  f"within ({info['gpus_per_node']} workers per node)")
-    if info["calibration"]:
+    if info.get("calibration"):
         text += f"; calibrated to vanilla communication share {info['calibration']['share']:g}"
     return text

@@ -122,6 +122,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     data, partition_stats = job.data, job.stats
     loop = EpochLoop(cfg, ctx, job)
     mesh = ctx.mesh_axes()
+    network_info = network.describe(cfg["network"])
     run_dir = Path(cfg["run_dir"])
     epochs = cfg["train"]["epochs"]
     sinks: list[Any] = []
@@ -133,7 +134,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
-              f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(cfg['network'])}",
+              f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
               flush=True)
         sinks.append(JsonlSink(run_dir / "metrics.jsonl"))
         if cfg["wandb"]["mode"] != "disabled":
@@ -156,7 +157,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                 "strategy": cfg["strategy"]["name"],
                 "world_size": ctx.world_size,
                 "mesh": mesh,
-                "network": network.describe(cfg["network"]),
+                "network": network_info,
                 "num_nodes": data.num_nodes,
                 "num_edges": data.num_edges,
                 "metric": "f1_micro" if data.multilabel else "accuracy",
