@@ -112,7 +112,7 @@ def table_rows(runs: list[Run], root: Path) -> list[dict]:
     keys = differing_keys(runs)
     rows = []
     for run in runs:
-        row = {"run": str(run.path.relative_to(root)) or "."}
+        row = {"run": str(run.path.relative_to(root))}
         row.update({k: run.config.get(k) for k in keys})
         row.update(figures(run.summary))
         rows.append(row)
