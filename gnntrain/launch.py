@@ -145,7 +145,7 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     (the spawned workers' results stay in their processes: they write to the run dir)."""
     world_size = resolve_world_size(cfg)
     layout = job_layout(cfg, world_size)
-    job = prepare_job_data(cfg, layout.parts)
+    job = prepare_job_data(cfg, layout.parts, layout.parts_key)
     if under_torchrun():
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))

@@ -148,6 +148,30 @@ def trace_full_batch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
 
 
+def trace_gnnpipe(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
+    """Train the pipeline, recording per epoch the global loss, the gradients of this rank's
+    parameters as the optimizer steps, and the bytes by kind; written to
+    ``<trace_dir>/rank<r>.pt`` (when set) and returned."""
+    from gnntrain.strategies.gnnpipe import GNNPipe
+
+    strategy = GNNPipe(cfg, ctx, job)
+    names = {id(p): n for n, p in strategy.model.named_parameters()}
+    trace: dict = {"loss": [], "grads": [], "bytes": [], "stage": strategy.stage}
+    strategy.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
+        {names[id(p)]: p.grad.detach().clone() for p in strategy.params}))
+    for epoch in range(1, cfg["train"]["epochs"] + 1):
+        strategy.meter.reset()
+        loss = strategy.train_epoch(epoch)
+        if ctx.world_size > 1:
+            dist.all_reduce(loss)
+        trace["loss"].append(float(loss))
+        trace["bytes"].append(dict(strategy.meter.bytes))
+    strategy.finish()
+    if cfg.get("trace_dir"):
+        torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    return trace
+
+
 def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     """On every axis of the job's mesh, send this rank's world rank to the next rank of the
     axis and receive from the previous one, batched point-to-point; writes what arrived and
@@ -159,7 +183,7 @@ def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
         nxt, prev = (comm.rank + 1) % comm.world_size, (comm.rank - 1) % comm.world_size
         payload = torch.full((3,), float(ctx.rank))
         buffer = torch.empty(3)
-        received[axis] = comm.p2p_start([(nxt, payload)], [(prev, buffer)], "stage_fwd").wait()[0].tolist()
+        received[axis] = comm.p2p_start([(nxt, payload)], [(prev, buffer)], "pipe_fwd").wait()[0].tolist()
     torch.save({"received": received, "bytes": dict(meter.bytes), "wait": dict(meter.wait_s)},
                Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
 

@@ -65,4 +65,4 @@ def test_point_to_point_transfers_stay_on_their_mesh_axis(tmp_path) -> None:
     # mesh dp x gp = 2 x 2: gp groups {0, 1}, {2, 3}; dp groups {0, 2}, {1, 3}
     assert [t["received"]["gp"][0] for t in traces] == [1.0, 0.0, 3.0, 2.0]
     assert [t["received"]["dp"][0] for t in traces] == [2.0, 3.0, 0.0, 1.0]
-    assert all(t["bytes"] == {"stage_fwd": 2 * 3 * 4} for t in traces)
+    assert all(t["bytes"] == {"pipe_fwd": 2 * 3 * 4} for t in traces)

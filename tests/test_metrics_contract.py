@@ -52,7 +52,7 @@ def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path)
 
 
 def test_every_kind_has_a_category() -> None:
-    assert [category(k) for k in ("halo_fwd", "stage_bwd", "allreduce", "bn_stats_grad", "sample_index", "assign",
+    assert [category(k) for k in ("halo_fwd", "pipe_bwd", "allreduce", "bn_stats_grad", "sample_index", "assign",
                                   "eval_halo_fwd", "diag_halo_bwd")] == [
         "data", "data", "sync", "sync", "control", "control", "eval", "diag"]
     with pytest.raises(KeyError, match="declare it"):

@@ -103,6 +103,35 @@ class Communicator:
                                    {peer: payload_bytes(t) for peer, t in recvs})
         return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind, hold=hold)
 
+    def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
+        """Start sending ``tensors`` to ``peer`` (a rank of this group), one-sided: the peer
+        receives them with :meth:`recv_start` whenever it gets there (a pipeline stage's
+        activations). The payload bytes are counted now.
+
+        Under an emulated network the sender's link times the transfer, and the emulated arrival
+        time travels with the payload as one float64 (the emulator's clock, not counted: no
+        real link carries it), so the receiver is held back to it however late it posted its
+        receive. ``perf_counter`` is one clock for every process of a machine, which is where
+        emulated networks run."""
+        tensors = [t.contiguous() for t in tensors]
+        nbytes = sum(payload_bytes(t) for t in tensors)
+        self.meter.record(kind, nbytes, 0.0, 0.0)
+        hold = self._hold_exchange({peer: nbytes}, {})
+        stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
+        ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for t in tensors + stamp]
+        return InFlight(None, tensors + stamp, dist.batch_isend_irecv(ops), self.meter, kind, hold=hold)
+
+    def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
+        """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
+        returns the buffers (and, under an emulated network, holds until the sender's emulated
+        arrival time)."""
+        stamp = None
+        if self.network is not None and self.world_size > 1:
+            stamp = torch.empty(1, dtype=torch.float64, device=self.device)
+        ops = [dist.P2POp(dist.irecv, t, self._global(peer), self.group)
+               for t in buffers + ([] if stamp is None else [stamp])]
+        return InFlight(buffers, None, dist.batch_isend_irecv(ops), self.meter, kind, stamp=stamp)
+
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
         return self.world_ranks[peer]
@@ -152,16 +181,20 @@ class Communicator:
 
 
 class InFlight:
-    """A transfer started by :meth:`Communicator.all_to_all_start` or
-    :meth:`Communicator.p2p_start`. Its lifetime runs from the start to its completion (marked
-    by a callback on the works' futures where the backend offers them, else to the end of the
-    wait; under an emulated network, no earlier than the emulated completion ``hold``)."""
+    """A transfer started by :meth:`Communicator.all_to_all_start`, :meth:`~Communicator.p2p_start`,
+    :meth:`~Communicator.send_start` or :meth:`~Communicator.recv_start`. Its lifetime runs from
+    the start to its completion (marked by a callback on the works' futures where the backend
+    offers them, else to the end of the wait; under an emulated network, no earlier than the
+    emulated completion: ``hold`` on the sender's side, the sender's ``stamp`` on a one-sided
+    receive)."""
 
     def __init__(self, recv: Any, send: Any, works: list, meter: CommMeter, kind: str,
-                 decode: Callable[[Any], Any] | None = None, hold: Hold | None = None) -> None:
+                 decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
+                 stamp: torch.Tensor | None = None) -> None:
         self.recv, self.send, self.works, self.meter, self.kind = recv, send, works, meter, kind
         self.decode = decode
         self.hold = hold
+        self.stamp = stamp
         self.start = time.perf_counter()
         self.done_at: float | None = None
         if works:
@@ -186,6 +219,10 @@ class InFlight:
             self.hold.wait()
             done_at = max(done_at, self.hold.ready_at)
             self.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
+        if self.stamp is not None:
+            arrival = float(self.stamp)
+            Hold(arrival, 0.0, 0.0).wait()
+            done_at = max(done_at, arrival)
         end = time.perf_counter()
         self.meter.record(self.kind, 0, end - begin, done_at - self.start)
         self.send = None

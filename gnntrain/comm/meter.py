@@ -16,6 +16,8 @@ time or byte count means the same thing whichever strategy produced it:
   norm);
 * ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces;
 * ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
+* traffic that fills historical embeddings before the first epoch trains (GNNPipe's warm-up
+  pass, recorded as ``history_<kind>``) is ``data``: the method moves it to compute;
 * ``diag`` — extra traffic for diagnostics (recorded as ``diag_<kind>``), never part of
   training's ``comm_bytes``.
 """
@@ -29,15 +31,15 @@ from typing import Iterator
 KIND_CATEGORIES: dict[str, str] = {
     "halo_fwd": "data",
     "halo_bwd": "data",
-    "stage_fwd": "data",
-    "stage_bwd": "data",
+    "pipe_fwd": "data",
+    "pipe_bwd": "data",
     "allreduce": "sync",
     "bn_stats": "sync",
     "bn_stats_grad": "sync",
     "sample_index": "control",
     "assign": "control",
 }
-PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag"}
+PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data"}
 CATEGORIES = ("data", "sync", "control", "eval", "diag")
 TRAINING_CATEGORIES = ("data", "sync", "control")
 

@@ -11,6 +11,7 @@ import torch
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
+from gnntrain.errors import ConfigError
 
 
 @dataclass
@@ -28,10 +29,14 @@ def dataset_key(dataset_cfg: dict) -> str:
     return f"{dataset_cfg['name']}-{digest}"
 
 
-def prepare_job_data(cfg: dict, parts: int) -> JobData:
-    """Load the dataset and its (cached) partition into ``parts`` parts."""
+def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts") -> JobData:
+    """Load the dataset and its (cached) partition into ``parts`` parts; ``parts_key`` names the
+    setting that asked for them when the graph has fewer nodes."""
     cache_dir = cfg["partition"]["cache_dir"]
     data = load_dataset(cfg["dataset"], cache_dir)
+    if parts > data.num_nodes:
+        raise ConfigError(f"{parts_key}={parts} asks for {parts} parts of dataset {cfg['dataset']['name']}, which has "
+                          f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
     part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"],
                                      parts, cfg["seed"], cache_dir)
     return JobData(data, part, partition_stats(data, part, parts), cached)

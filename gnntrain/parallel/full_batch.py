@@ -24,6 +24,41 @@ from gnntrain.models.gnn import HaloSource
 SPLITS = ("train", "val", "test")
 
 
+def loss_share(out: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, num_train: int,
+               multilabel: bool) -> torch.Tensor:
+    """The share of the full-graph mean training loss of the rows ``mask`` selects: their summed
+    cross-entropy (binary cross-entropy per label for multilabel data) over the global number of
+    training nodes (times labels)."""
+    if multilabel:
+        total = F.binary_cross_entropy_with_logits(out[mask], y[mask], reduction="sum")
+        return total / (num_train * y.shape[1])
+    return F.cross_entropy(out[mask], y[mask], reduction="sum") / num_train
+
+
+def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], multilabel: bool) -> torch.Tensor:
+    """Per mask: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro; float64."""
+    counts = []
+    for mask in masks:
+        if multilabel:
+            pred, true = out[mask] > 0, y[mask] > 0.5
+            tp = (pred & true).sum()
+            counts += [2 * tp, 2 * tp + (pred & ~true).sum() + (~pred & true).sum()]
+        else:
+            counts += [(out[mask].argmax(-1) == y[mask]).sum(), mask.sum()]
+    return torch.stack(counts).double()
+
+
+def all_reduce_gradients(params: list[torch.nn.Parameter], comm: Communicator) -> None:
+    """Sum the gradients of ``params`` over ``comm``'s ranks, in one flat all-reduce."""
+    params = [p for p in params if p.requires_grad]
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    comm.all_reduce(flat, "allreduce")
+    offset = 0
+    for p in params:
+        p.grad.copy_(flat[offset: offset + p.numel()].view_as(p))
+        offset += p.numel()
+
+
 class FullBatchStep:
     """Model, optimizer and the loss share of one rank.
 
@@ -52,11 +87,7 @@ class FullBatchStep:
 
     def local_loss(self, out: torch.Tensor) -> torch.Tensor:
         """This rank's share of the full-graph mean training loss."""
-        mask = self.masks["train"]
-        if self.multilabel:
-            total = F.binary_cross_entropy_with_logits(out[mask], self.y[mask], reduction="sum")
-            return total / (self.num_train * self.y.shape[1])
-        return F.cross_entropy(out[mask], self.y[mask], reduction="sum") / self.num_train
+        return loss_share(out, self.y, self.masks["train"], self.num_train, self.multilabel)
 
     def forward_backward(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         """Forward over ``graph`` (the local graph or a sample of it with the same inner
@@ -68,13 +99,7 @@ class FullBatchStep:
         return loss.detach()
 
     def all_reduce_gradients(self) -> None:
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        self.sync.all_reduce(flat, "allreduce")
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset: offset + p.numel()].view_as(p))
-            offset += p.numel()
+        all_reduce_gradients(list(self.model.parameters()), self.sync)
 
     def train(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         """One step: forward, backward, gradient sum, optimizer step; returns the local loss."""
@@ -93,13 +118,4 @@ class FullBatchStep:
 
     def local_eval_counts(self, halo: HaloSource) -> torch.Tensor:
         """Per split: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro."""
-        out = self.local_outputs(halo)
-        counts = []
-        for mask in self.masks.values():
-            if self.multilabel:
-                pred, true = out[mask] > 0, self.y[mask] > 0.5
-                tp = (pred & true).sum()
-                counts += [2 * tp, 2 * tp + (pred & ~true).sum() + (~pred & true).sum()]
-            else:
-                counts += [(out[mask].argmax(-1) == self.y[mask]).sum(), mask.sum()]
-        return torch.stack(counts).double()
+        return score_counts(self.local_outputs(halo), self.y, list(self.masks.values()), self.multilabel)

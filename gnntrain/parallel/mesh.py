@@ -27,6 +27,8 @@ class Layout:
     """Mesh axis name -> size, outermost first."""
     parts: int
     """Graph partitions the strategy's data layout needs (1: the whole graph on every rank)."""
+    parts_key: str = "cluster.world_size"
+    """The config key that sets ``parts``, for errors."""
 
     @property
     def size(self) -> int:

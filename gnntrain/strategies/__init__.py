@@ -4,7 +4,10 @@
   whole model; the methods differ in how a layer obtains its halo rows (``vanilla``,
   ``pipegcn``, ``bns``/``bes``/``dropedge``, ``adaqp``);
 * :mod:`~gnntrain.strategies.data_parallel` — replicas of the model over the whole graph (or
-  over graph-parallel groups), each training on its share of the training nodes.
+  over graph-parallel groups), each training on its share of the training nodes;
+* :mod:`~gnntrain.strategies.gnnpipe` — pipeline parallelism: every rank owns a slice of the
+  model's layers over the whole graph (or, hybrid, over its group's part of it), the graph cut
+  into chunks that flow through the stages.
 
 A family module exposes ``STRATEGIES`` (strategy name -> class implementing
 :class:`~gnntrain.strategies.base.Strategy`), ``SCHEMAS`` (config schemas, stored as
@@ -16,10 +19,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from gnntrain.errors import ConfigError
-from gnntrain.strategies import data_parallel, graph_parallel
+from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel
 from gnntrain.strategies.base import Strategy
 
-FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel)
+FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel, gnnpipe)
 STRATEGIES: dict[str, type[Strategy]] = {name: cls for family in FAMILIES for name, cls in family.STRATEGIES.items()}
 
 

@@ -1,0 +1,279 @@
+"""GNNPipe (Chen et al., 2023): layer-level pipeline parallelism over graph chunks, with
+historical embeddings, and its hybrid with graph parallelism (``strategy=gnnpipe``).
+
+Process layout: a ``pp x gp`` mesh, ``strategy.stages`` S pipeline stages of
+``strategy.graph_parallel`` G ranks (``gp`` innermost, so a stage's group is on one node where
+workers fill nodes in rank order, as Sec. 3.2.3 advises). Stage ``s`` owns a consecutive slice
+of the model's blocks (:mod:`gnntrain.parallel.stages`) and, per owned layer, the input rows of
+every node of its member graph, current and historical (:mod:`gnntrain.parallel.history`).
+
+Data layout: K = ``strategy.chunks`` chunks (default 4 S, as the paper's K = 4M) by the job's
+METIS partition; each chunk cut G ways within a stage's group (:mod:`gnntrain.data.chunks`).
+
+One epoch (Algorithm 1, GPipe-like; one rank's view):
+
+1. chunk order: a seeded shuffle per epoch (trick 1, ``shuffle``) or ``0..K-1``;
+2. forward, chunk by chunk: receive the chunk's activations (and the ``extra`` entries later
+   blocks read, e.g. GCNII's ``h0``) from the previous stage, run the stage's blocks on the
+   chunk, where each layer reads current rows of chunks already processed this epoch and
+   historical rows of the rest, send the result to the next stage; the last stage adds the
+   chunk's loss share;
+3. backward, chunks in reverse order: receive the output gradient from the next stage, one
+   ``autograd.backward`` for the chunk (with what later chunks sent its rows), send the input
+   gradient to the previous stage;
+4. gradient all-reduce within the stage's group (hybrid only; a pure pipeline's stages share no
+   parameter), one optimizer step: full-batch semantics.
+
+History: before epoch 1 a fresh forward pass with the initial weights (evaluation mode: no
+dropout) fills it (our choice; the paper does not say; its traffic is recorded as
+``history_*`` in epoch 1). With ``fixed_history`` (trick 3) epoch ``t`` reads the values of
+epoch ``alpha floor((t-1)/alpha)``: the history is refreshed at the end of every epoch that is
+a multiple of ``alpha``; without it, at the end of every epoch. ``detach_history`` is trick 2.
+With K = 1 nothing is historical and an epoch equals single-process full-graph training.
+
+Evaluation is a fresh full-graph forward through the stages (no stale row). Bytes: ``pipe_fwd``
+and ``pipe_bwd`` between stages; ``halo_fwd``/``halo_bwd`` and ``allreduce`` within groups.
+``bubble_share``: the mean over ranks of the epoch's share spent blocked on a neighbouring
+stage (Fig. 8's bubble, with any transfer still under way).
+
+The schedule is written over the communicator's point-to-point transfers rather than
+``torch.distributed.pipelining``: its micro-batches are independent (a micro-batch's backward
+starts from its own output gradient alone), while a chunk here reads the current rows of
+earlier chunks on the same stage, so chunk ``j``'s backward needs the gradients that every
+later chunk's backward sent it, and a stage of a hybrid runs collectives (halo exchanges)
+within its group in the middle of a micro-batch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
+from gnntrain.config.schema import StrategyConfig, check
+from gnntrain.data import JobData
+from gnntrain.data.chunks import split_chunks
+from gnntrain.errors import ConfigError
+from gnntrain.graph import build_local_graph
+from gnntrain.models import build_model
+from gnntrain.parallel.full_batch import all_reduce_gradients, loss_share, score_counts
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.parallel.history import ChunkHalo, FreshHalo, LayerHistory, carve_chunk
+from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.parallel.stages import StageLink, stage_boundaries, stage_of_blocks
+
+
+@dataclass
+class GNNPipeConfig(StrategyConfig):
+    """``stages`` (null: workers / ``graph_parallel``), ``chunks`` (null: 4 x stages),
+    ``graph_parallel`` ranks per stage; the tricks of Sec. 3.2.4: ``shuffle`` the chunk order
+    every epoch, ``detach_history`` (no gradient into historical rows), ``fixed_history``
+    (refresh the history every ``alpha`` epochs instead of every epoch); ``seed`` drives the
+    shuffles."""
+
+    stages: Optional[int] = None
+    chunks: Optional[int] = None
+    graph_parallel: int = 1
+    shuffle: bool = True
+    detach_history: bool = True
+    fixed_history: bool = True
+    alpha: int = 23
+    seed: int = 0
+
+
+SCHEMAS = {"gnnpipe": GNNPipeConfig}
+
+
+def validate(strategy: dict) -> None:
+    for key in ("stages", "chunks"):
+        if strategy[key] is not None:
+            check(f"strategy.{key}", strategy[key], strategy[key] >= 1, ">= 1 (or null for the default)")
+    check("strategy.graph_parallel", strategy["graph_parallel"], strategy["graph_parallel"] >= 1, ">= 1")
+    check("strategy.alpha", strategy["alpha"], strategy["alpha"] >= 1, ">= 1")
+
+
+def pipeline_shape(cfg: dict, world_size: int) -> tuple[int, int, int]:
+    """(stages, graph_parallel, chunks) of ``cfg`` on ``world_size`` workers; ConfigError where
+    they do not fit the workers or the model."""
+    strategy, layers = cfg["strategy"], cfg["model"]["layers"]
+    group = strategy["graph_parallel"]
+    stages = strategy["stages"] or max(world_size // group, 1)
+    if stages * group != world_size:
+        fits = [f"{s}x{world_size // s}" for s in range(1, world_size + 1) if world_size % s == 0]
+        raise ConfigError(f"strategy.stages={stages} x strategy.graph_parallel={group} = {stages * group} ranks, but "
+                          f"the job has {world_size} workers; valid: stages x graph_parallel = {world_size} "
+                          f"({', '.join(fits)})")
+    if stages > layers:
+        raise ConfigError(f"strategy.stages={stages} exceeds model.layers={layers}: every stage owns at least one "
+                          f"message-passing layer; valid: 1..{layers}")
+    chunks = strategy["chunks"] or 4 * stages
+    if cfg["model"]["norm"] == "batch" and chunks > 1:
+        raise ConfigError(f"model.norm=batch with strategy.chunks={chunks} would normalise each chunk by its own "
+                          "statistics; valid: model.norm=none or layer (or strategy.chunks=1)")
+    return stages, group, chunks
+
+
+class GNNPipe:
+    @staticmethod
+    def layout(cfg: dict, world_size: int) -> Layout:
+        stages, group, chunks = pipeline_shape(cfg, world_size)
+        return Layout({"pp": stages, "gp": group}, parts=chunks, parts_key="strategy.chunks")
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        scfg = cfg["strategy"]
+        self.meter = CommMeter()
+        self.gp = Communicator.of_mesh_axis(ctx, "gp", self.meter)
+        pp = Communicator.of_mesh_axis(ctx, "pp", self.meter)
+        self.world = Communicator.of_world(ctx, self.meter)
+        self.stages, group, self.num_chunks = pipeline_shape(cfg, ctx.world_size)
+        self.stage = pp.rank
+        self.first, self.last = self.stage == 0, self.stage == self.stages - 1
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        data = job.data
+        self.multilabel, self.num_train = data.multilabel, int(data.train_mask.sum())
+
+        member = split_chunks(data, job.part, self.num_chunks, group, scfg["seed"])
+        self.graph = build_local_graph(data, member, self.gp.rank, group, dtype).to(ctx.device)
+        self.y = self.graph.y.to(dtype) if self.multilabel else self.graph.y
+        chunk_of_local = job.part.to(ctx.device)[self.graph.global_ids]
+        self.views = [carve_chunk(self.graph, chunk_of_local, k) for k in range(self.num_chunks)]
+        self.exchanges = [HaloExchange(v.graph, self.gp) if group > 1 else None for v in self.views]
+        self.member_exchange = HaloExchange(self.graph, self.gp) if group > 1 else None
+
+        torch.manual_seed(cfg["seed"])
+        self.model = build_model(cfg["model"], data.num_features, data.num_classes,
+                                 lambda t: self.gp.all_sum(t, "bn_stats")).to(ctx.device, dtype)
+        blocks = self.model.blocks
+        owner = stage_of_blocks(blocks, cfg["model"]["layers"], self.stages)
+        self.mine = [i for i, s in enumerate(owner) if s == self.stage]
+        self.link = StageLink(pp, self.stage, stage_boundaries(self.model, owner, data.num_features, dtype,
+                                                               ctx.device))
+        params = list({id(p): p for i in self.mine for p in blocks[i].parameters()}.values())
+        self.params = params
+        tcfg = cfg["train"]
+        opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
+        self.optimizer = opt_cls(params, lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+
+        widths = self.model.input_widths
+        like = self.graph.x
+        self.tables = {blocks[i].layer: LayerHistory(self.graph.num_local, widths[blocks[i].layer], like,
+                                                     not scfg["detach_history"])
+                       for i in self.mine if blocks[i].layer is not None}
+        self.processed = torch.zeros(self.graph.num_local, dtype=torch.bool, device=ctx.device)
+        self.shuffle, self.seed = scfg["shuffle"], scfg["seed"]
+        self.refresh_every = scfg["alpha"] if scfg["fixed_history"] else 1
+        self.bubble_share = 0.0
+
+    # -- one stage's share of a pass ------------------------------------------------------
+
+    def _stage_forward(self, h: torch.Tensor, extra: dict, graph, halo) -> tuple[torch.Tensor, dict]:
+        blocks = self.model.blocks
+        for i in self.mine:
+            h, extra = blocks[i](h, extra, graph, halo)
+        return h, extra
+
+    def _receive_input(self, rows: torch.Tensor, requires_grad: bool) -> tuple[torch.Tensor, dict]:
+        """The stage input of ``rows`` (member-graph inner rows): features on the first stage,
+        the previous stage's activations elsewhere."""
+        if self.first:
+            return self.graph.x[rows], {}
+        boundary = self.link.incoming
+        tensors = self.link.receive(True, boundary.buffers(rows.numel(), self.graph.x))
+        return boundary.unpack([t.requires_grad_(requires_grad) for t in tensors])
+
+    @torch.no_grad()
+    def _fresh_pass(self, record: bool) -> torch.Tensor | None:
+        """A full forward over the member graph with no stale row, through every stage (every
+        rank calls it); the last stage's outputs. ``record``: fill the history."""
+        rows = torch.arange(self.graph.num_inner, device=self.graph.device)
+        h, extra = self._receive_input(rows, False)
+        h, extra = self._stage_forward(h, extra, self.graph,
+                                       FreshHalo(self.member_exchange, self.tables if record else None))
+        if self.last:
+            return h
+        self.link.send(True, self.link.outgoing.pack(h, extra))
+        self.link.flush()
+        return None
+
+    # -- strategy interface --------------------------------------------------------------
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        start = time.perf_counter()
+        self.link.waited_s = 0.0
+        if epoch == 1:
+            self.model.eval()
+            with self.meter.tagged("history_"):
+                self._fresh_pass(record=True)
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=False)
+        for table in self.tables.values():
+            table.begin_epoch()
+        self.processed.zero_()
+        order = list(range(self.num_chunks))
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            order = torch.randperm(self.num_chunks, generator=generator).tolist()
+
+        loss = self.graph.x.new_zeros(())
+        passes = []
+        for k in order:
+            view = self.views[k]
+            self.processed[view.rows] = True
+            self.processed[view.fresh] = True
+            inputs = self._receive_input(view.rows, True)
+            halo = ChunkHalo(view, self.tables, self.processed, self.exchanges[k])
+            h, extra = self._stage_forward(*inputs, view.graph, halo)
+            if self.last:
+                rows = view.rows
+                outputs = [loss_share(h, self.y[rows], view.graph.train_mask, self.num_train, self.multilabel)]
+                loss += outputs[0].detach()
+            else:
+                outputs = self.link.outgoing.pack(h, extra)
+                self.link.send(True, outputs)
+            passes.append((view, inputs, outputs, halo))
+
+        for view, inputs, outputs, halo in reversed(passes):
+            if self.last:
+                grads = [torch.ones_like(outputs[0])]
+            else:
+                grads = self.link.receive(False, self.link.outgoing.buffers(view.rows.numel(), self.graph.x))
+            roots, root_grads = halo.backward_roots()
+            tensors = [(t, g) for t, g in zip(outputs + roots, grads + root_grads) if t.requires_grad]
+            torch.autograd.backward([t for t, _ in tensors], [g for _, g in tensors])
+            if not self.first:
+                h_in, extra_in = inputs
+                leaves = self.link.incoming.pack(h_in, extra_in)
+                self.link.send(False, [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves])
+        self.link.flush()
+        if self.gp.world_size > 1:
+            all_reduce_gradients(self.params, self.gp)
+        self.optimizer.step()
+        for table in self.tables.values():
+            table.end_epoch(epoch % self.refresh_every == 0)
+        self.bubble_share = self.link.waited_s / (time.perf_counter() - start)
+        return loss
+
+    def evaluate(self) -> torch.Tensor:
+        self.model.eval()
+        with self.meter.tagged("eval_"):
+            out = self._fresh_pass(record=False)
+        if not self.last:
+            return torch.zeros(6, dtype=torch.float64, device=self.graph.device)
+        g = self.graph
+        return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
+
+    def epoch_metrics(self) -> dict[str, float]:
+        share = torch.tensor([self.bubble_share], dtype=torch.float64, device=self.graph.device)
+        self.world.reduce_untracked(share, dist.ReduceOp.SUM)
+        return {"bubble_share": float(share) / self.world.world_size}
+
+    def finish(self) -> None:
+        self.link.flush()
+
+
+STRATEGIES = {"gnnpipe": GNNPipe}
