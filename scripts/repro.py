@@ -10,7 +10,7 @@ ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's
 emulated and calibrated to the paper's communication share; accuracy on Cora);
 ``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
 accuracy columns come from the same runs.
-Usage: ``python scripts/repro.py pipegcn|bns|adaqp [--scale small|paper]``.
+Usage: ``python scripts/repro.py pipegcn|bns|adaqp|gnnpipe [--scale small|paper]``.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ of 500): adaptive widths are in use from epoch 6 on, and the assignment's cost, 
 the epochs it runs in, weighs 10x the paper's."""
 ADAQP_2M2D = ["cluster.world_size=4", "network=two_level", "network.calibrate_share=0.75"]
 
+GNNPIPE_ACCURACY = ["experiment=gnnpipe_accuracy", "seed=0,1,2"]
+
 SWEEPS: dict[str, dict[str, list[str]]] = {
     "pipegcn": {
         "speed": ["experiment=pipegcn_table4", "cluster.world_size=2,4", "strategy=vanilla,pipegcn"],
@@ -61,16 +63,38 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_adaqp_2bit": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
         "accuracy_adaqp": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=uniform,adaptive"],
     },
+    "gnnpipe": {
+        "volume_graph": ["experiment=gnnpipe_table4", "model=gcn,sage,gcnii", "strategy=vanilla"],
+        "volume_pipe": ["experiment=gnnpipe_table4", "model=gcn,sage,gcnii", "strategy=gnnpipe",
+                        "strategy.graph_parallel=1,2"],
+        "time_graph": ["experiment=gnnpipe_table3", "model=gcn,sage,gcnii", "strategy=vanilla"],
+        "time_pipe": ["experiment=gnnpipe_table3", "model=gcn,sage,gcnii", "strategy=gnnpipe",
+                      "strategy.graph_parallel=1,2"],
+        "accuracy_graph": [*GNNPIPE_ACCURACY, "dataset=cora,squirrel", "strategy=vanilla"],
+        "tricks_all": [*GNNPIPE_ACCURACY, "dataset=cora,squirrel", "strategy=gnnpipe"],
+        "tricks_none": [*GNNPIPE_ACCURACY, "dataset=cora,squirrel", "strategy=gnnpipe", "strategy.shuffle=false",
+                        "strategy.detach_history=false", "strategy.fixed_history=false"],
+        "tricks_no_shuffle": [*GNNPIPE_ACCURACY, "dataset=cora", "strategy=gnnpipe", "strategy.shuffle=false"],
+        "tricks_no_detach": [*GNNPIPE_ACCURACY, "dataset=cora", "strategy=gnnpipe", "strategy.detach_history=false"],
+        "tricks_no_fixed": [*GNNPIPE_ACCURACY, "dataset=cora", "strategy=gnnpipe", "strategy.fixed_history=false"],
+    },
 }
+ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy")
 
 
 def paper_sized(overrides: list[str]) -> list[str] | None:
-    """A small sweep's paper-sized form: the ``_paper`` preset; None for the Cora accuracy
-    sweeps (paper-sized runs report their own accuracy)."""
-    if "experiment=accuracy" in overrides:
+    """A small sweep's paper-sized form: the ``_paper`` preset where there is one (a preset
+    without one is paper-sized already); None for the CPU-sized accuracy sweeps (paper-sized
+    runs report their own accuracy)."""
+    if any(preset in overrides for preset in ACCURACY_PRESETS):
         return None
-    return [f"{o}_paper" if o.startswith("experiment=") else o for o in overrides
-            if not o.startswith("network")]
+    sized = []
+    for o in overrides:
+        if o.startswith("experiment=") and (REPO / "conf" / "experiment" / f"{o.split('=')[1]}_paper.yaml").is_file():
+            o = f"{o}_paper"
+        if not o.startswith("network"):
+            sized.append(o)
+    return sized
 
 
 def run_sweep(name: str, overrides: list[str], out: Path) -> None:

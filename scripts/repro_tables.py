@@ -9,6 +9,7 @@ communication could at best give ``1 / max(s, 1 - s)``.
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import mean, stdev
 from typing import Callable
 
 import matplotlib
@@ -47,17 +48,21 @@ def fmt(value: float | None, spec: str = ".3g", suffix: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{suffix}"
 
 
-def setting_line(run: Run) -> str:
+def setting_line(run: Run, model: bool = True) -> str:
     s = run.summary
-    return (f"{s['dataset']} ({s['num_nodes']} nodes, {s['num_edges']} edges), {s['model']}, "
-            f"network: {network_label(s)}")
+    return (f"{s['dataset']} ({s['num_nodes']} nodes, {s['num_edges']} edges), "
+            f"{s['model'] + ', ' if model else ''}network: {network_label(s)}")
 
 
-def curves(series: dict[str, Run], path: Path, title: str) -> None:
+def curves(series: dict[str, Run | list[Run]], path: Path, title: str) -> None:
+    """Validation accuracy per epoch, one line per label: a run's, or the mean of several runs'
+    (seeds) at the epochs they all evaluated."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    for label, run in series.items():
-        evaluated = [r for r in run.records if r["val_acc"] is not None]
-        ax.plot([r["epoch"] for r in evaluated], [r["val_acc"] * 100 for r in evaluated], label=label)
+    for label, runs in series.items():
+        runs = runs if isinstance(runs, list) else [runs]
+        scores = [{r["epoch"]: r["val_acc"] for r in run.records if r["val_acc"] is not None} for run in runs]
+        epochs = sorted(set.intersection(*(set(s) for s in scores)))
+        ax.plot(epochs, [mean([s[e] * 100 for s in scores]) for e in epochs], label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation accuracy (%)")
     ax.set_title(title)
@@ -221,4 +226,153 @@ def _adaqp_row(name: str, run: Run, vanilla: Run, acc: Run | None, paper: str) -
             "test acc (%) (Cora)": fmt(test_score(acc), ".2f"), "paper speed-up": paper}
 
 
-TABLES: dict[str, Callable[[dict[str, list[Run]], Path, str], str]] = {"pipegcn": pipegcn, "bns": bns, "adaqp": adaqp}
+GNNPIPE_PAPER = {"gcn": {"volume": (4.43, 0.27, 1.38), "time": (0.19, 0.08, 0.11)},
+                 "sage": {"volume": (6.10, 0.27, 1.61), "time": (0.27, 0.15, 0.19)},
+                 "gcnii": {"volume": (4.53, 0.54, 1.51), "time": (0.20, 0.11, 0.14)}}
+"""GNNPipe Tables 4 (GB per epoch) and 3 (s per epoch) on Squirrel: graph parallelism, pipeline
+(8 stages), hybrid (4 x 2)."""
+LAYOUTS = {"graph": "graph-parallel", "pipeline": "pipeline", "hybrid": "hybrid"}
+GIB = 2**30
+
+
+def _layout(run: Run) -> str:
+    if run.config["strategy.name"] != "gnnpipe":
+        return "graph"
+    return "pipeline" if run.config["strategy.graph_parallel"] == 1 else "hybrid"
+
+
+def _by_layout(runs: list[Run], model: str) -> dict[str, Run]:
+    return {_layout(r): r for r in runs if r.config["model.name"] == model}
+
+
+def data_bytes(run: Run) -> float:
+    """Mean bytes per epoch of a run's training data traffic between ranks (halo rows, stage
+    activations and their gradients; the history warm-up of epoch 1 excluded)."""
+    kinds = run.summary["mean_comm_bytes_by_kind"]
+    return sum(kinds.get(k, 0) for k in ("halo_fwd", "halo_bwd", "pipe_fwd", "pipe_bwd"))
+
+
+def _mean_sd(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{mean(values):.2f} ± {stdev(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+
+
+def gnnpipe(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
+    return "\n".join([_gnnpipe_volume(runs["volume_graph"] + runs["volume_pipe"]),
+                      _gnnpipe_time(runs["time_graph"] + runs["time_pipe"], out)]
+                     + ([_gnnpipe_accuracy(runs, out)] if "tricks_all" in runs else []))
+
+
+def _gnnpipe_volume(runs: list[Run]) -> str:
+    rows = []
+    for model, paper in GNNPIPE_PAPER.items():
+        found = _by_layout(runs, model)
+        if "pipeline" not in found or "graph" not in found:
+            continue
+        pipe = found["pipeline"].summary
+        stages, width = pipe["mesh"]["pp"], found["pipeline"].config["model.hidden"]
+        analytic = 2 * (stages - 1) * pipe["num_nodes"] * width * 4 * (2 if model == "gcnii" else 1)
+        ours = {name: data_bytes(run) / GIB for name, run in found.items()}
+        g, p, h = paper["volume"]
+        rows.append({"model": model, **{f"{LAYOUTS[k]} GiB": fmt(ours.get(k), ".4g") for k in LAYOUTS},
+                     "2(S-1)NH GiB": fmt(analytic / GIB, ".4g"),
+                     "graph / pipeline": fmt(ours["graph"] / ours["pipeline"], ".1f", "x"),
+                     "graph / hybrid": fmt(ours["graph"] / ours["hybrid"], ".1f", "x") if "hybrid" in ours else "-",
+                     "paper graph / pipeline / hybrid GB": f"{g} / {p} / {h}",
+                     "paper graph / pipeline": fmt(g / p, ".1f", "x"),
+                     "graph all-reduce GiB": fmt(found["graph"].summary["mean_comm_bytes_by_kind"].get("allreduce", 0)
+                                                 / GIB, ".3g")})
+    setting = setting_line(runs[0], model=False)
+    return (f"## GNNPipe Table 4: communication volume per epoch\n\nSetting: {setting}, "
+            f"{runs[0].config['model.layers']} layers x {runs[0].config['model.hidden']} hidden, "
+            f"{runs[0].config['cluster.world_size']} workers: graph parallelism on as many METIS parts, pipeline "
+            f"8 x 1, hybrid 4 x 2; chunks 4 x stages. Volume: halo rows and stage activations with their "
+            f"gradients, float32 (the all-reduce of the graph-parallel baseline's gradients is listed apart; "
+            f"the pipeline has none).\n\n{markdown(rows)}\n")
+
+
+def _gnnpipe_time(runs: list[Run], out: Path) -> str:
+    rows, breakdown = [], {}
+    for model, paper in GNNPIPE_PAPER.items():
+        found = _by_layout(runs, model)
+        if "graph" not in found:
+            continue
+        epoch = {k: r.summary["mean_epoch_time"] for k, r in found.items()}
+        g, p, h = paper["time"]
+        rows.append({"model": model, **{f"{LAYOUTS[k]} s": fmt(epoch.get(k), ".3g") for k in LAYOUTS},
+                     "graph / pipeline": fmt(epoch["graph"] / epoch["pipeline"], ".2f", "x") if "pipeline" in epoch
+                     else "-",
+                     "graph / hybrid": fmt(epoch["graph"] / epoch["hybrid"], ".2f", "x") if "hybrid" in epoch else "-",
+                     "paper graph / pipeline / hybrid s": f"{g} / {p} / {h}",
+                     "paper graph / pipeline": fmt(g / p, ".2f", "x")})
+        for name, run in found.items():
+            s = run.summary
+            bubble = s["mean_strategy_metrics"].get("bubble_share", 0.0) * s["mean_epoch_time"]
+            comm = s["mean_epoch_time"] - s["mean_compute_time"] - bubble
+            breakdown[f"{model} {name}"] = {"compute": s["mean_compute_time"], "communication": comm,
+                                             "bubble": bubble}
+    _stacked(breakdown, out / "breakdown.png")
+    return (f"## GNNPipe Table 3 / Fig. 8: epoch time on deep models\n\nSetting: {setting_line(runs[0], model=False)} "
+            f"(each model's links calibrated to its own graph-parallel run, so the bandwidth differs per model), "
+            f"{runs[0].config['model.layers']} layers x {runs[0].config['model.hidden']} hidden, "
+            f"{runs[0].config['cluster.world_size']} workers (pipeline {runs[0].config['cluster.world_size']} x 1, "
+            f"hybrid {runs[0].config['cluster.world_size'] // 2} x 2). Mean epoch time after the first "
+            f"{runs[0].config['train.warmup_epochs']}.\n\n{markdown(rows)}\n"
+            f"Breakdown (Fig. 8's shape): compute; communication = exposed waits less the bubble; bubble = "
+            f"time blocked on a neighbouring stage (mean over ranks, so the parts are approximate).\n\n"
+            f"![breakdown](breakdown.png)\n")
+
+
+def _stacked(parts: dict[str, dict[str, float]], path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = [0.0] * len(parts)
+    for key in ("compute", "communication", "bubble"):
+        values = [p[key] for p in parts.values()]
+        ax.bar(range(len(parts)), values, bottom=bottom, label=key)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(parts)), list(parts), rotation=30, ha="right", fontsize="small")
+    ax.set_ylabel("s per epoch")
+    ax.set_title("GNNPipe Fig. 8 in shape: epoch time breakdown")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+TRICK_VARIANTS = {"all tricks": "tricks_all", "no shuffling": "tricks_no_shuffle",
+                  "historical gradients": "tricks_no_detach", "no fixed history": "tricks_no_fixed",
+                  "no tricks": "tricks_none"}
+
+
+def _gnnpipe_accuracy(runs: dict[str, list[Run]], out: Path) -> str:
+    datasets = sorted({r.config["dataset.name"] for r in runs["tricks_all"]})
+    scores = lambda found: [test_score(r) for r in found]  # noqa: E731
+    rows = []
+    for dataset in datasets:
+        graph = scores(select(runs["accuracy_graph"], dataset__name=dataset))
+        row = {"dataset": dataset, "graph-parallel": _mean_sd(graph)}
+        for label, sweep in TRICK_VARIANTS.items():
+            found = scores(select(runs.get(sweep, []), dataset__name=dataset))
+            row[f"GNNPipe, {label}"] = _mean_sd(found)
+            if found and label in ("all tricks", "no tricks"):
+                row[f"{label} vs graph (points)"] = fmt(mean(found) - mean(graph), "+.2f")
+        rows.append(row)
+        curves({"graph-parallel": select(runs["accuracy_graph"], dataset__name=dataset),
+                **{label: select(runs[sweep], dataset__name=dataset) for label, sweep in TRICK_VARIANTS.items()
+                   if select(runs.get(sweep, []), dataset__name=dataset)}},
+               out / f"tricks_{dataset}.png", f"GNNPipe Figs. 6-7 in shape: GCNII on {dataset} (mean of seeds)")
+    first = runs["tricks_all"][0]
+    seeds = len(select(runs["tricks_all"], dataset__name=datasets[0]))
+    return (f"## GNNPipe Figs. 6-7: accuracy and the three tricks\n\nSetting: GCNII "
+            f"{first.config['model.layers']} x {first.config['model.hidden']}, {first.config['train.epochs']} epochs, "
+            f"{first.config['cluster.world_size']} workers (GNNPipe: {first.summary['mesh']['pp']} stages, "
+            f"{first.summary['partition']['parts']} chunks, alpha {first.config['strategy.alpha']}); test accuracy (%) "
+            f"at the best validation epoch, mean ± sd over {seeds} seeds. Disabling a trick: shuffling off (fixed "
+            f"chunk order), historical gradients on (detach_history=false), history refreshed every epoch "
+            f"(fixed_history=false).\n\n{markdown(rows)}\n"
+            + "".join(f"![{d}](tricks_{d}.png)\n" for d in datasets))
+
+
+TABLES: dict[str, Callable[[dict[str, list[Run]], Path, str], str]] = {"pipegcn": pipegcn, "bns": bns, "adaqp": adaqp,
+                                                                       "gnnpipe": gnnpipe}

@@ -188,6 +188,22 @@ def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
                Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
 
 
+def late_one_sided_send(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Rank 1 posts a one-sided receive at once; rank 0 sends ``cfg["floats"]`` float32 values
+    ``cfg["delay_s"]`` later. Writes rank 1's blocked seconds to ``<trace_dir>/rank1.pt``."""
+    import time
+
+    comm = Communicator.of_world(ctx, CommMeter())
+    dist.barrier()
+    if ctx.rank == 0:
+        time.sleep(cfg["delay_s"])
+        comm.send_start(1, [torch.ones(cfg["floats"])], "pipe_fwd").wait()
+    else:
+        start = time.perf_counter()
+        comm.recv_start(0, [torch.empty(cfg["floats"])], "pipe_fwd").wait()
+        torch.save({"waited": time.perf_counter() - start}, Path(cfg["trace_dir"]) / "rank1.pt")
+
+
 def timed_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     """Under the job's network: an all-to-all sending ``cfg["rows_to"][q]`` float32 rows of 1024
     to each peer ``q``, then an all-reduce of ``cfg["reduce_floats"]`` floats; writes each one's

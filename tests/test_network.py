@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import make_cfg
-from dist_helpers import timed_transfers
+from dist_helpers import late_one_sided_send, timed_transfers
 from gnntrain.comm.network import GBIT, EmulatedNetwork
 from gnntrain.engine import calibration
 from gnntrain.engine.loop import run_training
@@ -64,6 +64,16 @@ def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
         waits = torch.load(tmp_path / f"rank{rank}.pt")["wait"]
         assert waits["halo_fwd"] == pytest.approx(expected_exchange, rel=0.1)
         assert waits["allreduce"] == pytest.approx(expected_reduce, rel=0.1)
+
+
+def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path) -> None:
+    """A pipeline stage posts its receive early and its neighbour sends late: the emulated
+    arrival counts from the send (the sender's clock travels with the payload), not from the
+    receive."""
+    cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=0")
+    cfg.update(trace_dir=str(tmp_path), floats=625_000, delay_s=0.3)  # 2.5 MB: 0.2 s at 0.1 Gbit/s
+    launch(cfg, late_one_sided_send)
+    assert torch.load(tmp_path / "rank1.pt")["waited"] >= 0.95 * (0.3 + 0.2)
 
 
 def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:

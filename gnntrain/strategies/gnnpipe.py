@@ -153,11 +153,10 @@ class GNNPipe:
         self.mine = [i for i, s in enumerate(owner) if s == self.stage]
         self.link = StageLink(pp, self.stage, stage_boundaries(self.model, owner, data.num_features, dtype,
                                                                ctx.device))
-        params = list({id(p): p for i in self.mine for p in blocks[i].parameters()}.values())
-        self.params = params
+        self.params = list({id(p): p for i in self.mine for p in blocks[i].parameters()}.values())
         tcfg = cfg["train"]
         opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
-        self.optimizer = opt_cls(params, lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+        self.optimizer = opt_cls(self.params, lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
 
         widths = self.model.input_widths
         like = self.graph.x
