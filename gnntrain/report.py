@@ -47,7 +47,8 @@ def find_runs(root: Path) -> list[Run]:
 
 
 def _natural(path: Path) -> list:
-    return [int(part) if part.isdigit() else part for part in path.parts]
+    """Sort key: numbered job folders in numeric order, named folders after them."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts]
 
 
 def load_run(path: Path) -> Run:
