@@ -259,7 +259,7 @@ def _mean_sd(values: list[float]) -> str:
 
 
 def gnnpipe(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
-    return "\n".join([_gnnpipe_volume(runs["volume_graph"] + runs["volume_pipe"]),
+    return "\n".join([_gnnpipe_volume(runs["volume_graph"] + runs["volume_pipe"] + runs["volume_hybrid"]),
                       _gnnpipe_time(runs["time_graph"] + runs["time_pipe"], out)]
                      + ([_gnnpipe_accuracy(runs, out)] if "tricks_all" in runs else []))
 
