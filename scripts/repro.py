@@ -115,8 +115,9 @@ def run_sweep(name: str, overrides: list[str], out: Path) -> None:
 
 def git_commit() -> str:
     result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True, cwd=REPO).stdout.strip()
+    # the results being written are not a change to the code that produced them
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+                           capture_output=True, text=True, cwd=REPO).stdout.strip()
     return result.stdout.strip() + ("+changes" if dirty else "")
 
 
