@@ -13,7 +13,8 @@ from conftest import make_cfg
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.data import JobData
-from gnntrain.launch import launch
+from gnntrain.data import prepare_job_data
+from gnntrain.launch import job_layout, launch
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.graph_parallel import GraphParallel
@@ -96,13 +97,18 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
 
 
-def trace_job(tmp_path, name: str, *overrides: str) -> list[dict]:
-    """Run a job under :func:`trace_training`; every rank's trace."""
+def trace_job(tmp_path, name: str, *overrides: str, worker=trace_training) -> list[dict]:
+    """Run a job under ``worker`` (a tracing worker of this module, which writes
+    ``<trace_dir>/rank<r>.pt``) in ``tmp_path/name``; every rank's trace. One worker runs in
+    this process, without a process group."""
     cfg = make_cfg(*overrides)
     cfg["trace_dir"] = str(tmp_path / name)
     (tmp_path / name).mkdir()
-    launch(cfg, trace_training)
     world = cfg["cluster"]["world_size"]
+    if world == 1:
+        worker(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, job_layout(cfg, 1).parts))
+    else:
+        launch(cfg, worker)
     return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
 
 

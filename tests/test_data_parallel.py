@@ -9,11 +9,9 @@ import pytest
 import torch
 
 from conftest import make_cfg
-from dist_helpers import assert_gradients_close, trace_full_batch, ring_transfers
-from gnntrain.data import prepare_job_data
+from dist_helpers import assert_gradients_close, ring_transfers, trace_full_batch, trace_job
 from gnntrain.errors import ConfigError
 from gnntrain.launch import job_layout, launch
-from gnntrain.parallel.mesh import WorkerContext
 
 EPOCHS = 3
 COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0", "train.dtype=float64", f"train.epochs={EPOCHS}",
@@ -21,14 +19,7 @@ COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0", "train.dtype=f
 
 
 def _traces(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:
-    cfg = make_cfg(*COMMON, *overrides, f"cluster.world_size={world}")
-    cfg["trace_dir"] = str(tmp_path / name)
-    (tmp_path / name).mkdir()
-    if world == 1:
-        trace_full_batch(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, 1))
-    else:
-        launch(cfg, trace_full_batch)
-    return [torch.load(tmp_path / name / f"rank{r}.pt") for r in range(world)]
+    return trace_job(tmp_path, name, *COMMON, *overrides, f"cluster.world_size={world}", worker=trace_full_batch)
 
 
 @pytest.mark.parametrize("model,norm", [("gcn", "none"), ("sage", "batch")])

@@ -11,14 +11,13 @@ import pytest
 import torch
 
 from conftest import make_cfg
-from dist_helpers import assert_gradients_close, trace_full_batch, trace_gnnpipe
+from dist_helpers import assert_gradients_close, trace_full_batch, trace_gnnpipe, trace_job
 from gnntrain.data import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout, launch
 from gnntrain.models import build_model
-from gnntrain.parallel.mesh import WorkerContext
 
 EPOCHS = 3
 COMMON = ("model.layers=4", "model.hidden=16", "model.dropout=0", "train.dtype=float64", f"train.epochs={EPOCHS}",
@@ -26,15 +25,8 @@ COMMON = ("model.layers=4", "model.hidden=16", "model.dropout=0", "train.dtype=f
 
 
 def _run(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:
-    cfg = make_cfg(*COMMON, *overrides, f"cluster.world_size={world}")
-    cfg["trace_dir"] = str(tmp_path / name)
-    (tmp_path / name).mkdir()
-    worker = trace_gnnpipe if cfg["strategy"]["name"] == "gnnpipe" else trace_full_batch
-    if world == 1:
-        worker(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, job_layout(cfg, 1).parts))
-    else:
-        launch(cfg, worker)
-    return [torch.load(tmp_path / name / f"rank{r}.pt") for r in range(world)]
+    worker = trace_gnnpipe if "strategy=gnnpipe" in overrides else trace_full_batch
+    return trace_job(tmp_path, name, *COMMON, *overrides, f"cluster.world_size={world}", worker=worker)
 
 
 SLOW = pytest.mark.slow

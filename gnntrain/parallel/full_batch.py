@@ -48,6 +48,12 @@ def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], 
     return torch.stack(counts).double()
 
 
+def build_optimizer(params, train: dict) -> torch.optim.Optimizer:
+    """The ``train`` section's optimizer (Adam or SGD, ``lr``, ``weight_decay``) over ``params``."""
+    opt_cls = torch.optim.Adam if train["optimizer"] == "adam" else torch.optim.SGD
+    return opt_cls(params, lr=train["lr"], weight_decay=train["weight_decay"])
+
+
 def all_reduce_gradients(params: list[torch.nn.Parameter], comm: Communicator) -> None:
     """Sum the gradients of ``params`` over ``comm``'s ranks, in one flat all-reduce."""
     params = [p for p in params if p.requires_grad]
@@ -81,9 +87,7 @@ class FullBatchStep:
         torch.manual_seed(cfg["seed"])
         self.model = build_model(cfg["model"], data.num_features, data.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
-        tcfg = cfg["train"]
-        opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
-        self.optimizer = opt_cls(self.model.parameters(), lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+        self.optimizer = build_optimizer(self.model.parameters(), cfg["train"])
 
     def local_loss(self, out: torch.Tensor) -> torch.Tensor:
         """This rank's share of the full-graph mean training loss."""

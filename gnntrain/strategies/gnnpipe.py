@@ -61,7 +61,7 @@ from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.parallel.full_batch import all_reduce_gradients, loss_share, score_counts
+from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.history import ChunkHalo, FreshHalo, LayerHistory, carve_chunk
 from gnntrain.parallel.mesh import Layout, WorkerContext
@@ -150,19 +150,17 @@ class GNNPipe:
                                  lambda t: self.gp.all_sum(t, "bn_stats")).to(ctx.device, dtype)
         blocks = self.model.blocks
         owner = stage_of_blocks(blocks, cfg["model"]["layers"], self.stages)
-        self.mine = [i for i, s in enumerate(owner) if s == self.stage]
+        self.stage_blocks = [block for block, s in zip(blocks, owner) if s == self.stage]
         self.link = StageLink(pp, self.stage, stage_boundaries(self.model, owner, data.num_features, dtype,
                                                                ctx.device))
-        self.params = list({id(p): p for i in self.mine for p in blocks[i].parameters()}.values())
-        tcfg = cfg["train"]
-        opt_cls = torch.optim.Adam if tcfg["optimizer"] == "adam" else torch.optim.SGD
-        self.optimizer = opt_cls(self.params, lr=tcfg["lr"], weight_decay=tcfg["weight_decay"])
+        self.params = list({id(p): p for block in self.stage_blocks for p in block.parameters()}.values())
+        self.optimizer = build_optimizer(self.params, cfg["train"])
 
         widths = self.model.input_widths
         like = self.graph.x
-        self.tables = {blocks[i].layer: LayerHistory(self.graph.num_local, widths[blocks[i].layer], like,
-                                                     not scfg["detach_history"])
-                       for i in self.mine if blocks[i].layer is not None}
+        self.tables = {block.layer: LayerHistory(self.graph.num_local, widths[block.layer], like,
+                                                 not scfg["detach_history"])
+                       for block in self.stage_blocks if block.layer is not None}
         self.processed = torch.zeros(self.graph.num_local, dtype=torch.bool, device=ctx.device)
         self.shuffle, self.seed = scfg["shuffle"], scfg["seed"]
         self.refresh_every = scfg["alpha"] if scfg["fixed_history"] else 1
@@ -171,9 +169,8 @@ class GNNPipe:
     # -- one stage's share of a pass ------------------------------------------------------
 
     def _stage_forward(self, h: torch.Tensor, extra: dict, graph, halo) -> tuple[torch.Tensor, dict]:
-        blocks = self.model.blocks
-        for i in self.mine:
-            h, extra = blocks[i](h, extra, graph, halo)
+        for block in self.stage_blocks:
+            h, extra = block(h, extra, graph, halo)
         return h, extra
 
     def _receive_input(self, rows: torch.Tensor, requires_grad: bool) -> tuple[torch.Tensor, dict]:
