@@ -224,3 +224,27 @@ def timed_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     comm.all_reduce(torch.ones(cfg["reduce_floats"]), "allreduce")
     torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s)},
                Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Train a mini-batch strategy through its own ``train_epoch`` and ``evaluate``, recording per
+    epoch the global loss, evaluation counts (summed over ranks), bytes by kind and epoch
+    metrics, and the gradients of every optimizer step (all-reduced). Written to
+    ``<trace_dir>/rank<r>.pt``."""
+    strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+    trace: dict = {"loss": [], "grads": [], "counts": [], "bytes": [], "metrics": []}
+    strategy.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
+        {n: p.grad.detach().clone() for n, p in strategy.model.named_parameters()}))
+    for epoch in range(1, cfg["train"]["epochs"] + 1):
+        strategy.meter.reset()
+        loss = strategy.train_epoch(epoch)
+        trace["bytes"].append(dict(strategy.meter.bytes))
+        trace["metrics"].append(strategy.epoch_metrics())
+        counts = strategy.evaluate()
+        if ctx.world_size > 1:
+            dist.all_reduce(counts)
+            dist.all_reduce(loss)
+        trace["counts"].append(counts)
+        trace["loss"].append(float(loss))
+    strategy.finish()
+    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

@@ -11,10 +11,12 @@ Every kind belongs to one *category*, declared once in :data:`KIND_CATEGORIES`, 
 time or byte count means the same thing whichever strategy produced it:
 
 * ``data`` — what a method moves to compute: halo rows and their gradients, activations and
-  their gradients between pipeline stages;
+  their gradients between pipeline stages, remote features and labels of sampled nodes,
+  migrating models (parameters and accumulated gradients);
 * ``sync`` — keeping replicas consistent: gradient all-reduces, cross-rank statistics (batch
   norm);
-* ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces;
+* ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces,
+  the ids of fetched rows, the epoch times that micrograph merging decides on;
 * ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
 * traffic that fills historical embeddings before the first epoch trains (GNNPipe's warm-up
   pass, recorded as ``history_<kind>``) is ``data``: the method moves it to compute;
@@ -33,11 +35,16 @@ KIND_CATEGORIES: dict[str, str] = {
     "halo_bwd": "data",
     "pipe_fwd": "data",
     "pipe_bwd": "data",
+    "feat_fetch": "data",
+    "label_fetch": "data",
+    "model_migrate": "data",
     "allreduce": "sync",
     "bn_stats": "sync",
     "bn_stats_grad": "sync",
     "sample_index": "control",
     "assign": "control",
+    "fetch_ids": "control",
+    "merge_time": "control",
 }
 PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data"}
 CATEGORIES = ("data", "sync", "control", "eval", "diag")

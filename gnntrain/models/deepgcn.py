@@ -83,6 +83,6 @@ class DeepGCN(MessagePassingModel):
             return propagate(conv, h, 0, graph, halo, lambda rows: rows), extra
 
         def res_plus(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-            return h + propagate(conv, F.relu(norm(h)), i, graph, halo, self._dropout), extra
+            return graph.target_rows(h) + propagate(conv, F.relu(norm(h)), i, graph, halo, self._dropout), extra
 
         return Block(0, [conv], first) if i == 0 else Block(i, [conv, norm], res_plus)

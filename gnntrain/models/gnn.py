@@ -84,6 +84,11 @@ def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: Loc
     return conv.update(conv.aggregate(z, h_inner, graph, *extra))
 
 
+def no_halo(h: torch.Tensor, layer: int) -> torch.Tensor:
+    """The halo source of a graph whose sources are all in the layer input (a sampled block)."""
+    return h[:0]
+
+
 Extra = dict[str, torch.Tensor]
 BlockFn = Callable[[torch.Tensor, Extra, LocalGraph, HaloSource], tuple[torch.Tensor, Extra]]
 
@@ -137,6 +142,18 @@ class MessagePassingModel(nn.Module):
         h, extra = x, {}
         for block in self.blocks:
             h, extra = block(h, extra, graph, halo)
+        return h
+
+    def forward_blocks(self, x: torch.Tensor, blocks: list[LocalGraph]) -> torch.Tensor:
+        """The output rows of the last block's targets, each message-passing layer on its own
+        sampled block (:mod:`gnntrain.data.sampling`; ``x``: the rows of the first block's
+        sources). A row-wise map runs on the block of the layer before it (the first block
+        before any); no row comes from a halo exchange."""
+        h, extra, graph = x, {}, blocks[0]
+        for block in self.blocks:
+            if block.layer is not None:
+                graph = blocks[block.layer]
+            h, extra = block(h, extra, graph, no_halo)
         return h
 
     @property

@@ -7,7 +7,10 @@
   over graph-parallel groups), each training on its share of the training nodes;
 * :mod:`~gnntrain.strategies.gnnpipe` — pipeline parallelism: every rank owns a slice of the
   model's layers over the whole graph (or, hybrid, over its group's part of it), the graph cut
-  into chunks that flow through the stages.
+  into chunks that flow through the stages;
+* :mod:`~gnntrain.strategies.minibatch` — neighbour-sampled mini-batches over features
+  partitioned across ranks, the features moving to the models (``minibatch``, ``lo``) or the
+  models to the features (``hopgnn``).
 
 A family module exposes ``STRATEGIES`` (strategy name -> class implementing
 :class:`~gnntrain.strategies.base.Strategy`), ``SCHEMAS`` (config schemas, stored as
@@ -19,10 +22,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from gnntrain.errors import ConfigError
-from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel
+from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel, minibatch
 from gnntrain.strategies.base import Strategy
 
-FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel, gnnpipe)
+FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel, gnnpipe, minibatch)
 STRATEGIES: dict[str, type[Strategy]] = {name: cls for family in FAMILIES for name, cls in family.STRATEGIES.items()}
 
 

@@ -1,0 +1,161 @@
+"""Node-wise neighbour sampling on a torch CSR, keyed so that every system builds the same
+blocks for the same roots (GraphSAGE's sampler; HopGNN Sec. 2 and 4).
+
+Sampling is keyed, not drawn from a stream: the neighbours node ``v`` keeps as a target of layer
+``l`` in iteration ``i`` of epoch ``e`` are the ``fanout[l]`` in-edges of ``v`` with the smallest
+priorities ``hash(seed, e, i, l, edge)``, all of them when ``v`` has no more. So a node's
+sample does not depend on which roots brought it in: the blocks of a set of roots are the union
+of the blocks of each root (its *micrograph*), and a model trained on the micrographs of a
+mini-batch, in any grouping, computes the same outputs as one trained on the mini-batch.
+
+Blocks (DGL's message-flow graphs). The nodes of a sample are ordered by the hop at which they
+first appear (roots first, hop 1's new nodes next, ...; within a hop by global id). With ``L``
+layers, layer ``l`` (0-based) aggregates into the nodes of hop ``<= L-1-l`` from those of hop
+``<= L-l``: its targets are a prefix of its sources and its output rows are the next layer's
+input rows, so per-node state (GCNII's ``h0``) is read by prefix. Each block is a
+:class:`~gnntrain.graph.LocalGraph` (targets as inner nodes, the other sources as halo, no halo
+exchange) so the model layers run on it unchanged.
+
+Weights: a sampled edge ``u -> v`` carries ``edge_scale = deg(v) / |S(v)|`` with global degrees,
+so GCN's ``D^-1/2 (A+I) D^-1/2`` rows become an unbiased estimate of the full-graph row and
+SAGE's and FiLM's means become the mean over the sample; with ``fanout >= deg(v)`` every weight
+is the full graph's. (Our choice: DGL's ``norm="both"`` on a block uses the block's own degrees,
+which depend on the other roots of the batch and would make micrographs differ from it.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gnntrain.data.graph_data import GraphData
+from gnntrain.graph import LocalGraph
+
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(value: int) -> int:
+    """``value`` mod 2^64 as a signed 64-bit integer (what torch's int64 arithmetic wraps to)."""
+    value &= _MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _mix(z: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finaliser on int64 (wrapping arithmetic), elementwise."""
+    z = (z ^ (z >> 30)) * _signed(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> 27)) * _signed(0x94D049BB133111EB)
+    return z ^ (z >> 31)
+
+
+def sampling_key(seed: int, epoch: int, iteration: int, layer: int) -> int:
+    """The key of one layer's sampling in one iteration: a 64-bit mix of its coordinates."""
+    key = 0
+    for part in (seed, epoch, iteration, layer):
+        key = int(_mix(torch.tensor([_signed(key * 0x9E3779B97F4A7C15 + part)]))[0])
+    return key
+
+
+def edge_priority(key: int, edge: torch.Tensor) -> torch.Tensor:
+    """A uniform float64 in [0, 1) per edge id, a pure function of (key, edge)."""
+    z = _mix(edge * _signed(0x9E3779B97F4A7C15) + key)
+    return ((z >> 11) & ((1 << 53) - 1)).double() / float(1 << 53)
+
+
+@dataclass
+class Topology:
+    """The whole graph's in-edges as CSR: the sources of ``v`` are
+    ``indices[indptr[v]:indptr[v+1]]``, each in-edge's id its position."""
+
+    indptr: torch.Tensor
+    indices: torch.Tensor
+    in_degree: torch.Tensor
+    """Global in-degree of every node, int64."""
+
+    @classmethod
+    def of(cls, data: GraphData) -> Topology:
+        src, dst = data.edge_index
+        order = torch.argsort(dst * data.num_nodes + src)
+        in_degree = torch.bincount(dst, minlength=data.num_nodes)
+        indptr = torch.zeros(data.num_nodes + 1, dtype=torch.long)
+        indptr[1:] = torch.cumsum(in_degree, 0)
+        return cls(indptr, src[order], in_degree)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.in_degree.numel()
+
+    def sample(self, targets: torch.Tensor, fanout: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(source node, target position in ``targets``) of the in-edges each target keeps."""
+        degree = self.in_degree[targets]
+        target_pos = torch.repeat_interleave(torch.arange(targets.numel()), degree)
+        first = torch.cumsum(degree, 0) - degree
+        edge = self.indptr[targets][target_pos] + torch.arange(target_pos.numel()) - first[target_pos]
+        if degree.numel() and fanout < int(degree.max()):
+            order = torch.argsort(target_pos.double() + edge_priority(key, edge), stable=True)
+            rank = torch.arange(order.numel()) - first[target_pos[order]]
+            edge = edge[order][rank < fanout]
+            target_pos = target_pos[order][rank < fanout]
+        return self.indices[edge], target_pos
+
+
+@dataclass
+class SampledBlocks:
+    nodes: torch.Tensor
+    """Global ids of every node of the sample, by hop of first appearance (roots first)."""
+    hop_sizes: list[int]
+    """Number of nodes of hop <= h, for h = 0..L."""
+    blocks: list[LocalGraph]
+    """One per layer, input to output."""
+
+    @property
+    def num_roots(self) -> int:
+        return self.hop_sizes[0]
+
+    @property
+    def input_nodes(self) -> torch.Tensor:
+        """The nodes whose features the first layer reads."""
+        return self.nodes
+
+
+def _block(nodes: torch.Tensor, num_targets: int, src: torch.Tensor, dst: torch.Tensor,
+           topology: Topology, fanout: int, dtype: torch.dtype) -> LocalGraph:
+    """The block aggregating from ``nodes`` (local ids ``src``) into its first ``num_targets``
+    (rows ``dst``); it carries no node data of its own."""
+    degree = topology.in_degree[nodes[:num_targets]]
+    kept = degree.clamp(max=fanout)
+    empty = torch.empty(0)
+    return LocalGraph(
+        rank=0, world_size=1, num_inner=num_targets, num_halo=nodes.numel() - num_targets, global_ids=nodes,
+        in_degree=topology.in_degree[nodes].to(dtype), edge_src=src, edge_dst=dst, recv_splits=[0],
+        send_index=torch.empty(0, dtype=torch.long), send_splits=[0], x=empty, y=empty,
+        train_mask=empty.bool(), val_mask=empty.bool(), test_mask=empty.bool(),
+        edge_scale=(degree.to(dtype) / kept.clamp(min=1).to(dtype))[dst],
+    )
+
+
+def sample_blocks(topology: Topology, roots: torch.Tensor, fanouts: list[int], keys: list[int],
+                  dtype: torch.dtype = torch.float32) -> SampledBlocks:
+    """The blocks of ``roots`` (distinct global ids) for a model of ``len(fanouts)`` layers;
+    ``keys[l]`` keys layer ``l``'s sampling (:func:`sampling_key`)."""
+    layers = len(fanouts)
+    nodes, hop_sizes = roots, [roots.numel()]
+    edges: list[tuple[torch.Tensor, torch.Tensor]] = [None] * layers  # type: ignore[list-item]
+    for layer in reversed(range(layers)):
+        src, dst = topology.sample(nodes, fanouts[layer], keys[layer])
+        known = nodes.numel()
+        unique, inverse = torch.unique(torch.cat([nodes, src]), return_inverse=True)
+        first_seen = torch.full((unique.numel(),), known + src.numel(), dtype=torch.long)
+        first_seen.scatter_reduce_(0, inverse, torch.arange(inverse.numel()), "amin")
+        fresh = unique[first_seen >= known]
+        local_of_unique = torch.empty(unique.numel(), dtype=torch.long)
+        local_of_unique[inverse[:known]] = torch.arange(known)
+        local_of_unique[first_seen >= known] = known + torch.arange(fresh.numel())
+        nodes = torch.cat([nodes, fresh])
+        hop_sizes.append(nodes.numel())
+        edges[layer] = (local_of_unique[inverse[known:]], dst)
+    blocks = []
+    for layer, (src, dst) in enumerate(edges):
+        width = hop_sizes[layers - layer]
+        blocks.append(_block(nodes[:width], hop_sizes[layers - 1 - layer], src, dst, topology, fanouts[layer], dtype))
+    return SampledBlocks(nodes, hop_sizes, blocks)

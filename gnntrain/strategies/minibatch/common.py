@@ -1,0 +1,191 @@
+"""What the mini-batch strategies share: the data layout, the mini-batches, one step's
+arithmetic and evaluation (HopGNN Sec. 2, "Distributed GNN training").
+
+Data layout. Node features and labels are partitioned over the W ranks by the job's partition
+(``partition.method``: metis, or random as P3's hash partitioning); each rank stores its own
+nodes' rows (:class:`~gnntrain.parallel.feature_fetch.FeatureStore`). The topology (CSR of
+the whole graph) is on every rank, so sampling never communicates. Our choice, as DistDGL's
+and the paper's: topology is small next to features (GAT on Products moves 35 GB of features
+but 0.4 GB of topology per epoch, Sec. 3.1).
+
+Mini-batches. Each epoch a permutation of the training nodes (seeded by ``strategy.seed`` and
+the epoch, the same on every rank) is cut into iterations of ``strategy.batch_size`` roots
+(the last may be smaller); iteration ``i``'s roots are dealt into W mini-batches (mini-batch
+``d``: the ``d``-th of W near-equal consecutive slices). Every rank derives every mini-batch
+from the seed: redistributing roots moves no bytes.
+
+One iteration. Blocks are sampled per layer with fan-out ``strategy.fanout`` (an int for every
+layer, or one per layer, input to output) by the keyed sampler of :mod:`gnntrain.data.sampling`
+(key: seed, epoch, iteration, layer). The loss is the cross-entropy summed over the
+iteration's roots divided by its global batch size; the gradients of all ranks are summed in
+one all-reduce and every rank takes one optimizer step: the step of one process training on
+the global mini-batch, however the roots were spread over ranks and time steps.
+
+Reported per epoch: the loss (mean over iterations), ``miss_rate`` (remote rows fetched per
+input row the model read: a row pre-gathered once and read twice is one miss in two reads)
+and each strategy's own figures; evaluation is full-neighbour
+layer-wise inference over the whole graph: the rank's partition as a local graph with
+synchronous halo exchange (``eval_halo_fwd``), exactly the full-graph model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
+from gnntrain.config.schema import StrategyConfig, check
+from gnntrain.data import JobData
+from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampling_key
+from gnntrain.errors import ConfigError
+from gnntrain.graph import build_local_graph
+from gnntrain.models import build_model
+from gnntrain.parallel.feature_fetch import FeatureStore
+from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.parallel.mesh import Layout, WorkerContext
+
+
+@dataclass
+class MiniBatchConfig(StrategyConfig):
+    """``batch_size``: roots per iteration over all ranks; ``fanout``: neighbours sampled per
+    target, one int for every layer or a list (input layer first); ``seed``: drives the
+    mini-batches and the sampling."""
+
+    batch_size: int = 1024
+    fanout: Any = 10
+    seed: int = 0
+
+
+def validate(strategy: dict) -> None:
+    check("strategy.batch_size", strategy["batch_size"], strategy["batch_size"] >= 1, ">= 1")
+
+
+def fanouts(cfg: dict) -> list[int]:
+    """The per-layer fan-outs of ``cfg``; ConfigError where they do not fit the model."""
+    fanout, layers = cfg["strategy"]["fanout"], cfg["model"]["layers"]
+    values = [fanout] * layers if isinstance(fanout, int) else list(fanout)
+    if len(values) != layers:
+        raise ConfigError(f"strategy.fanout={fanout} has {len(values)} entries for model.layers={layers}; valid: one "
+                          f"int, or a list of {layers} ints (input layer first)")
+    if not all(isinstance(v, int) and v >= 1 for v in values):
+        raise ConfigError(f"strategy.fanout={fanout} is invalid; it must be an int >= 1 or a list of them")
+    return values
+
+
+def minibatch_layout(cfg: dict, world_size: int) -> Layout:
+    """One rank per feature partition; the fan-outs checked against the model."""
+    fanouts(cfg)
+    if cfg["model"]["norm"] == "batch":
+        raise ConfigError(f"model.norm=batch with strategy={cfg['strategy']['name']} would normalise each sampled "
+                          "block by its own rows; valid: model.norm=none or layer")
+    return Layout({"dp": world_size}, parts=world_size)
+
+
+class MiniBatchTraining:
+    """Model, optimizer, feature store and mini-batches of one rank; a strategy supplies
+    :meth:`accumulate` (one iteration's forward and backward, gradients left in ``.grad``) and
+    may deal the roots otherwise (:meth:`iterations`)."""
+
+    layout = staticmethod(minibatch_layout)
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        scfg = cfg["strategy"]
+        self.meter = CommMeter()
+        self.comm = Communicator.of_world(ctx, self.meter)
+        self.rank, self.world = self.comm.rank, self.comm.world_size
+        self.dtype = getattr(torch, cfg["train"]["dtype"])
+        self.fanouts, self.batch_size, self.seed = fanouts(cfg), scfg["batch_size"], scfg["seed"]
+        data = job.data
+        self.multilabel = data.multilabel
+        self.topology = Topology.of(data)
+        self.owner = job.part
+        self.train_ids = data.train_mask.nonzero().view(-1)
+        self.graph = build_local_graph(data, job.part, self.rank, self.world, self.dtype).to(ctx.device)
+        self.exchange = HaloExchange(self.graph, self.comm)
+        self.y = self.graph.y.to(self.dtype) if self.multilabel else self.graph.y
+        self.store = FeatureStore(job.part, {"x": self.graph.x, "y": self.y}, self.comm)
+        torch.manual_seed(cfg["seed"])
+        self.model = build_model(cfg["model"], data.num_features, data.num_classes).to(ctx.device, self.dtype)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+        self.optimizer = build_optimizer(self.params, cfg["train"])
+        self.looked_up = self.missed = 0
+
+    # -- mini-batches and one step's pieces ----------------------------------------------
+
+    def iterations(self, epoch: int) -> list[list[torch.Tensor]]:
+        """Per iteration, the W mini-batches of roots (global ids)."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        order = self.train_ids[torch.randperm(self.train_ids.numel(), generator=generator)]
+        return [list(torch.tensor_split(order[start: start + self.batch_size], self.world))
+                for start in range(0, order.numel(), self.batch_size)]
+
+    def num_iterations(self) -> int:
+        return math.ceil(self.train_ids.numel() / self.batch_size)
+
+    def sample(self, roots: torch.Tensor, epoch: int, iteration: int) -> SampledBlocks:
+        keys = [sampling_key(self.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
+        blocks = sample_blocks(self.topology, roots, self.fanouts, keys, self.dtype)
+        blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
+        return blocks
+
+    def fetch_features(self, ids: torch.Tensor) -> torch.Tensor:
+        """The feature rows of ``ids`` (collective); the remote ones count as misses."""
+        self.missed += int(self.store.is_remote(ids).sum())
+        return self.store.fetch(ids, "x", "feat_fetch")
+
+    def fetch_labels(self, roots: torch.Tensor) -> torch.Tensor:
+        return self.store.fetch(roots, "y", "label_fetch")
+
+    def train_on(self, blocks: SampledBlocks, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> torch.Tensor:
+        """Forward and backward of the roots of ``blocks`` (``x``: their input rows, ``y``: their
+        labels), loss over the global batch size; gradients added to ``.grad``."""
+        self.looked_up += x.shape[0]
+        if blocks.num_roots == 0:
+            return x.new_zeros(())
+        out = self.model.forward_blocks(x, blocks.blocks)
+        every = torch.ones(out.shape[0], dtype=torch.bool, device=out.device)
+        loss = loss_share(out, y, every, batch_size, self.multilabel)
+        loss.backward()
+        return loss.detach()
+
+    def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
+        """One iteration's forward and backward on this rank; its share of the iteration loss."""
+        raise NotImplementedError
+
+    # -- strategy interface --------------------------------------------------------------
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        self.model.train()
+        self.looked_up = self.missed = 0
+        iterations = self.iterations(epoch)
+        loss = self.graph.x.new_zeros(())
+        for i, batch in enumerate(iterations):
+            self.optimizer.zero_grad(set_to_none=False)
+            loss += self.accumulate(epoch, i, batch)
+            all_reduce_gradients(self.params, self.comm)
+            self.optimizer.step()
+        return loss / len(iterations)
+
+    @torch.no_grad()
+    def evaluate(self) -> torch.Tensor:
+        self.model.eval()
+        with self.meter.tagged("eval_"):
+            out = self.model(self.graph.x, self.graph, self.exchange)
+        g = self.graph
+        return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
+
+    def epoch_metrics(self) -> dict[str, float]:
+        counts = torch.tensor([self.looked_up, self.missed], dtype=torch.float64, device=self.comm.device)
+        self.comm.reduce_untracked(counts, dist.ReduceOp.SUM)
+        return {"miss_rate": float(counts[1] / counts[0]) if counts[0] else 0.0}
+
+    def finish(self) -> None:
+        pass

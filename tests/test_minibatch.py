@@ -1,0 +1,207 @@
+"""The mini-batch family: the keyed sampler and its blocks, HopGNN's exactness against the
+model-centric baseline, the bytes each strategy moves, and the settings it refuses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import make_cfg, needs_real_data
+from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
+from gnntrain.config import validate
+from gnntrain.data import prepare_job_data
+from gnntrain.data.sampling import Topology, sample_blocks, sampling_key
+from gnntrain.errors import ConfigError
+from gnntrain.graph import build_local_graph
+from gnntrain.launch import job_layout
+from gnntrain.models import build_model
+from gnntrain.models.gnn import no_halo
+from gnntrain.strategies.minibatch.hopgnn import plan
+
+MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
+SMALL = ("train.dtype=float64", "model.dropout=0", "dataset.num_nodes=600", "strategy.batch_size=300",
+         "strategy.fanout=[3,5]", "model.layers=2")
+
+
+def _model_and_graph(model: str, layers: int = 3):
+    cfg = make_cfg(f"model={model}", f"model.layers={layers}", "model.dropout=0", "train.dtype=float64",
+                   "dataset.num_nodes=300")
+    job = prepare_job_data(cfg, 1)
+    torch.manual_seed(0)
+    net = build_model(cfg["model"], job.data.num_features, job.data.num_classes).double().eval()
+    return net, job.data
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_blocks_with_every_neighbour_compute_the_full_graph_model(model: str) -> None:
+    net, data = _model_and_graph(model)
+    graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1, torch.float64)
+    roots = torch.tensor([5, 17, 100, 3])
+    keys = [sampling_key(0, 1, 0, layer) for layer in range(3)]
+    sampled = sample_blocks(Topology.of(data), roots, [10**6] * 3, keys, torch.float64)
+    with torch.no_grad():
+        full = net(graph.x, graph, no_halo)[roots]
+        out = net.forward_blocks(data.x[sampled.nodes].double(), sampled.blocks)
+    torch.testing.assert_close(out, full, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_set_of_roots_computes_what_its_micrographs_compute(model: str) -> None:
+    net, data = _model_and_graph(model)
+    topology, roots = Topology.of(data), torch.tensor([5, 17, 100, 3, 250])
+    keys = [sampling_key(7, 2, 4, layer) for layer in range(3)]
+    together = sample_blocks(topology, roots, [3, 2, 4], keys, torch.float64)
+    alone = [sample_blocks(topology, roots[i: i + 1], [3, 2, 4], keys, torch.float64) for i in range(roots.numel())]
+    with torch.no_grad():
+        out = net.forward_blocks(data.x[together.nodes].double(), together.blocks)
+        separately = torch.cat([net.forward_blocks(data.x[s.nodes].double(), s.blocks) for s in alone])
+    torch.testing.assert_close(out, separately, rtol=1e-12, atol=1e-12)
+    assert set(torch.cat([s.nodes for s in alone]).tolist()) == set(together.nodes.tolist())
+
+
+def test_sampling_is_keyed_by_iteration_and_layer_and_respects_the_fanout() -> None:
+    _, data = _model_and_graph("gcn")
+    topology = Topology.of(data)
+    targets = torch.arange(data.num_nodes)
+    src, dst = topology.sample(targets, 2, sampling_key(0, 1, 0, 0))
+    again, _ = topology.sample(targets, 2, sampling_key(0, 1, 0, 0))
+    other, _ = topology.sample(targets, 2, sampling_key(0, 1, 1, 0))
+    assert torch.equal(src, again) and not torch.equal(src, other)
+    kept = torch.bincount(dst, minlength=data.num_nodes)
+    assert torch.equal(kept, topology.in_degree.clamp(max=2))
+    graph_edges = set(zip(data.edge_index[0].tolist(), data.edge_index[1].tolist()))
+    assert all((s, t) in graph_edges for s, t in zip(src.tolist(), targets[dst].tolist()))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_merging_moves_roots_between_steps_of_the_same_model_only(world: int) -> None:
+    generator = torch.Generator().manual_seed(world)
+    owner = torch.randint(0, world, (500,), generator=generator)
+    batch = list(torch.tensor_split(torch.randperm(500, generator=generator)[:200], world))
+    for merges in range(world + 1):
+        steps = plan(batch, owner, merges)
+        assert len(steps) == max(world - merges, 1)
+        assert len({s.offset for s in steps}) == len(steps)
+        for d in range(world):
+            trained = torch.cat([s.roots[d] for s in steps])
+            assert sorted(trained.tolist()) == sorted(batch[d].tolist())
+        if merges == 0:
+            assert all(bool((owner[s.roots[d]] == (d + s.offset) % world).all()) for s in steps for d in range(world))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, list[dict]]:
+    """Two epochs of every variant on 3 workers (float64, no dropout)."""
+    tmp = tmp_path_factory.mktemp("minibatch")
+    variants = {
+        "minibatch": ("strategy=minibatch",),
+        "hopgnn": ("strategy=hopgnn", "strategy.merge=false"),
+        "hopgnn_no_pregather": ("strategy=hopgnn", "strategy.merge=false", "strategy.pregather=false"),
+        "hopgnn_2_steps": ("strategy=hopgnn", "strategy.time_steps=2"),
+        "hopgnn_2_steps_no_pregather": ("strategy=hopgnn", "strategy.time_steps=2", "strategy.pregather=false"),
+        "hopgnn_1_step": ("strategy=hopgnn", "strategy.time_steps=1"),
+        "lo": ("strategy=lo",),
+    }
+    return {name: trace_job(tmp, name, *overrides, *SMALL, "cluster.world_size=3", "train.epochs=2",
+                            worker=trace_minibatch)
+            for name, overrides in variants.items()}
+
+
+HOPGNN_VARIANTS = ["hopgnn", "hopgnn_no_pregather", "hopgnn_2_steps", "hopgnn_2_steps_no_pregather", "hopgnn_1_step"]
+
+
+@pytest.mark.parametrize("variant", HOPGNN_VARIANTS)
+def test_hopgnn_iterations_equal_the_model_centric_ones(runs, variant: str) -> None:
+    reference, traces = runs["minibatch"], runs[variant]
+    assert len(traces[0]["grads"]) == len(reference[0]["grads"]) == 4
+    for step, (got, want) in enumerate(zip(traces[0]["grads"], reference[0]["grads"])):
+        assert_gradients_close(got, want, 1e-9, f"{variant}, step {step}")
+    assert traces[0]["loss"] == pytest.approx(reference[0]["loss"], rel=1e-12)
+    for got, want in zip(traces[0]["counts"], reference[0]["counts"]):
+        assert torch.equal(got, want)
+
+
+def test_the_locality_optimised_baseline_trains_on_other_batches(runs) -> None:
+    assert runs["lo"][0]["loss"][0] != pytest.approx(runs["minibatch"][0]["loss"][0], rel=1e-6)
+
+
+def _epoch_bytes(traces: list[dict], kind: str, epoch: int = 0) -> int:
+    return sum(t["bytes"][epoch].get(kind, 0) for t in traces)
+
+
+def test_fetched_bytes_are_the_remote_inputs_of_each_mini_batch(runs) -> None:
+    """Recount what ``minibatch`` must fetch in epoch 1: per iteration and rank, the distinct
+    input nodes of its blocks that another rank owns."""
+    cfg = make_cfg("strategy=minibatch", *SMALL, "cluster.world_size=3")
+    job = prepare_job_data(cfg, 3)
+    topology, train = Topology.of(job.data), job.data.train_mask.nonzero().view(-1)
+    order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))]
+    remote_inputs = remote_roots = 0
+    for i, start in enumerate(range(0, order.numel(), 300)):
+        for rank, roots in enumerate(torch.tensor_split(order[start: start + 300], 3)):
+            keys = [sampling_key(0, 1, i, layer) for layer in range(2)]
+            nodes = sample_blocks(topology, roots, [3, 5], keys).nodes
+            remote_inputs += int((job.part[nodes] != rank).sum())
+            remote_roots += int((job.part[roots] != rank).sum())
+    assert _epoch_bytes(runs["minibatch"], "feat_fetch") == remote_inputs * job.data.num_features * 8
+    assert _epoch_bytes(runs["minibatch"], "label_fetch") == remote_roots * 8
+
+
+def test_pregathering_never_moves_more_and_micrographs_move_less(runs) -> None:
+    for with_pg, without in (("hopgnn", "hopgnn_no_pregather"), ("hopgnn_2_steps", "hopgnn_2_steps_no_pregather")):
+        for epoch in range(2):
+            assert (_epoch_bytes(runs[with_pg], "feat_fetch", epoch)
+                    <= _epoch_bytes(runs[without], "feat_fetch", epoch))
+    assert _epoch_bytes(runs["hopgnn"], "feat_fetch") < _epoch_bytes(runs["minibatch"], "feat_fetch")
+    assert _epoch_bytes(runs["hopgnn"], "label_fetch") == 0
+
+
+@pytest.mark.parametrize("variant, steps", [("hopgnn", 3), ("hopgnn_2_steps", 2), ("hopgnn_1_step", 1)])
+def test_models_migrate_between_time_steps(runs, variant: str, steps: int) -> None:
+    traces = runs[variant]
+    params = sum(g.numel() for g in traces[0]["grads"][0].values())
+    iterations = 2
+    assert _epoch_bytes(traces, "model_migrate") == 3 * (steps - 1) * 2 * params * 8 * iterations
+    assert _epoch_bytes(traces, "allreduce") == _epoch_bytes(runs["minibatch"], "allreduce")
+    assert traces[0]["metrics"][0]["time_steps"] == steps
+
+
+@pytest.mark.parametrize("strategy", ["minibatch", "lo", "hopgnn"])
+@pytest.mark.parametrize("model", MODELS)
+def test_every_model_trains_under_every_strategy(model: str, strategy: str, tmp_path) -> None:
+    traces = trace_job(tmp_path, "run", f"strategy={strategy}", f"model={model}", "dataset.num_nodes=300",
+                       "strategy.batch_size=64", "cluster.world_size=1", "train.epochs=1", worker=trace_minibatch)
+    assert torch.isfinite(torch.tensor(traces[0]["loss"])).all()
+    assert len(traces[0]["grads"]) == 3
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("strategy.batch_size=0",), r"strategy.batch_size=0 is invalid; it must be >= 1"),
+])
+def test_bad_values_are_refused(overrides: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate(make_cfg("strategy=hopgnn", *overrides))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (("strategy.fanout=[10]",), r"strategy.fanout=\[10\] has 1 entries for model.layers=2; valid: one int, or a list"),
+    (("strategy.fanout=0",), r"strategy.fanout=0 is invalid"),
+    (("partition.parts=3",), r"partition.parts=3 does not fit strategy=hopgnn .*; valid: 2"),
+    (("strategy.time_steps=3",), r"strategy.time_steps=3 exceeds .*; valid: 1..2"),
+    (("model.norm=batch",), r"model.norm=batch with strategy=hopgnn"),
+])
+def test_bad_layouts_are_refused_before_workers_start(overrides: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        job_layout(make_cfg("strategy=hopgnn", *overrides), 2)
+
+
+@pytest.mark.slow
+@needs_real_data
+def test_hopgnn_reaches_the_same_accuracy_as_minibatch_on_cora(tmp_path) -> None:
+    common = ("dataset=cora", "train.dtype=float64", "model.dropout=0", "strategy.batch_size=64",
+              "cluster.world_size=2", "train.epochs=5")
+    reference = trace_job(tmp_path, "minibatch", "strategy=minibatch", *common, worker=trace_minibatch)
+    hopgnn = trace_job(tmp_path, "hopgnn", "strategy=hopgnn", *common, worker=trace_minibatch)
+    assert hopgnn[0]["loss"] == pytest.approx(reference[0]["loss"], rel=1e-9)
+    for got, want in zip(hopgnn[0]["counts"], reference[0]["counts"]):
+        assert torch.equal(got, want)
