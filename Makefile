@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe clean
+.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn clean
 
 install: $(BIN)/gnntrain
 
@@ -45,10 +45,10 @@ zoo: install
 # The papers' tables in shape (results/<paper>/table.md and figures); SCALE=paper runs the
 # paper-sized presets on a GPU cluster instead of the CPU-sized ones.
 SCALE ?= small
-repro-pipegcn repro-bns repro-adaqp repro-gnnpipe: repro-%: install
+repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
 	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE)
 
-repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe
+repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
 
 clean:
 	rm -rf outputs multirun .pytest_cache

@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from gnntrain.config import register_schemas, validate
@@ -21,12 +22,19 @@ from gnntrain.engine.loop import run_training
 from gnntrain.launch import launch
 
 
-def run_job(overrides: list[str]) -> dict:
+def compose_config(overrides: list[str]) -> dict:
+    """The resolved config the CLI composes for ``overrides`` (W&B disabled), validated."""
     register_schemas()
+    GlobalHydra.instance().clear()
     with initialize_config_module("gnntrain.conf", version_base="1.3"):
         cfg = OmegaConf.to_container(compose("config", overrides=[*overrides, "wandb.mode=disabled"]),
                                      resolve=True, enum_to_str=True)
     validate(cfg)
+    return cfg
+
+
+def run_job(overrides: list[str]) -> dict:
+    cfg = compose_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
         cfg["run_dir"] = run_dir
         launch(calibrated(cfg), run_training)

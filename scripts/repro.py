@@ -10,7 +10,7 @@ ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's
 emulated and calibrated to the paper's communication share; accuracy on Cora);
 ``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
 accuracy columns come from the same runs.
-Usage: ``python scripts/repro.py pipegcn|bns|adaqp|gnnpipe [--scale small|paper]``.
+Usage: ``python scripts/repro.py pipegcn|bns|adaqp|gnnpipe|hopgnn [--scale small|paper]``.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ the epochs it runs in, weighs 10x the paper's."""
 ADAQP_2M2D = ["cluster.world_size=4", "network=two_level", "network.calibrate_share=0.75"]
 
 GNNPIPE_ACCURACY = ["experiment=gnnpipe_accuracy", "seed=0,1,2"]
+
+HOPGNN_FIG13 = ["experiment=hopgnn_fig13", "model=gcn,sage,gat"]
+HOPGNN_ACCURACY = ["experiment=hopgnn_accuracy", "seed=0,1,2", "dataset=cora,synthetic"]
 
 SWEEPS: dict[str, dict[str, list[str]]] = {
     "pipegcn": {
@@ -81,8 +84,18 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "tricks_no_detach": [*GNNPIPE_ACCURACY, "dataset=cora", "strategy=gnnpipe", "strategy.detach_history=false"],
         "tricks_no_fixed": [*GNNPIPE_ACCURACY, "dataset=cora", "strategy=gnnpipe", "strategy.fixed_history=false"],
     },
+    # Fig. 13's ablation: DGL (minibatch), +MG (micrographs), +PG (pre-gathering), All (merging)
+    "hopgnn": {
+        "fig13_dgl": [*HOPGNN_FIG13, "strategy=minibatch"],
+        "fig13_mg": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.pregather=false", "strategy.merge=false"],
+        "fig13_pg": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.pregather=true", "strategy.merge=false"],
+        "fig13_all": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.merge=true"],
+        "fig11_hidden128": [*HOPGNN_FIG13, "model.hidden=128", "strategy=minibatch,hopgnn", "train.epochs=3"],
+        "accuracy_vanilla": [*HOPGNN_ACCURACY, "strategy=vanilla"],
+        "accuracy_minibatch": [*HOPGNN_ACCURACY, "strategy=minibatch,hopgnn,lo", "strategy.batch_size=64"],
+    },
 }
-ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy")
+ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
 
 
 def paper_sized(overrides: list[str]) -> list[str] | None:

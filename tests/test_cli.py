@@ -131,6 +131,23 @@ def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:
     assert all(0 <= r["strategy_metrics"]["bubble_share"] < 1 for r in records)
 
 
+def test_hopgnn_runs_out_of_the_box_and_refuses_a_bad_fanout(tmp_path) -> None:
+    """``gnntrain strategy=hopgnn`` on the default graph and cluster, shortened to 2 epochs: the
+    models migrate every iteration, the features fetched are reported by kind."""
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, "strategy=hopgnn", "train.epochs=2", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["comm_bytes_by_kind"]["model_migrate"] > 0 and r["comm_bytes_by_kind"]["feat_fetch"] > 0
+               for r in records)
+    assert records[-1]["strategy_metrics"]["time_steps"] == 2
+    bad = run([GNNTRAIN, "strategy=hopgnn", "strategy.fanout=[10,10,10]"], tmp_path)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].endswith(
+        "strategy.fanout=[10, 10, 10] has 3 entries for model.layers=2; valid: one int, or a list of 2 ints "
+        "(input layer first)")
+
+
 def test_multirun_runs_each_job_to_completion(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     res = run([GNNTRAIN, "-m", "dataset.num_nodes=300,400", "model=gcn,sage", "train.epochs=2",
