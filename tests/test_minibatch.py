@@ -1,5 +1,6 @@
-"""The mini-batch family: the keyed sampler and its blocks, HopGNN's exactness against the
-model-centric baseline, the bytes each strategy moves, and the settings it refuses."""
+"""The mini-batch family: the keyed sampler and its blocks, models on projected inputs, the
+exactness of HopGNN, P3 and Naive against the model-centric baseline, the bytes each strategy
+moves, and the settings it refuses."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout
 from gnntrain.models import build_model
 from gnntrain.models.gnn import no_halo
+from gnntrain.models.projection import projection_width, split, stacked_weight
 from gnntrain.strategies.minibatch.hopgnn import plan
 
 MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
+STRATEGIES = ["minibatch", "lo", "p3", "hopgnn", "naive"]
 SMALL = ("train.dtype=float64", "model.dropout=0", "dataset.num_nodes=600", "strategy.batch_size=300",
          "strategy.fanout=[3,5]", "model.layers=2")
 
@@ -57,6 +60,18 @@ def test_a_set_of_roots_computes_what_its_micrographs_compute(model: str) -> Non
         separately = torch.cat([net.forward_blocks(data.x[s.nodes].double(), s.blocks) for s in alone])
     torch.testing.assert_close(out, separately, rtol=1e-12, atol=1e-12)
     assert set(torch.cat([s.nodes for s in alone]).tolist()) == set(together.nodes.tolist())
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_model_computes_the_same_from_the_projections_of_its_input(model: str) -> None:
+    net, data = _model_and_graph(model)
+    sampled = sample_blocks(Topology.of(data), torch.tensor([5, 17, 100, 3]), [3, 2, 4],
+                            [sampling_key(0, 1, 0, layer) for layer in range(3)], torch.float64)
+    x, maps = data.x[sampled.nodes].double(), net.input_maps
+    with torch.no_grad():
+        out = net.forward_blocks(x, sampled.blocks)
+        projected = net.forward_blocks(split(maps, x @ stacked_weight(maps).t()), sampled.blocks)
+    torch.testing.assert_close(projected, out, rtol=1e-12, atol=1e-12)
 
 
 def test_sampling_is_keyed_by_iteration_and_layer_and_respects_the_fanout() -> None:
@@ -101,6 +116,8 @@ def runs(tmp_path_factory) -> dict[str, list[dict]]:
         "hopgnn_2_steps_no_pregather": ("strategy=hopgnn", "strategy.time_steps=2", "strategy.pregather=false"),
         "hopgnn_1_step": ("strategy=hopgnn", "strategy.time_steps=1"),
         "lo": ("strategy=lo",),
+        "p3": ("strategy=p3",),
+        "naive": ("strategy=naive",),
     }
     return {name: trace_job(tmp, name, *overrides, *SMALL, "cluster.world_size=3", "train.epochs=2",
                             worker=trace_minibatch)
@@ -121,6 +138,29 @@ def test_hopgnn_iterations_equal_the_model_centric_ones(runs, variant: str) -> N
         assert torch.equal(got, want)
 
 
+def _split_weights() -> set[str]:
+    """The names of the default model's input-map weights (P3 splits them by columns)."""
+    cfg = make_cfg("strategy=minibatch", *SMALL)
+    net = build_model(cfg["model"], 8, 2)
+    return {n for n, p in net.named_parameters() if any(p is m.weight for m in net.input_maps)}
+
+
+@pytest.mark.parametrize("variant", ["p3", "naive"])
+def test_p3_and_naive_iterations_equal_the_model_centric_ones(runs, variant: str) -> None:
+    """Every step's all-reduced gradients equal ``minibatch``'s; P3's input-map weight gradient
+    is split by columns over the ranks, so its ranks' gradients add up to it."""
+    reference, traces = runs["minibatch"], runs[variant]
+    for step, want in enumerate(reference[0]["grads"]):
+        got = dict(traces[0]["grads"][step])
+        if variant == "p3":
+            for name in _split_weights():
+                got[name] = sum(t["grads"][step][name] for t in traces)
+        assert_gradients_close(got, want, 1e-9, f"{variant}, step {step}")
+    assert traces[0]["loss"] == pytest.approx(reference[0]["loss"], rel=1e-12)
+    for got, want in zip(traces[0]["counts"], reference[0]["counts"]):
+        assert torch.equal(got, want)
+
+
 def test_the_locality_optimised_baseline_trains_on_other_batches(runs) -> None:
     assert runs["lo"][0]["loss"][0] != pytest.approx(runs["minibatch"][0]["loss"][0], rel=1e-6)
 
@@ -129,22 +169,67 @@ def _epoch_bytes(traces: list[dict], kind: str, epoch: int = 0) -> int:
     return sum(t["bytes"][epoch].get(kind, 0) for t in traces)
 
 
+def _first_epoch():
+    """Re-derive epoch 1 of the ``runs`` jobs: the job data and, per iteration, each mini-batch's
+    roots and the input nodes of its blocks."""
+    job = prepare_job_data(make_cfg("strategy=minibatch", *SMALL, "cluster.world_size=3"), 3)
+    topology, train = Topology.of(job.data), job.data.train_mask.nonzero().view(-1)
+    order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))]
+    iterations = []
+    for i, start in enumerate(range(0, order.numel(), 300)):
+        keys = [sampling_key(0, 1, i, layer) for layer in range(2)]
+        batch = torch.tensor_split(order[start: start + 300], 3)
+        iterations.append([(roots, sample_blocks(topology, roots, [3, 5], keys).nodes) for roots in batch])
+    return job, iterations
+
+
+def _projection_width(job) -> int:
+    torch.manual_seed(0)
+    return projection_width(build_model(make_cfg("strategy=minibatch", *SMALL)["model"], job.data.num_features, job.data.num_classes).input_maps)
+
+
 def test_fetched_bytes_are_the_remote_inputs_of_each_mini_batch(runs) -> None:
     """Recount what ``minibatch`` must fetch in epoch 1: per iteration and rank, the distinct
     input nodes of its blocks that another rank owns."""
-    cfg = make_cfg("strategy=minibatch", *SMALL, "cluster.world_size=3")
-    job = prepare_job_data(cfg, 3)
-    topology, train = Topology.of(job.data), job.data.train_mask.nonzero().view(-1)
-    order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))]
+    job, iterations = _first_epoch()
     remote_inputs = remote_roots = 0
-    for i, start in enumerate(range(0, order.numel(), 300)):
-        for rank, roots in enumerate(torch.tensor_split(order[start: start + 300], 3)):
-            keys = [sampling_key(0, 1, i, layer) for layer in range(2)]
-            nodes = sample_blocks(topology, roots, [3, 5], keys).nodes
+    for batch in iterations:
+        for rank, (roots, nodes) in enumerate(batch):
             remote_inputs += int((job.part[nodes] != rank).sum())
             remote_roots += int((job.part[roots] != rank).sum())
     assert _epoch_bytes(runs["minibatch"], "feat_fetch") == remote_inputs * job.data.num_features * 8
     assert _epoch_bytes(runs["minibatch"], "label_fetch") == remote_roots * 8
+
+
+def test_p3_moves_partial_projections_not_features(runs) -> None:
+    """``p3_partial`` = 2 (W - 1) sum |V_d| H x 8 per iteration; no feature row travels, and the
+    column-split input weights are not all-reduced."""
+    job, iterations = _first_epoch()
+    inputs = sum(nodes.numel() for batch in iterations for _, nodes in batch)
+    assert _epoch_bytes(runs["p3"], "p3_partial") == 2 * 2 * inputs * _projection_width(job) * 8
+    assert _epoch_bytes(runs["p3"], "feat_fetch") == 0
+    split_weight = job.data.num_features * make_cfg("strategy=minibatch", *SMALL)["model"]["hidden"]
+    assert (_epoch_bytes(runs["minibatch"], "allreduce") - _epoch_bytes(runs["p3"], "allreduce")
+            == 3 * len(iterations) * split_weight * 8)
+
+
+def test_naive_carries_the_partial_results_with_the_model(runs) -> None:
+    """Model d's forward hop t carries the projections of the inputs owned by ranks d..d+t-1,
+    its backward hop k the gradients of those not owned by ranks d-1..d-k; the model migrates
+    2 (W - 1) times per iteration; no feature row travels."""
+    job, iterations = _first_epoch()
+    world, rows = 3, 0
+    for batch in iterations:
+        for d, (_, nodes) in enumerate(batch):
+            owner = job.part[nodes]
+            for hop in range(1, world):
+                rows += int(torch.isin(owner, torch.tensor([(d + k) % world for k in range(hop)])).sum())
+                rows += int((~torch.isin(owner, torch.tensor([(d - 1 - k) % world for k in range(hop)]))).sum())
+    assert _epoch_bytes(runs["naive"], "naive_partial") == rows * _projection_width(job) * 8
+    params = sum(g.numel() for g in runs["naive"][0]["grads"][0].values())
+    assert _epoch_bytes(runs["naive"], "model_migrate") == world * 2 * (world - 1) * 2 * params * 8 * len(iterations)
+    assert _epoch_bytes(runs["naive"], "feat_fetch") == 0
+    assert _epoch_bytes(runs["naive"], "allreduce") == _epoch_bytes(runs["minibatch"], "allreduce")
 
 
 def test_pregathering_never_moves_more_and_micrographs_move_less(runs) -> None:
@@ -166,7 +251,7 @@ def test_models_migrate_between_time_steps(runs, variant: str, steps: int) -> No
     assert traces[0]["metrics"][0]["time_steps"] == steps
 
 
-@pytest.mark.parametrize("strategy", ["minibatch", "lo", "hopgnn"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("model", MODELS)
 def test_every_model_trains_under_every_strategy(model: str, strategy: str, tmp_path) -> None:
     traces = trace_job(tmp_path, "run", f"strategy={strategy}", f"model={model}", "dataset.num_nodes=300",

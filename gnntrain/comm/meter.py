@@ -12,9 +12,10 @@ time or byte count means the same thing whichever strategy produced it:
 
 * ``data`` — what a method moves to compute: halo rows and their gradients, activations and
   their gradients between pipeline stages, remote features and labels of sampled nodes,
-  migrating models (parameters and accumulated gradients);
+  migrating models (parameters and accumulated gradients), projections of input features
+  and their gradients (P3's partial activations, Naive's intermediate data);
 * ``sync`` — keeping replicas consistent: gradient all-reduces, cross-rank statistics (batch
-  norm);
+  norm), assembling weights split over ranks;
 * ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces,
   the ids of fetched rows, the epoch times that micrograph merging decides on;
 * ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
@@ -38,9 +39,12 @@ KIND_CATEGORIES: dict[str, str] = {
     "feat_fetch": "data",
     "label_fetch": "data",
     "model_migrate": "data",
+    "p3_partial": "data",
+    "naive_partial": "data",
     "allreduce": "sync",
     "bn_stats": "sync",
     "bn_stats_grad": "sync",
+    "weight_gather": "sync",
     "sample_index": "control",
     "assign": "control",
     "fetch_ids": "control",

@@ -27,6 +27,7 @@ from gnntrain.models.edge_ops import edge_softmax, edge_sum
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
 )
+from gnntrain.models.projection import project
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
@@ -68,8 +69,16 @@ class DeepGCN(MessagePassingModel):
         self.dropout = dropout
 
     @property
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin_in]
+
+    @property
+    def input_dropout(self) -> float:
+        return 0.0
+
+    @property
     def blocks(self) -> list[Block]:
-        return [row_block([self.lin_in], self.lin_in), *(self._gen_block(i) for i in range(len(self.convs))),
+        return [row_block([self.lin_in], lambda x: project(self.lin_in, x)), *(self._gen_block(i) for i in range(len(self.convs))),
                 row_block([self.norms[0], self.lin_out], self._output)]
 
     def _output(self, h: torch.Tensor) -> torch.Tensor:

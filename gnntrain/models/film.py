@@ -19,6 +19,7 @@ from torch import nn
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_sum
 from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.projection import Projected, project
 
 
 class FiLMLayer(MessagePassingLayer):
@@ -31,15 +32,19 @@ class FiLMLayer(MessagePassingLayer):
         self.lin_skip = nn.Linear(in_dim, out_dim, bias=False)
         self.film_skip = nn.Linear(in_dim, 2 * out_dim, bias=False)
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
-        return self.lin(h)
+    @property
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin, self.film, self.lin_skip, self.film_skip]
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+        return project(self.lin, h)
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
         src, dst = graph.edge_src, graph.edge_dst
         root = graph.target_rows(h_inner)
-        beta, gamma = self.film_skip(root).split(self.out_dim, dim=-1)
-        skip = self.act(gamma * self.lin_skip(root) + beta)
-        beta, gamma = self.film(root).split(self.out_dim, dim=-1)
+        beta, gamma = project(self.film_skip, root).split(self.out_dim, dim=-1)
+        skip = self.act(gamma * project(self.lin_skip, root) + beta)
+        beta, gamma = project(self.film, root).split(self.out_dim, dim=-1)
         messages = self.act(gamma[dst] * z[src] + beta[dst])
         if graph.edge_scale is not None:
             messages = messages * graph.edge_scale.unsqueeze(-1)

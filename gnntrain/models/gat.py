@@ -18,6 +18,7 @@ from torch import nn
 from gnntrain.graph import LocalGraph
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
 from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.projection import Projected, project
 
 
 class GATLayer(MessagePassingLayer):
@@ -38,8 +39,12 @@ class GATLayer(MessagePassingLayer):
         nn.init.xavier_uniform_(self.att_dst)
         nn.init.zeros_(self.bias)
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
-        return self.lin(h).view(-1, self.heads, self.out_dim)
+    @property
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin]
+
+    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+        return project(self.lin, h).view(-1, self.heads, self.out_dim)
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         n = graph.num_targets

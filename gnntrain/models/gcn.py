@@ -4,7 +4,8 @@
 function as PyG's ``GCNConv`` (default ``add_self_loops=True, normalize=True``), with the same
 parameter names (``lin.weight``, ``bias``) and initialisation (Glorot weight, zero bias).
 The product is evaluated in the cheaper order: transform first when the layer narrows the
-width, aggregate first otherwise.
+width, aggregate first otherwise (always transform first on projected input rows, see
+:mod:`gnntrain.models.projection`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.projection import Projected, project
 
 
 class GCNLayer(MessagePassingLayer):
@@ -29,12 +31,15 @@ class GCNLayer(MessagePassingLayer):
         nn.init.zeros_(self.bias)
 
     @property
-    def _transform_first(self) -> bool:
-        return self.lin.out_features <= self.lin.in_features
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin]
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
-        return self.lin(h) if self._transform_first else h
+    def _transform_first(self, h: torch.Tensor | Projected) -> bool:
+        return isinstance(h, Projected) or self.lin.out_features <= self.lin.in_features
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+        return project(self.lin, h) if self._transform_first(h) else h
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
         a = graph.operator("gcn") @ z
-        return (a if self._transform_first else self.lin(a)) + self.bias
+        return (a if self._transform_first(h_inner) else self.lin(a)) + self.bias

@@ -25,6 +25,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
 )
+from gnntrain.models.projection import project
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -54,12 +55,16 @@ class GCNII(MessagePassingModel):
         self.dropout = dropout
 
     @property
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin_in]
+
+    @property
     def blocks(self) -> list[Block]:
         return [Block(None, [self.lin_in], self._input), *(self._conv_block(i) for i in range(len(self.convs))),
                 row_block([self.lin_out], lambda h: self.lin_out(self._dropout(h)))]
 
     def _input(self, x: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-        h0 = F.relu(self.lin_in(self._dropout(x)))
+        h0 = F.relu(project(self.lin_in, self._dropout(x)))
         return h0, {**extra, "h0": h0}
 
     def _conv_block(self, i: int) -> Block:

@@ -27,6 +27,7 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
+from gnntrain.models.projection import Projected
 
 
 class HaloSource(Protocol):
@@ -47,6 +48,11 @@ class MessagePassingLayer(nn.Module):
     """
 
     in_dim: int
+
+    @property
+    def input_maps(self) -> list[nn.Linear]:
+        """The linear maps that read this layer's input (see :mod:`gnntrain.models.projection`)."""
+        raise NotImplementedError
 
     def message(self, h: torch.Tensor) -> torch.Tensor:
         return h
@@ -144,11 +150,12 @@ class MessagePassingModel(nn.Module):
             h, extra = block(h, extra, graph, halo)
         return h
 
-    def forward_blocks(self, x: torch.Tensor, blocks: list[LocalGraph]) -> torch.Tensor:
+    def forward_blocks(self, x: torch.Tensor | Projected, blocks: list[LocalGraph]) -> torch.Tensor:
         """The output rows of the last block's targets, each message-passing layer on its own
         sampled block (:mod:`gnntrain.data.sampling`; ``x``: the rows of the first block's
-        sources). A row-wise map runs on the block of the layer before it (the first block
-        before any); no row comes from a halo exchange."""
+        sources, or their projections by :attr:`input_maps`). A row-wise map runs on the block
+        of the layer before it (the first block before any); no row comes from a halo
+        exchange."""
         h, extra, graph = x, {}, blocks[0]
         for block in self.blocks:
             if block.layer is not None:
@@ -157,12 +164,24 @@ class MessagePassingModel(nn.Module):
         return h
 
     @property
+    def input_maps(self) -> list[nn.Linear]:
+        """The linear maps that read the raw input features: all the model needs of them
+        (:mod:`gnntrain.models.projection`)."""
+        raise NotImplementedError
+
+    @property
+    def input_dropout(self) -> float:
+        """The dropout rate the model applies to its raw input rows before the input maps."""
+        return self.dropout
+
+    @property
     def input_widths(self) -> list[int]:
         """Width of each layer's input: the width of the rows its halo exchange moves."""
         return [conv.in_dim for conv in self.convs]
 
-    def _dropout(self, h: torch.Tensor) -> torch.Tensor:
-        return F.dropout(h, self.dropout, self.training)
+    def _dropout(self, h: torch.Tensor | Projected) -> torch.Tensor | Projected:
+        """Dropout; projected input rows had theirs before they were projected."""
+        return h if isinstance(h, Projected) else F.dropout(h, self.dropout, self.training)
 
 
 class GNN(MessagePassingModel):
@@ -176,6 +195,10 @@ class GNN(MessagePassingModel):
         self.norms = nn.ModuleList(make_norm(norm, hidden, all_sum) for _ in range(layers - 1))
         self.dropout = dropout
         self.activation = activation
+
+    @property
+    def input_maps(self) -> list[nn.Linear]:
+        return self.convs[0].input_maps
 
     @property
     def blocks(self) -> list[Block]:

@@ -13,6 +13,7 @@ from torch import nn
 
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.projection import Projected, project
 
 
 class SAGELayer(MessagePassingLayer):
@@ -28,15 +29,18 @@ class SAGELayer(MessagePassingLayer):
         self.lin_r.reset_parameters()
 
     @property
-    def _transform_first(self) -> bool:
-        return self.lin_l.out_features <= self.lin_l.in_features
+    def input_maps(self) -> list[nn.Linear]:
+        return [self.lin_l, self.lin_r]
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
-        return h @ self.lin_l.weight.t() if self._transform_first else h
+    def _transform_first(self, h: torch.Tensor | Projected) -> bool:
+        return isinstance(h, Projected) or self.lin_l.out_features <= self.lin_l.in_features
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+        return project(self.lin_l, h, bias=False) if self._transform_first(h) else h
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
         neigh = graph.operator("mean") @ z
-        if not self._transform_first:
+        if not self._transform_first(h_inner):
             neigh = neigh @ self.lin_l.weight.t()
         # The bias is added after aggregation: nodes without in-neighbours still get it.
-        return neigh + self.lin_l.bias + self.lin_r(graph.target_rows(h_inner))
+        return neigh + self.lin_l.bias + project(self.lin_r, graph.target_rows(h_inner))

@@ -45,6 +45,7 @@ from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampl
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
+from gnntrain.models.projection import Projected
 from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
@@ -116,6 +117,8 @@ class MiniBatchTraining:
         for p in self.params:
             p.grad = torch.zeros_like(p)
         self.optimizer = build_optimizer(self.params, cfg["train"])
+        self.synced = self.params
+        """The parameters whose gradients are all-reduced (all but those split over ranks)."""
         self.looked_up = self.missed = 0
 
     # -- mini-batches and one step's pieces ----------------------------------------------
@@ -144,10 +147,12 @@ class MiniBatchTraining:
     def fetch_labels(self, roots: torch.Tensor) -> torch.Tensor:
         return self.store.fetch(roots, "y", "label_fetch")
 
-    def train_on(self, blocks: SampledBlocks, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> torch.Tensor:
-        """Forward and backward of the roots of ``blocks`` (``x``: their input rows, ``y``: their
-        labels), loss over the global batch size; gradients added to ``.grad``."""
-        self.looked_up += x.shape[0]
+    def train_on(self, blocks: SampledBlocks, x: torch.Tensor | Projected, y: torch.Tensor,
+                 batch_size: int) -> torch.Tensor:
+        """Forward and backward of the roots of ``blocks`` (``x``: their input rows or the rows'
+        projections, ``y``: their labels), loss over the global batch size; gradients added to
+        ``.grad``."""
+        self.looked_up += blocks.input_nodes.numel()
         if blocks.num_roots == 0:
             return x.new_zeros(())
         out = self.model.forward_blocks(x, blocks.blocks)
@@ -170,7 +175,7 @@ class MiniBatchTraining:
         for i, batch in enumerate(iterations):
             self.optimizer.zero_grad(set_to_none=False)
             loss += self.accumulate(epoch, i, batch)
-            all_reduce_gradients(self.params, self.comm)
+            all_reduce_gradients(self.synced, self.comm)
             self.optimizer.step()
         return loss / len(iterations)
 
