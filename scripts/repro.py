@@ -90,9 +90,11 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "fig13_mg": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.pregather=false", "strategy.merge=false"],
         "fig13_pg": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.pregather=true", "strategy.merge=false"],
         "fig13_all": [*HOPGNN_FIG13, "strategy=hopgnn", "strategy.merge=true"],
-        "fig11_hidden128": [*HOPGNN_FIG13, "model.hidden=128", "strategy=minibatch,hopgnn", "train.epochs=3"],
+        # Fig. 11: DGL, P3, Naive and HopGNN (All) at hidden 16 (DGL and All from Fig. 13) and 128
+        "fig11_baselines": [*HOPGNN_FIG13, "strategy=p3,naive"],
+        "fig11_hidden128": [*HOPGNN_FIG13, "model.hidden=128", "strategy=minibatch,p3,naive,hopgnn"],
         "accuracy_vanilla": [*HOPGNN_ACCURACY, "strategy=vanilla"],
-        "accuracy_minibatch": [*HOPGNN_ACCURACY, "strategy=minibatch,hopgnn,lo", "strategy.batch_size=64"],
+        "accuracy_minibatch": [*HOPGNN_ACCURACY, "strategy=minibatch,p3,hopgnn,naive,lo", "strategy.batch_size=64"],
     },
 }
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
