@@ -435,7 +435,8 @@ FIG11_SYSTEMS = {"minibatch": "DGL", "p3": "P3", "naive": "Naive", "hopgnn": "Ho
 
 def _hopgnn_hidden(runs: dict[str, list[Run]]) -> str:
     rows = []
-    hidden16 = runs["fig13_dgl"] + runs.get("fig11_baselines", []) + runs["fig13_all"]
+    hidden16 = (runs["fig13_dgl"] + runs["fig13_all"] + runs.get("fig11_hidden16", [])
+                + runs.get("fig11_gat_baselines", []))
     for model in ("gcn", "sage", "gat"):
         for hidden, pool in ((16, hidden16), (128, runs.get("fig11_hidden128", []))):
             found = {label: one(pool, model__name=model, strategy__name=name) for name, label in FIG11_SYSTEMS.items()}

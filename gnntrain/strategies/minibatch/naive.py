@@ -67,6 +67,11 @@ class Naive(MiniBatchTraining):
         return filled
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
+        """At forward step ``t`` rank ``r`` holds model ``d = r - t``, which brings the
+        projections of ranks ``d .. r - 1``; at backward step ``k`` it holds model
+        ``d = r + 1 + k``, which brings the gradients of all rows but those of ranks
+        ``d - 1, .., d - k`` (already added to its weight gradients there). Rank ``r`` keeps the
+        rows it projected for each model to add their gradient on the way back."""
         world, rank = self.world, self.rank
         weight = stacked_weight(self.maps).detach()
         ids = self.sample(batch[rank], epoch, iteration).input_nodes
