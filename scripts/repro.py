@@ -91,6 +91,9 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "fig13_mg": [*HOPGNN_FIG13, "model=gat", "strategy=hopgnn", "strategy.pregather=false", "strategy.merge=false"],
         "fig13_pg": [*HOPGNN_FIG13, "model=gat", "strategy=hopgnn", "strategy.pregather=true", "strategy.merge=false"],
         "fig13_all": [*HOPGNN_FIG13, "model=gat", "strategy=hopgnn", "strategy.merge=true", "train.epochs=6"],
+        # the same DGL and All over a 1 Gbit/s link: this CPU computes far slower than the paper's GPUs
+        "fig13_1gbps": [*HOPGNN_FIG13, "model=gat", "network.bandwidth_gbps=1", "strategy=minibatch,hopgnn",
+                        "train.epochs=6"],
         # Fig. 11: DGL, P3, Naive and HopGNN at hidden 16 (GAT's DGL and All from Fig. 13) and 128
         "fig11_hidden16": [*HOPGNN_FIG13, "model=gcn,sage", "strategy=minibatch,p3,naive,hopgnn"],
         "fig11_gat_baselines": [*HOPGNN_FIG13, "model=gat", "strategy=p3,naive"],
@@ -124,8 +127,6 @@ def run_sweep(name: str, overrides: list[str], out: Path) -> None:
     print(f"== {name}: gnntrain -m {' '.join(overrides)}", flush=True)
     start = time.perf_counter()
     env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
-    if "GNNTRAIN_DATA" not in env and SHARED_DATA.is_dir():
-        env["GNNTRAIN_DATA"] = str(SHARED_DATA)
     subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
                    check=True, env=env, cwd=REPO)
     print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
@@ -149,6 +150,8 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="comma-separated sweep names to run again; the tables read "
                                                      "the others' existing runs")
     args = parser.parse_args()
+    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
+        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
     unknown = set(args.only.split(",")) - set(SWEEPS[args.paper]) if args.only else set()
     if unknown:
         parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(SWEEPS[args.paper])}")
