@@ -131,24 +131,32 @@ def job_bytes(traces: list[dict], kind: str) -> int:
     return sum(t["bytes"].get(kind, 0) for t in traces)
 
 
+def _record_steps(trace: dict, optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> None:
+    """Append the gradients every optimizer step uses to ``trace["grads"]``."""
+    optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
+        {n: p.grad.detach().clone() for n, p in model.named_parameters()}))
+
+
+def _record_epoch(trace: dict, ctx: WorkerContext, loss: torch.Tensor, counts: torch.Tensor) -> None:
+    """Append an epoch's loss and evaluation counts, summed over the ranks."""
+    if ctx.world_size > 1:
+        dist.all_reduce(counts)
+        dist.all_reduce(loss)
+    trace["counts"].append(counts)
+    trace["loss"].append(float(loss))
+
+
 def trace_full_batch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     """Train any strategy built on the full-batch step through its own ``train_epoch`` and
     ``evaluate``, recording per epoch the global loss and evaluation counts (summed over
     ranks; the counts before the epoch's step) and the gradients the optimizer steps with.
     Written to ``<trace_dir>/rank<r>.pt``."""
     strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
-    step = strategy.step
     trace: dict = {"loss": [], "grads": [], "counts": []}
-    step.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
-        {n: p.grad.detach().clone() for n, p in step.model.named_parameters()}))
+    _record_steps(trace, strategy.step.optimizer, strategy.step.model)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         counts = strategy.evaluate()
-        loss = strategy.train_epoch(epoch)
-        if ctx.world_size > 1:
-            dist.all_reduce(counts)
-            dist.all_reduce(loss)
-        trace["counts"].append(counts)
-        trace["loss"].append(float(loss))
+        _record_epoch(trace, ctx, strategy.train_epoch(epoch), counts)
     strategy.finish()
     trace["bytes"] = dict(strategy.meter.bytes)
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
@@ -233,18 +241,12 @@ def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     ``<trace_dir>/rank<r>.pt``."""
     strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
     trace: dict = {"loss": [], "grads": [], "counts": [], "bytes": [], "metrics": []}
-    strategy.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
-        {n: p.grad.detach().clone() for n, p in strategy.model.named_parameters()}))
+    _record_steps(trace, strategy.optimizer, strategy.model)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         strategy.meter.reset()
         loss = strategy.train_epoch(epoch)
         trace["bytes"].append(dict(strategy.meter.bytes))
         trace["metrics"].append(strategy.epoch_metrics())
-        counts = strategy.evaluate()
-        if ctx.world_size > 1:
-            dist.all_reduce(counts)
-            dist.all_reduce(loss)
-        trace["counts"].append(counts)
-        trace["loss"].append(float(loss))
+        _record_epoch(trace, ctx, loss, strategy.evaluate())
     strategy.finish()
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

@@ -251,6 +251,17 @@ def test_models_migrate_between_time_steps(runs, variant: str, steps: int) -> No
     assert traces[0]["metrics"][0]["time_steps"] == steps
 
 
+def test_a_worker_without_roots_still_takes_part(tmp_path) -> None:
+    """A global batch of 2 roots on 3 workers leaves one mini-batch empty every iteration; every
+    strategy still computes minibatch's iterations."""
+    small = ("train.dtype=float64", "model.dropout=0", "dataset.num_nodes=40", "strategy.batch_size=2",
+             "strategy.fanout=[3,5]", "cluster.world_size=3", "train.epochs=1")
+    losses = {name: trace_job(tmp_path, name, f"strategy={name}", *small, worker=trace_minibatch)[0]["loss"]
+              for name in ("minibatch", "p3", "hopgnn", "naive")}
+    for name, loss in losses.items():
+        assert loss == pytest.approx(losses["minibatch"], rel=1e-12), name
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("model", MODELS)
 def test_every_model_trains_under_every_strategy(model: str, strategy: str, tmp_path) -> None:

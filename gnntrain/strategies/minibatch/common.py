@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
@@ -45,7 +46,7 @@ from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampl
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.models.projection import Projected
+from gnntrain.models.projection import Projected, split
 from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
@@ -154,12 +155,25 @@ class MiniBatchTraining:
         ``.grad``."""
         self.looked_up += blocks.input_nodes.numel()
         if blocks.num_roots == 0:
-            return x.new_zeros(())
+            return self.graph.x.new_zeros(())
         out = self.model.forward_blocks(x, blocks.blocks)
         every = torch.ones(out.shape[0], dtype=torch.bool, device=out.device)
         loss = loss_share(out, y, every, batch_size, self.multilabel)
         loss.backward()
         return loss.detach()
+
+    def dropped_input(self, rows: torch.Tensor) -> torch.Tensor:
+        """Raw input rows with the model's input dropout, before they are projected."""
+        return F.dropout(rows, self.model.input_dropout, self.model.training)
+
+    def train_on_projections(self, blocks: SampledBlocks, projections: torch.Tensor, y: torch.Tensor,
+                             batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`train_on` from the stacked projections of the input rows by the model's input
+        maps (:mod:`gnntrain.models.projection`); the loss and the projections' gradient."""
+        projections.requires_grad_()
+        loss = self.train_on(blocks, split(self.model.input_maps, projections), y, batch_size)
+        grad = projections.grad if projections.grad is not None else torch.zeros_like(projections)
+        return loss, grad
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         """One iteration's forward and backward on this rank; its share of the iteration loss."""

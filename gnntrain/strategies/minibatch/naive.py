@@ -31,9 +31,8 @@ edges, so the topology's bytes beyond the input ids are not counted.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from gnntrain.models.projection import projection_width, split, stacked_weight, weight_gradient
+from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
 from gnntrain.parallel.migration import migrate
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
@@ -84,16 +83,13 @@ class Naive(MiniBatchTraining):
                 ids = self._pass_ids(ids)
                 projections = self._move(1, sent, self._owned_by(ids, model, t, 1))
             own = self.store.owner[ids] == rank
-            x = F.dropout(self.store.tables["x"][self.store.row_of[ids[own]]], self.model.input_dropout,
-                          self.model.training)
+            x = self.dropped_input(self.store.tables["x"][self.store.row_of[ids[own]]])
             projections[own] = x @ weight.t()
             visited[model] = (ids, own, x)
 
         roots = batch[(rank + 1) % world]
-        projections.requires_grad_()
-        loss = self.train_on(self.sample(roots, epoch, iteration), split(self.maps, projections),
-                             self.fetch_labels(roots), sum(b.numel() for b in batch))
-        grad = projections.grad if projections.grad is not None else torch.zeros_like(projections)
+        loss, grad = self.train_on_projections(self.sample(roots, epoch, iteration), projections,
+                                               self.fetch_labels(roots), sum(b.numel() for b in batch))
         for k in range(world):
             model = (rank + 1 + k) % world
             if k:

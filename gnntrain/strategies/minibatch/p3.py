@@ -37,9 +37,8 @@ before evaluation the ranks assemble the full weights from the owners' columns
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from gnntrain.models.projection import split, stacked_weight, weight_gradient
+from gnntrain.models.projection import stacked_weight, weight_gradient
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
@@ -75,7 +74,7 @@ class P3(MiniBatchTraining):
         roots = batch[self.rank]
         blocks = self.sample(roots, epoch, iteration)
         inputs = self._input_ids_of_every_rank(blocks.input_nodes)
-        rows = [F.dropout(self.x_columns[ids], self.model.input_dropout, self.model.training) for ids in inputs]
+        rows = [self.dropped_input(self.x_columns[ids]) for ids in inputs]
         weight = stacked_weight(self.maps).detach()[:, self.own_columns]
         partials = [r @ weight.t() for r in rows]
         own, sizes = self.rank, [ids.numel() for ids in inputs]
@@ -85,10 +84,8 @@ class P3(MiniBatchTraining):
         recv_splits = [0 if q == own else sizes[own] for q in range(self.world)]
         received = self.comm.all_to_all_start(send, send_splits, recv_splits, "p3_partial").wait()
         projections = partials[own] + received.view(len(others), sizes[own], weight.shape[0]).sum(0)
-        projections.requires_grad_()
-        y = self.fetch_labels(roots)
-        loss = self.train_on(blocks, split(self.maps, projections), y, sum(b.numel() for b in batch))
-        grad = projections.grad if projections.grad is not None else torch.zeros_like(projections)
+        loss, grad = self.train_on_projections(blocks, projections, self.fetch_labels(roots),
+                                               sum(b.numel() for b in batch))
         for q, g in enumerate(self._from_every_rank(grad, sizes, "p3_partial")):
             weight_gradient(self.maps, g, rows[q], self.own_columns)
         return loss
@@ -96,10 +93,10 @@ class P3(MiniBatchTraining):
     @torch.no_grad()
     def evaluate(self) -> torch.Tensor:
         """Assemble the input maps' weights from their columns' owners, then evaluate."""
+        mine = stacked_weight(self.maps)[:, self.own_columns].t().contiguous()
         with self.meter.tagged("eval_"):
-            for m in self.maps:
-                mine = m.weight[:, self.own_columns].t().contiguous()
-                widths = [c.stop - c.start for c in self.columns]
-                pieces = self._from_every_rank(mine, widths, "weight_gather")
-                m.weight.copy_(torch.cat(pieces).t())
+            pieces = self._from_every_rank(mine, [c.stop - c.start for c in self.columns], "weight_gather")
+        full = torch.cat(pieces).t()
+        for m, rows in zip(self.maps, full.split([m.out_features for m in self.maps])):
+            m.weight.copy_(rows)
         return super().evaluate()
