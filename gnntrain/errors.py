@@ -1,4 +1,7 @@
-"""Exceptions that the command line reports as a single line and a non-zero exit."""
+"""Exceptions that the command line reports as a single line and a non-zero exit, and the
+one-line warnings it prints and goes on."""
+
+import sys
 
 
 class GnntrainError(Exception):
@@ -15,3 +18,8 @@ class DatasetUnavailable(GnntrainError):
 
 class WorkerFailed(GnntrainError):
     """A worker process of a distributed job died; the job was taken down."""
+
+
+def warn(message: str) -> None:
+    """A one-line warning on stderr: something the user should know, the job goes on."""
+    print(f"gnntrain: warning: {message}", file=sys.stderr, flush=True)

@@ -43,14 +43,15 @@ def register_schemas() -> None:
 def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
     strategy's own keys are checked by its family."""
-    from gnntrain.data.registry import DATASETS
+    from gnntrain.data.registry import validate_dataset
     from gnntrain.models import MODELS
     from gnntrain.strategies import STRATEGIES, family_of
 
-    for section, registry in (("dataset", DATASETS), ("model", MODELS), ("strategy", STRATEGIES)):
+    for section, registry in (("model", MODELS), ("strategy", STRATEGIES)):
         name = cfg[section]["name"]
         if name not in registry:
             raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
+    validate_dataset(cfg["dataset"])
     model = cfg["model"]
     check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
     check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")

@@ -30,16 +30,41 @@ Backend = choices("Backend", "gloo", "nccl")
 Device = choices("Device", "cpu", "cuda")
 
 
+DatasetSource = choices("DatasetSource", "pyg", "ogb", "file", "synthetic")
+
+
 @dataclass
 class DatasetConfig:
-    """A graph from the dataset registry (``gnntrain.data.registry``)."""
+    """A graph, declared by its YAML in the ``dataset`` group (``conf/dataset/<name>.yaml``, or a
+    user's ``--config-dir``): where it comes from is ``source`` and that source's keys; the
+    loaders are in :mod:`gnntrain.data.registry`."""
 
     name: str = MISSING
+    """What the graph is called in logs, tables and cache file names."""
+    source: DatasetSource = DatasetSource.pyg
+    """Where it comes from: pyg (a torch_geometric.datasets class), ogb (an OGB node-property dataset), file (a .npz or .pt of arrays), synthetic (generated)."""
+    pyg_class: Optional[str] = None
+    """source=pyg: the class in torch_geometric.datasets, e.g. Planetoid or WikipediaNetwork."""
+    args: dict[str, Any] = field(default_factory=dict)
+    """source=pyg: the class's keyword arguments besides root, e.g. {name: Cora}."""
+    folder: str = ""
+    """source=pyg: the class's root folder under dataset.root (empty: dataset.root itself)."""
+    ogb_name: Optional[str] = None
+    """source=ogb: the OGB name, e.g. ogbn-arxiv."""
+    file: Optional[str] = None
+    """source=file: a .npz or .pt holding edge_index [2,E], x [N,F], y [N] and optionally train/val/test_mask; absolute or under dataset.root."""
+    multilabel: bool = False
+    """Labels are a 0/1 matrix [N,C]: BCE loss, F1-micro scores."""
     root: str = DEFAULT_DATA_ROOT
+    """Folder the files are read from, never written to (default $GNNTRAIN_DATA, else ~/.cache/gnntrain/data)."""
     to_undirected: bool = True
+    """Add every edge's reverse."""
     split: int = 0
+    """Which column of a multi-split mask to use (e.g. the 10 geom-gcn splits)."""
     split_seed: int = 0
+    """Seed of the random 50/25/25 split of graphs shipped without one."""
     download: bool = True
+    """Fetch missing files where the network allows (false: report them instead)."""
 
 
 @dataclass
@@ -47,16 +72,29 @@ class SyntheticConfig(DatasetConfig):
     """Parameters of the planted-community generator (``gnntrain.data.synthetic``)."""
 
     name: str = "synthetic"
+    """What the graph is called in logs, tables and cache file names."""
+    source: DatasetSource = DatasetSource.synthetic
+    """Generated on the fly (no files)."""
     num_nodes: int = 2000
+    """Nodes."""
     avg_degree: float = 10.0
+    """Mean degree (directed edges per node after symmetrisation)."""
     num_classes: int = 5
+    """Communities, one class each."""
     num_features: int = 32
+    """Feature width."""
     homophily: float = 0.8
+    """Share of edges planted inside a community."""
     degree_exponent: float = 2.5
+    """Power-law exponent of the expected degrees."""
     feature_noise: float = 1.0
+    """Standard deviation of the noise around each class's feature mean."""
     graph_seed: int = 0
+    """Seed of the graph and features."""
     train_frac: float = 0.6
+    """Share of nodes in the training split."""
     val_frac: float = 0.2
+    """Share of nodes in the validation split."""
 
 
 @dataclass

@@ -1,28 +1,42 @@
-"""Dataset registry: ``dataset.name`` -> a loader returning :class:`GraphData`.
+"""Dataset loaders by ``dataset.source``: every graph is declared by a YAML in the ``dataset``
+config group (the built-in ones in ``conf/dataset``), naming its source and that source's keys:
 
-Real graphs load through the stock PyG (or OGB) classes. They never write into
-``dataset.root``: the root's ``raw`` folders are linked into a mirror under the cache dir and
-PyG processes (and, where the network allows, downloads) into that mirror. When files are
-missing and cannot be fetched the loader raises :class:`DatasetUnavailable` naming the files,
-the folder they were looked for in, and how to obtain them.
+* ``pyg``: ``torch_geometric.datasets.<pyg_class>(root, **args)``;
+* ``ogb``: OGB's ``PygNodePropPredDataset(ogb_name)``;
+* ``file``: a ``.npz`` or ``.pt`` of arrays (:func:`load_file` says which);
+* ``synthetic``: the planted-community generator.
+
+Real graphs never write into ``dataset.root``: the root's ``raw`` folders are linked into a
+mirror under the cache dir and PyG processes (and, where the network allows, downloads) into
+that mirror. When files are missing and cannot be fetched the loader raises
+:class:`DatasetUnavailable` naming the files, the folder they were looked for in, and how to
+obtain them. A processed cache file that cannot be read is named in a warning, deleted and
+rebuilt from the raw files.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from gnntrain.data import synthetic
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
-from gnntrain.errors import ConfigError, DatasetUnavailable
+from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, warn
 
 Loader = Callable[[dict, Path], GraphData]
 
-# Split used for graphs that ship without one (LINKX Facebook100 graphs), over labeled nodes.
+# Split used for graphs that ship without one (LINKX Facebook100 graphs, user files without
+# masks), over labeled nodes.
 UNSPLIT_FRACTIONS = (0.5, 0.25)
+
+FILE_SUFFIXES = (".npz", ".pt")
+FILE_ARRAYS = "edge_index [2, E], x [N, F], y [N] (or [N, C] with dataset.multilabel=true)"
+FILE_MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def _mirror(root: Path, cache_dir: Path) -> Path:
@@ -38,30 +52,66 @@ def _mirror(root: Path, cache_dir: Path) -> Path:
     return mirror
 
 
-def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any, class_root: str, raw_rel: str,
-                 **kwargs: Any) -> Any:
-    """Instantiate PyG's ``cls(root=<mirror>/class_root, **kwargs)``.
-
-    ``raw_rel`` is where the class keeps its raw files relative to its root; missing ones are
-    reported relative to ``dataset.root``, where the user should put them.
-    """
+def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any) -> Any:
+    """Instantiate ``cls(root=<mirror>/<dataset.folder>, **dataset.args)``; missing raw files are
+    reported relative to ``dataset.root``, where the user should put them."""
     root = Path(cfg["root"]).expanduser()
-    class_dir = _mirror(root, cache_dir) / class_root
-    probe = cls.__new__(cls)
-    probe.__dict__.update(kwargs, root=str(class_dir))
+    class_dir = _mirror(root, cache_dir) / cfg["folder"]
+    kwargs = dict(cfg["args"])
+    probe = _probe(cls, class_dir, kwargs)
+    raw_dir = Path(probe.raw_dir)
     raw_files = probe.raw_file_names
     raw_files = [raw_files] if isinstance(raw_files, str) else list(raw_files)
-    missing = [f for f in raw_files if not (class_dir / raw_rel / f).exists()]
-    looked_in = root / class_root / raw_rel
+    missing = [f for f in raw_files if not (raw_dir / f).exists()]
+    looked_in = root / cfg["folder"] / raw_dir.relative_to(class_dir)
     fetcher = f"torch_geometric.datasets.{cls.__name__}"
     if missing and not cfg["download"]:
         raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
     try:
         return cls(root=str(class_dir), **kwargs)
-    except Exception as exc:  # noqa: BLE001 - a failed download is reported as missing files
-        if not missing:
-            raise
-        raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - reported in one line below
+        if missing:
+            raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
+        if not _drop_unreadable([Path(p) for p in probe.processed_paths], exc):
+            raise GnntrainError(f"dataset '{cfg['name']}': {fetcher}({_call_args(kwargs)}) failed on the files "
+                                f"in {looked_in}: {_first_line(exc)}") from exc
+    return cls(root=str(class_dir), **kwargs)
+
+
+def _probe(cls: Any, class_dir: Path, kwargs: dict) -> Any:
+    """An uninitialised ``cls`` carrying its constructor's arguments, enough to ask where its raw
+    and processed files are without reading or downloading anything."""
+    try:
+        bound = inspect.signature(cls.__init__).bind(None, root=str(class_dir), **kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"dataset.args={kwargs} do not fit torch_geometric.datasets.{cls.__name__}: {exc}") from None
+    bound.apply_defaults()
+    probe = cls.__new__(cls)
+    probe.__dict__.update(list(bound.arguments.items())[1:])
+    return probe
+
+
+def _drop_unreadable(paths: list[Path], exc: Exception) -> bool:
+    """Delete the cache files among ``paths`` that cannot be loaded, each named in a warning;
+    whether there was one."""
+    dropped = False
+    for path in paths:
+        try:
+            if path.exists():
+                torch.load(path, weights_only=False)
+        except Exception:  # noqa: BLE001 - any unreadable file is a corrupt cache
+            warn(f"cache file {path} could not be read ({_first_line(exc)}); rebuilding it from the raw files")
+            path.unlink()
+            dropped = True
+    return dropped
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _call_args(kwargs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 def _unavailable(name: str, missing: list[str], looked_in: Path, fetcher: str, why: str) -> DatasetUnavailable:
@@ -72,10 +122,12 @@ def _unavailable(name: str, missing: list[str], looked_in: Path, fetcher: str, w
     )
 
 
-def _from_pyg(name: str, data: Any, cfg: dict, multilabel: bool = False,
-              num_classes: int | None = None) -> GraphData:
-    """Convert a PyG ``Data`` object; picks column ``dataset.split`` of multi-split masks."""
-    n = data.num_nodes
+def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphData:
+    """A :class:`GraphData` from anything with PyG ``Data``'s fields (``x``, ``y``,
+    ``edge_index``, optional masks); picks column ``dataset.split`` of multi-split masks and
+    splits graphs without masks at random over their labeled nodes."""
+    name, multilabel = cfg["name"], cfg["multilabel"]
+    n = data.x.shape[0]
     y = data.y
     if multilabel:
         y = y.float()
@@ -99,91 +151,128 @@ def _from_pyg(name: str, data: Any, cfg: dict, multilabel: bool = False,
     return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel)
 
 
-def _pyg(cls_name: str, class_root: str, raw_rel: str, multilabel: bool = False, **kwargs: Any) -> Loader:
-    """A loader through ``torch_geometric.datasets.<cls_name>`` (see :func:`_pyg_dataset`)."""
+def load_pyg(cfg: dict, cache_dir: Path) -> GraphData:
+    """``source: pyg``: ``torch_geometric.datasets.<pyg_class>`` (see :func:`_pyg_dataset`)."""
+    import torch_geometric.datasets as pyg_datasets
 
-    def load(cfg: dict, cache_dir: Path) -> GraphData:
-        import torch_geometric.datasets as pyg_datasets
-
-        ds = _pyg_dataset(cfg, cache_dir, getattr(pyg_datasets, cls_name), class_root, raw_rel, **kwargs)
-        return _from_pyg(cfg["name"], ds[0], cfg, multilabel=multilabel)
-
-    return load
+    ds = _pyg_dataset(cfg, cache_dir, getattr(pyg_datasets, cfg["pyg_class"]))
+    return _graph_data(cfg, ds[0])
 
 
 OGB_RAW_FILES = ["edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz",
                  "num-edge-list.csv.gz", "num-node-list.csv.gz"]
 
 
-def _ogb(ogb_name: str) -> Loader:
-    def load(cfg: dict, cache_dir: Path) -> GraphData:
-        folder = ogb_name.replace("-", "_")
-        root = Path(cfg["root"]).expanduser()
-        looked_in = root / folder / "raw"
-        fetcher = f"ogb's PygNodePropPredDataset('{ogb_name}')"
-        try:
-            from ogb.nodeproppred import PygNodePropPredDataset
-        except ImportError as exc:
-            raise DatasetUnavailable(
-                f"dataset '{cfg['name']}' needs the 'ogb' package (pip install 'gnntrain[ogb]'); "
-                f"its files are looked for in {looked_in}") from exc
-        mirror = _mirror(root, cache_dir)
-        missing = [f for f in OGB_RAW_FILES if not (mirror / folder / "raw" / f).exists()]
-        if missing and not cfg["download"]:
-            raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
-        try:
-            ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
-        except Exception as exc:  # noqa: BLE001
-            if not missing:
-                raise
+def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
+    """``source: ogb``: OGB's ``PygNodePropPredDataset(ogb_name)`` with its official split."""
+    ogb_name = cfg["ogb_name"]
+    folder = ogb_name.replace("-", "_")
+    root = Path(cfg["root"]).expanduser()
+    looked_in = root / folder / "raw"
+    fetcher = f"ogb's PygNodePropPredDataset('{ogb_name}')"
+    try:
+        from ogb.nodeproppred import PygNodePropPredDataset
+    except ImportError as exc:
+        raise DatasetUnavailable(
+            f"dataset '{cfg['name']}' needs the 'ogb' package (pip install 'gnntrain[ogb]'); "
+            f"its files are looked for in {looked_in}") from exc
+    mirror = _mirror(root, cache_dir)
+    missing = [f for f in OGB_RAW_FILES if not (mirror / folder / "raw" / f).exists()]
+    if missing and not cfg["download"]:
+        raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
+    try:
+        ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
+    except Exception as exc:  # noqa: BLE001 - reported in one line below
+        if missing:
             raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
-        data = ds[0]
-        split = ds.get_idx_split()
-        n = data.num_nodes
-        y = data.y.view(-1)
-        y = torch.where(torch.isnan(y.float()), -1, y).long() if y.is_floating_point() else y
-        masks = []
-        for key in ("train", "valid", "test"):
-            mask = torch.zeros(n, dtype=torch.bool)
-            mask[split[key]] = True
-            masks.append(mask)
-        data.y = y
-        data.train_mask, data.val_mask, data.test_mask = masks
-        return _from_pyg(cfg["name"], data, cfg, num_classes=ds.num_classes)
+        if not _drop_unreadable(sorted((mirror / folder / "processed").glob("*.pt")), exc):
+            raise GnntrainError(f"dataset '{cfg['name']}': {fetcher} failed on the files in {looked_in}: "
+                                f"{_first_line(exc)}") from exc
+        ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
+    data = ds[0]
+    split = ds.get_idx_split()
+    n = data.num_nodes
+    y = data.y.view(-1)
+    y = torch.where(torch.isnan(y.float()), -1, y).long() if y.is_floating_point() else y
+    masks = []
+    for key in ("train", "valid", "test"):
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[split[key]] = True
+        masks.append(mask)
+    data.y = y
+    data.train_mask, data.val_mask, data.test_mask = masks
+    return _graph_data(cfg, data, num_classes=ds.num_classes)
 
-    return load
+
+def dataset_file(cfg: dict) -> Path:
+    """``dataset.file``, absolute or under ``dataset.root``."""
+    path = Path(cfg["file"]).expanduser()
+    return path if path.is_absolute() else Path(cfg["root"]).expanduser() / path
 
 
-def _synthetic(cfg: dict, cache_dir: Path) -> GraphData:
-    return synthetic.generate(
+def load_file(cfg: dict, cache_dir: Path) -> GraphData:
+    """``source: file``: a ``.npz`` (numpy arrays) or ``.pt`` (a dict of tensors) holding
+    ``edge_index`` [2, E] (sources, then targets), ``x`` [N, F], ``y`` [N] (class ids, -1 for
+    unlabeled; [N, C] 0/1 with ``multilabel``) and optionally ``train_mask``, ``val_mask``,
+    ``test_mask`` ([N] or [N, splits] booleans; without them, a seeded 50/25/25 split)."""
+    path = dataset_file(cfg)
+    if not path.is_file():
+        raise DatasetUnavailable(f"dataset '{cfg['name']}': dataset.file {path} does not exist")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as arrays:
+                tensors = {key: torch.from_numpy(arrays[key]) for key in arrays.files}
+        else:
+            tensors = dict(torch.load(path, weights_only=True))
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is reported in one line
+        raise GnntrainError(f"dataset '{cfg['name']}': cannot read {path}: {_first_line(exc)}") from exc
+    lacking = [key for key in ("edge_index", "x", "y") if key not in tensors]
+    if lacking:
+        raise GnntrainError(f"dataset '{cfg['name']}': {path} lacks {', '.join(lacking)}; it must hold "
+                            f"{FILE_ARRAYS} and optionally {', '.join(FILE_MASKS)}")
+    present = [key for key in FILE_MASKS if key in tensors]
+    if present and len(present) < len(FILE_MASKS):
+        raise GnntrainError(f"dataset '{cfg['name']}': {path} has {', '.join(present)} but not all of "
+                            f"{', '.join(FILE_MASKS)}; give all three or none (a random split)")
+    graph = type("FileGraph", (), {key: None for key in FILE_MASKS})()
+    graph.__dict__.update(tensors, edge_index=tensors["edge_index"].long())
+    return _graph_data(cfg, graph)
+
+
+def load_synthetic(cfg: dict, cache_dir: Path) -> GraphData:
+    """``source: synthetic``: the planted-community generator (:mod:`gnntrain.data.synthetic`)."""
+    data = synthetic.generate(
         num_nodes=cfg["num_nodes"], avg_degree=cfg["avg_degree"], num_classes=cfg["num_classes"],
         num_features=cfg["num_features"], homophily=cfg["homophily"],
         degree_exponent=cfg["degree_exponent"], feature_noise=cfg["feature_noise"],
         graph_seed=cfg["graph_seed"], train_frac=cfg["train_frac"], val_frac=cfg["val_frac"],
         split_seed=cfg["split_seed"],
     )
+    data.name = cfg["name"]
+    return data
 
 
-DATASETS: dict[str, Loader] = {
-    "synthetic": _synthetic,
-    "cora": _pyg("Planetoid", "", "Cora/raw", name="Cora"),
-    "citeseer": _pyg("Planetoid", "", "CiteSeer/raw", name="CiteSeer"),
-    "squirrel": _pyg("WikipediaNetwork", "", "squirrel/geom_gcn/raw", name="squirrel", geom_gcn_preprocess=True),
-    "amherst41": _pyg("LINKXDataset", "", "amherst41/raw", name="amherst41"),
-    "reed98": _pyg("LINKXDataset", "", "reed98/raw", name="reed98"),
-    "reddit": _pyg("Reddit", "Reddit", "raw"),
-    "flickr": _pyg("Flickr", "Flickr", "raw"),
-    "yelp": _pyg("Yelp", "Yelp", "raw", multilabel=True),
-    "amazon-products": _pyg("AmazonProducts", "AmazonProducts", "raw", multilabel=True),
-    "ogbn-arxiv": _ogb("ogbn-arxiv"),
-    "ogbn-products": _ogb("ogbn-products"),
-    "ogbn-papers100m": _ogb("ogbn-papers100M"),
-}
+LOADERS: dict[str, Loader] = {"pyg": load_pyg, "ogb": load_ogb, "file": load_file, "synthetic": load_synthetic}
+
+
+def validate_dataset(cfg: dict) -> None:
+    """The source's own keys: the class exists, the OGB name or the file is given."""
+    source = cfg["source"]
+    if source == "pyg":
+        import torch_geometric.datasets as pyg_datasets
+
+        if cfg["pyg_class"] not in pyg_datasets.__all__:
+            raise ConfigError(f"dataset.pyg_class={cfg['pyg_class']} is not a class of torch_geometric.datasets; "
+                              f"valid: {', '.join(sorted(pyg_datasets.__all__))}")
+    elif source == "ogb" and not cfg["ogb_name"]:
+        raise ConfigError(f"dataset.ogb_name={cfg['ogb_name']} is invalid for dataset.source=ogb; it must be an OGB "
+                          "node-property dataset name, e.g. ogbn-arxiv, ogbn-products, ogbn-papers100M")
+    elif source == "file" and (not cfg["file"] or Path(cfg["file"]).suffix not in FILE_SUFFIXES):
+        raise ConfigError(f"dataset.file={cfg['file']} is invalid for dataset.source=file; it must be a path "
+                          f"ending in {' or '.join(FILE_SUFFIXES)}")
 
 
 def load_dataset(cfg: dict, cache_dir: str | Path) -> GraphData:
-    """Load ``cfg['name']`` (a ``dataset`` config section as a plain dict)."""
-    name = cfg["name"]
-    if name not in DATASETS:
-        raise ConfigError(f"unknown dataset.name '{name}'; valid: {', '.join(sorted(DATASETS))}")
-    return DATASETS[name](cfg, Path(cache_dir).expanduser())
+    """Load the graph a ``dataset`` config section (a plain dict) declares."""
+    validate_dataset(cfg)
+    return LOADERS[cfg["source"]](cfg, Path(cache_dir).expanduser())
