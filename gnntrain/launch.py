@@ -30,11 +30,14 @@ import torch.multiprocessing as mp
 
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
-from gnntrain.errors import ConfigError, WorkerFailed
+from gnntrain.errors import ConfigError, WorkerFailed, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import strategy_class
 
 WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
+
+OVERSUBSCRIPTION = 4
+"""Local workers per core above which a job is warned about."""
 
 # torch logs each worker it terminates after a failure; the failure is reported in one line here.
 logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
@@ -151,6 +154,10 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         return _run_rank(fn, cfg, job, layout, int(os.environ["RANK"]), world_size, local_rank, local_workers,
                          "env://")
+    cores = len(os.sched_getaffinity(0))
+    if world_size > OVERSUBSCRIPTION * cores:
+        warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
+             "and their times say little about the method")
     addr = cfg["cluster"]["master_addr"]
     port = cfg["cluster"]["master_port"] or _free_port(addr)
     context = mp.start_processes(_spawned, args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}"),

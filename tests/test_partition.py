@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnntrain.data.partition import graph_fingerprint, load_or_partition
+from gnntrain.data import partition
+from gnntrain.data.partition import graph_fingerprint, load_or_partition, partition_stats
 from gnntrain.data.synthetic import generate
-from gnntrain.data.partition import partition_stats
+from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 
@@ -47,6 +48,27 @@ def test_cache_is_reused_keyed_and_rebuilt_when_corrupt_or_stale(tmp_path) -> No
     other = _graph(seed=1)  # same key, different graph: stale
     stale, cached = load_or_partition(other, "g", "metis", 3, 0, tmp_path)
     assert not cached and stale.shape == (other.num_nodes,)
+
+
+def test_a_rebuilt_cache_file_is_named(tmp_path, capsys) -> None:
+    data = _graph()
+    load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    path = tmp_path / "partitions" / "g-metis-3-s0.pt"
+    path.write_bytes(b"not a torch file")
+    capsys.readouterr()
+    load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("gnntrain: warning: cache file ") and str(path) in line and "could not be read" in line
+
+
+def test_a_partition_with_empty_parts_is_refused_and_not_cached(tmp_path, monkeypatch) -> None:
+    data = _graph()
+    lopsided = torch.zeros(data.num_nodes, dtype=torch.long)
+    lopsided[:5] = 2
+    monkeypatch.setattr(partition, "compute_partition", lambda *args: lopsided)
+    with pytest.raises(ConfigError, match=r"left 1 of 3 parts .* empty \(parts 1\); valid: fewer parts"):
+        load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    assert not list(tmp_path.rglob("*.pt"))
 
 
 def test_send_and_receive_plans_agree_between_peers() -> None:

@@ -11,7 +11,7 @@ import torch
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, warn
 
 
 @dataclass
@@ -39,4 +39,9 @@ def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts") 
                           f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
     part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"],
                                      parts, cfg["seed"], cache_dir)
+    without_training = (torch.bincount(part[data.train_mask], minlength=parts) == 0).nonzero().view(-1).tolist()
+    if without_training:
+        shown = ", ".join(map(str, without_training[:8])) + (", ..." if len(without_training) > 8 else "")
+        warn(f"{len(without_training)} of {parts} parts of {data.name} hold no training node (parts {shown}); "
+             "they take part in every exchange but add nothing to the loss")
     return JobData(data, part, partition_stats(data, part, parts), cached)

@@ -3,7 +3,8 @@
 A partition is a ``[N]`` tensor of part ids. The cache file for (dataset, method, parts, seed)
 stores it with a fingerprint of the graph it was computed on; a file that fails to load, has
 the wrong shape or values, or whose fingerprint differs from the current graph (the dataset
-changed) is rebuilt.
+changed) is named in a warning and rebuilt. A fresh partition is cached only after
+:func:`check_partition` accepts it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pymetis
 import torch
 
 from gnntrain.data.graph_data import GraphData, coalesce_edges
+from gnntrain.errors import ConfigError, warn
 
 METHODS = ("metis", "random")
 
@@ -57,12 +59,29 @@ def compute_partition(data: GraphData, method: str, parts: int, seed: int) -> to
     return random_partition(data, parts, seed)
 
 
-def _valid(entry: object, data: GraphData, parts: int, fingerprint: str) -> bool:
-    if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint:
-        return False
-    part = entry.get("part")
-    return (isinstance(part, torch.Tensor) and part.shape == (data.num_nodes,)
-            and part.dtype == torch.long and bool(((part >= 0) & (part < parts)).all()))
+def check_partition(part: torch.Tensor, parts: int, method: str, data: GraphData) -> None:
+    """Every node in a part ``0..parts-1`` and no part empty; else ConfigError (before caching)."""
+    if part.shape != (data.num_nodes,) or bool(((part < 0) | (part >= parts)).any()):
+        raise ConfigError(f"partition.method={method} returned part ids outside 0..{parts - 1} for {data.name}; "
+                          "the partition was not cached")
+    empty = (torch.bincount(part, minlength=parts) == 0).nonzero().view(-1).tolist()
+    if empty:
+        shown = ", ".join(map(str, empty[:8])) + (", ..." if len(empty) > 8 else "")
+        raise ConfigError(f"partition.method={method} left {len(empty)} of {parts} parts of {data.name} "
+                          f"({data.num_nodes} nodes) empty (parts {shown}); valid: fewer parts (workers), or "
+                          "partition.method=random (never empty up to one part per node)")
+
+
+def _problem(entry: object, data: GraphData, parts: int, fingerprint: str) -> str | None:
+    """Why a loaded cache entry cannot serve this graph, or None."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("part"), torch.Tensor):
+        return "does not hold a partition"
+    if entry.get("fingerprint") != fingerprint:
+        return "holds a partition of another graph (the dataset changed)"
+    part = entry["part"]
+    if part.shape != (data.num_nodes,) or part.dtype != torch.long or not bool(((part >= 0) & (part < parts)).all()):
+        return f"holds part ids outside 0..{parts - 1}"
+    return None
 
 
 def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int, seed: int,
@@ -80,11 +99,14 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
     if path.exists():
         try:
             entry = torch.load(path, weights_only=True)
-        except Exception:  # noqa: BLE001 - any unreadable file is a corrupt cache
-            entry = None
-        if _valid(entry, data, parts, fingerprint):
+            problem = _problem(entry, data, parts, fingerprint)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a corrupt cache
+            problem = f"could not be read ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]})"
+        if problem is None:
             return entry["part"], True
+        warn(f"cache file {path} {problem}; computing the partition again")
     part = compute_partition(data, method, parts, seed)
+    check_partition(part, parts, method, data)
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
     os.close(fd)
