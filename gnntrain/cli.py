@@ -2,25 +2,36 @@
 
 Errors a user can cause (an unknown option, a misspelt key, a wrong type, a missing dataset,
 a dead worker) are printed as one line, ``gnntrain: error: ...``, with exit code 2 (bad
-input) or 1 (the job failed). ``GNNTRAIN_DEBUG=1`` shows the full traceback instead.
+input) or 1 (the job failed). ``GNNTRAIN_DEBUG=1`` shows the full traceback instead. Ctrl-C or
+SIGTERM stops the workers within seconds and exits with 128 + the signal's number.
+
+Every run directory ends with a ``summary.json`` whose ``status`` says how the run ended:
+``completed``, ``failed`` or ``interrupted`` (with the error line and the figures of the epochs
+it completed). In a sweep a failed job is reported and the sweep goes on; the last line then
+sums up the failed jobs and the exit code is 1 (:mod:`gnntrain.sweep`).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gnntrain.config import register_schemas, validate
-from gnntrain.errors import GnntrainError, WorkerFailed
+from gnntrain.config import one_line, register_schemas, validate
+from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed
+from gnntrain.help import help_text
+from gnntrain.sweep import LAST_SWEEP, SweepRefused
 
 register_schemas()
+OmegaConf.register_new_resolver("gnntrain_help", lambda _root_: help_text(_root_), replace=True)
 
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
@@ -29,44 +40,53 @@ def _job(cfg: DictConfig) -> None:
     from gnntrain.engine.loop import run_training
     from gnntrain.launch import launch
 
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        plain["run_dir"] = str(Path(HydraConfig.get().runtime.output_dir).resolve())
+        plain["run_dir"] = str(run_dir)
         validate(plain)
         launch(calibrated(plain), run_training)
+    except (KeyboardInterrupt, JobInterrupted) as exc:
+        _stop_interrupted(exc if isinstance(exc, JobInterrupted) else JobInterrupted(signal.SIGINT), cfg, run_dir)
     except (GnntrainError, OmegaConfBaseException) as exc:
-        _exit_with(exc)  # here, not in main(): Hydra would print an extra line for a failed job
+        # here, not in main(): Hydra would print an extra line for a failed job
+        line = one_line(exc)
+        _record_stop(cfg, run_dir, "failed", line)
+        if hydra_cfg.mode != RunMode.MULTIRUN or os.environ.get("GNNTRAIN_DEBUG") == "1":
+            _exit_with(exc)
+        print(f"gnntrain: error: job {hydra_cfg.job.num} ({' '.join(hydra_cfg.overrides.task)}) failed: {line}; "
+              "the sweep goes on", file=sys.stderr, flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
-def _one_line(exc: BaseException) -> str:
-    """The user-facing line for a composition error, naming the valid choices or keys."""
-    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
-        group, _, option = exc.missing_cfg_file.rpartition("/")
-        choices = ", ".join(sorted(exc.options or []))
-        return f"unknown {group or 'config'} '{option}'; valid: {choices}"
-    cause = exc.__cause__ if isinstance(exc, HydraException) and exc.__cause__ else exc
-    if isinstance(cause, OmegaConfBaseException):
-        key = getattr(cause, "full_key", None)
-        msg = str(cause).splitlines()[0]
-        valid = _valid_keys(cause)
-        return f"{key}: {msg}{valid}" if key else msg + valid
-    return " ".join(str(exc).split())
+def _interrupt(signum: int, frame: object) -> None:
+    raise JobInterrupted(signum)
 
 
-def _valid_keys(cause: OmegaConfBaseException) -> str:
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+def _record_stop(cfg: DictConfig, run_dir: Path, status: str, line: str) -> int:
+    """Mark the run's summary (rank 0 only); the number of completed epochs."""
+    from gnntrain.engine.metrics import record_stop
 
-    parent = getattr(cause, "parent_node", None)
-    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and isinstance(parent, DictConfig):
-        return f" (valid keys here: {', '.join(str(k) for k in parent.keys())})"
-    return ""
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0
+    return record_stop(run_dir, status, line, cfg.train.warmup_epochs)
+
+
+def _stop_interrupted(exc: JobInterrupted, cfg: DictConfig, run_dir: Path) -> None:
+    epochs = _record_stop(cfg, run_dir, "interrupted", str(exc))
+    print(f"gnntrain: {exc} after {epochs} completed epoch(s); partial results in {run_dir}", file=sys.stderr,
+          flush=True)
+    sys.exit(128 + exc.signum)
 
 
 def _exit_with(exc: BaseException) -> None:
     """Print the one-line error and exit: 1 when a started job failed, 2 for bad input."""
     if os.environ.get("GNNTRAIN_DEBUG") == "1":
         raise exc
-    print(f"gnntrain: error: {_one_line(exc)}", file=sys.stderr)
+    print(f"gnntrain: error: {one_line(exc)}", file=sys.stderr)
     sys.exit(1 if isinstance(exc, WorkerFailed) else 2)
 
 
@@ -74,8 +94,15 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
         _job()
-    except (HydraException, OmegaConfBaseException) as exc:
+    except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc)
+    except SweepRefused as exc:
+        print(f"gnntrain: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    if LAST_SWEEP.failed:
+        print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
+              + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

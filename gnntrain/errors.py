@@ -1,6 +1,7 @@
 """Exceptions that the command line reports as a single line and a non-zero exit, and the
 one-line warnings it prints and goes on."""
 
+import signal
 import sys
 
 
@@ -18,6 +19,14 @@ class DatasetUnavailable(GnntrainError):
 
 class WorkerFailed(GnntrainError):
     """A worker process of a distributed job died; the job was taken down."""
+
+
+class JobInterrupted(GnntrainError):
+    """The job was stopped by a signal (Ctrl-C, a scheduler's SIGTERM); its workers were stopped."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
 def warn(message: str) -> None:

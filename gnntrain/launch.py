@@ -8,7 +8,9 @@ the process group.
 * local (no ``RANK``/``WORLD_SIZE`` in the environment): the parent loads the dataset and
   partition once, then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
   which receive the tensors through shared memory. If any worker dies, the others are
-  terminated at once and :class:`WorkerFailed` names the rank; no process outlives the job.
+  terminated at once and :class:`WorkerFailed` names the rank; on Ctrl-C (or any exception in
+  the launcher, e.g. :class:`JobInterrupted` from the CLI's SIGTERM handler) the workers are
+  terminated too. No process outlives the job.
 * torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
   the (cached) data itself and runs its share, in one process group kept for every job of a
   sweep. torchrun handles failures across nodes.
@@ -19,8 +21,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal
 import socket
 import sys
+import time
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -30,7 +34,7 @@ import torch.multiprocessing as mp
 
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
-from gnntrain.errors import ConfigError, WorkerFailed, warn
+from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import strategy_class
 
@@ -118,6 +122,7 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
     run into a failed job."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle: it stops us
     _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -171,4 +176,23 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
                            f"the other workers were stopped") from None
+    except KeyboardInterrupt:
+        _stop(context.processes)
+        raise JobInterrupted(signal.SIGINT) from None
+    except BaseException:
+        _stop(context.processes)
+        raise
     return None
+
+
+def _stop(workers: list, grace_s: float = 5.0) -> None:
+    """Terminate the workers (SIGTERM), then kill those still alive after ``grace_s``."""
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    deadline = time.monotonic() + grace_s
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnntrain.comm import network
-from gnntrain.errors import GnntrainError
+from gnntrain.errors import GnntrainError, warn
 
 IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
 """Config keys that never tell runs apart in a table."""
@@ -34,16 +34,23 @@ class Run:
 
 
 def find_runs(root: Path) -> list[Run]:
-    """Every run at or below ``root`` (sorted by path); one-line errors for a bad path."""
+    """Every completed run at or below ``root`` (sorted by path); the others (``status``
+    running, failed or interrupted) are left out with a one-line notice; one-line errors for a
+    bad path."""
     if not root.exists():
         raise GnntrainError(f"no such directory: {root}")
     if not root.is_dir():
         raise GnntrainError(f"not a directory: {root} (give a run directory or a multirun directory)")
     summaries = sorted(root.rglob("summary.json"), key=lambda p: _natural(p.parent.relative_to(root)))
-    summaries = [p for p in summaries if "calibration_probe" not in p.parts]
-    if not summaries:
-        raise GnntrainError(f"no runs under {root}: no summary.json found (a run that did not finish writes none)")
-    return [load_run(p.parent) for p in summaries]
+    runs = [load_run(p.parent) for p in summaries if "calibration_probe" not in p.parts]
+    completed = [run for run in runs if run.summary.get("status", "completed") == "completed"]
+    if len(completed) < len(runs):
+        warn(f"left out {len(runs) - len(completed)} run(s) that did not complete: "
+             + ", ".join(f"{run.path.relative_to(root)} ({run.summary['status']})" for run in runs
+                         if run not in completed))
+    if not completed:
+        raise GnntrainError(f"no runs under {root}: no summary.json of a completed run found")
+    return completed
 
 
 def _natural(path: Path) -> list:

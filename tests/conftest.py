@@ -19,8 +19,22 @@ DATA_ROOT = Path(os.environ.get("GNNTRAIN_DATA", SHARED_DATA))
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("GNNTRAIN_DATA", str(DATA_ROOT))
 
-needs_real_data = pytest.mark.skipif(not (DATA_ROOT / "Cora" / "raw").is_dir(),
-                                     reason=f"real datasets not found under {DATA_ROOT}")
+HAS_REAL_DATA = (DATA_ROOT / "Cora" / "raw").is_dir()
+needs_real_data = pytest.mark.skipif(not HAS_REAL_DATA, reason=f"real datasets not found under {DATA_ROOT}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Say once, at the top of the run, that the real-data tests will be skipped, and why."""
+    if HAS_REAL_DATA:
+        return
+    skipped = sum(1 for item in session.items if any(m.name == "skipif" and m.kwargs.get("reason", "").startswith(
+        "real datasets not found") for m in item.iter_markers()))
+    if skipped:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_line(f"gnntrain: {skipped} real-data tests will be skipped: no Cora/raw under {DATA_ROOT}; "
+                            "set GNNTRAIN_DATA to a folder holding the PyG dataset roots (e.g. ../shared/datasets/pyg)",
+                            yellow=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -69,6 +69,7 @@ BIG = ("model=gcn", "model.layers=2", "model.hidden=8", "model.dropout=0", "clus
        "dataset.num_nodes=20000", "dataset.num_features=8", "train.epochs=8", "seed=1")
 
 
+@pytest.mark.slow
 def test_halo_bytes_scale_with_p_and_edge_sampling_moves_more(tmp_path) -> None:
     """Thousands of boundary nodes: at p = 0.1 and 0.01 the halo bytes over 8 epochs are within
     10% of p times vanilla's; the keep masks go under ``sample_index``. BES and DropEdge drop

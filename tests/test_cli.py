@@ -65,13 +65,24 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),
 ])
-def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path) -> None:
-    res = run([GNNTRAIN, *args, f"hydra.run.dir={tmp_path}/run"], tmp_path)
-    assert res.returncode == 2
-    lines = res.stderr.strip().splitlines()
+def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path, monkeypatch, capsys) -> None:
+    """The command's own entry point, called in this process (no interpreter start-up per case)."""
+    from gnntrain.cli import main
+
+    monkeypatch.setattr(sys, "argv", [GNNTRAIN, *args, f"hydra.run.dir={tmp_path}/run"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gnntrain: error: "), res.stderr
     for text in expected:
         assert text in lines[0]
+
+
+def test_the_installed_command_exits_with_the_same_one_line_error(tmp_path) -> None:
+    res = run([GNNTRAIN, "strategy=bns", "strategy.p=1.5", f"hydra.run.dir={tmp_path}/run"], tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["gnntrain: error: strategy.p=1.5 is invalid; it must be in [0, 1]"]
 
 
 def _analytic_bytes(summary: dict, in_dims: list[int], num_params: int, world: int) -> dict:

@@ -251,6 +251,7 @@ def test_models_migrate_between_time_steps(runs, variant: str, steps: int) -> No
     assert traces[0]["metrics"][0]["time_steps"] == steps
 
 
+@pytest.mark.slow
 def test_a_worker_without_roots_still_takes_part(tmp_path) -> None:
     """A global batch of 2 roots on 3 workers leaves one mini-batch empty every iteration; every
     strategy still computes minibatch's iterations."""

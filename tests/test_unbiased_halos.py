@@ -14,7 +14,7 @@ EPOCHS = 100
 
 
 @pytest.mark.parametrize("model,strategy", [
-    ("gcn", ("strategy=bns", "strategy.p=0.5")),
+    pytest.param("gcn", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
     pytest.param("sage", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
     pytest.param("film", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
     ("gcn", ("strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2")),

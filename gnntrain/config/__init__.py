@@ -10,6 +10,9 @@ of deep inside a worker. :func:`validate` then checks what types cannot express.
 from __future__ import annotations
 
 from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf import DictConfig
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gnntrain.config.schema import (
     ClusterConfig, DatasetConfig, DeepGCNConfig, GATConfig, GCNIIConfig, ModelConfig, NetworkConfig, RootConfig,
@@ -87,3 +90,26 @@ def validate_network(net: dict) -> None:
               "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
         check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
         check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")
+
+
+def one_line(exc: BaseException) -> str:
+    """The user-facing line for an error: ours as they are; a composition error naming the
+    valid choices or keys."""
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        group, _, option = exc.missing_cfg_file.rpartition("/")
+        choices = ", ".join(sorted(exc.options or []))
+        return f"unknown {group or 'config'} '{option}'; valid: {choices}"
+    cause = exc.__cause__ if isinstance(exc, HydraException) and exc.__cause__ else exc
+    if isinstance(cause, OmegaConfBaseException):
+        key = getattr(cause, "full_key", None)
+        msg = str(cause).splitlines()[0]
+        valid = _valid_keys(cause)
+        return f"{key}: {msg}{valid}" if key else msg + valid
+    return " ".join(str(exc).split())
+
+
+def _valid_keys(cause: OmegaConfBaseException) -> str:
+    parent = getattr(cause, "parent_node", None)
+    if isinstance(cause, (ConfigKeyError, ConfigAttributeError)) and isinstance(parent, DictConfig):
+        return f" (valid keys here: {', '.join(str(k) for k in parent.keys())})"
+    return ""

@@ -99,37 +99,40 @@ class SyntheticConfig(DatasetConfig):
 
 @dataclass
 class ModelConfig:
-    """A model from ``gnntrain.models``: ``layers`` counts message-passing layers, input to output."""
+    """A model from ``gnntrain.models``."""
 
     name: str = MISSING
+    """gcn, sage, gat, gcnii, deepgcn or film."""
     layers: int = 2
+    """Message-passing layers, input to output (GCNII, DeepGCN: their convolutions)."""
     hidden: int = 16
+    """Hidden width."""
     dropout: float = 0.5
+    """Dropout probability on every layer's input."""
     norm: Norm = Norm.none
+    """none, layer (per-node LayerNorm) or batch (statistics over the whole graph)."""
 
 
 @dataclass
 class GATConfig(ModelConfig):
-    """``hidden`` is the concatenated width of the ``heads`` attention heads."""
-
     heads: int = 8
+    """Attention heads; model.hidden is their concatenated width."""
 
 
 @dataclass
 class GCNIIConfig(ModelConfig):
-    """``alpha``: initial-residual weight; ``theta`` (the paper's lambda): identity-mapping
-    strength, ``beta_l = log(theta / l + 1)``."""
-
     alpha: float = 0.1
+    """Initial-residual weight."""
     theta: float = 0.5
+    """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
 
 
 @dataclass
 class DeepGCNConfig(ModelConfig):
-    """GENConv softmax aggregation: initial inverse temperature ``t``, learnt if ``learn_t``."""
-
     t: float = 1.0
+    """Initial inverse temperature of GENConv's softmax aggregation."""
     learn_t: bool = True
+    """Learn the inverse temperature."""
 
 
 @dataclass
@@ -137,60 +140,78 @@ class StrategyConfig:
     """A training strategy from ``gnntrain.strategies``."""
 
     name: str = MISSING
+    """The strategy (one option of the strategy group)."""
 
 
 @dataclass
 class ClusterConfig:
-    """Where the workers run. ``device``: what each worker trains on (``cuda``: GPU
-    ``local_rank % visible GPUs``). NCCL needs ``cuda`` and one GPU per worker; gloo runs on
-    either, and its workers may share a GPU. ``world_size: 0`` means one worker per visible GPU."""
+    """Where the workers run. NCCL needs ``cuda`` and one GPU per worker; gloo runs on either,
+    and its workers may share a GPU."""
 
     name: str = MISSING
+    """The cluster preset."""
     world_size: int = 2
+    """Number of workers (0: one per visible GPU)."""
     backend: Backend = Backend.gloo
+    """gloo or nccl."""
     device: Device = Device.cpu
+    """What each worker trains on: cpu, or cuda (GPU local_rank mod visible GPUs)."""
     threads_per_worker: int = 0
+    """Torch threads per worker (0: cores / local workers)."""
     master_addr: str = "127.0.0.1"
+    """Address of the process-group rendezvous for locally spawned workers."""
     master_port: int = 0
+    """Its port (0: a free one)."""
     timeout_s: int = 300
+    """Collective timeout in seconds."""
 
 
 @dataclass
 class NetworkConfig:
-    """An emulated cluster network (:mod:`gnntrain.comm.network`); ``bandwidth_gbps: null``
-    means none (the real transport). ``bandwidth_gbps``/``latency_us``: the link between nodes
-    (every link, without ``gpus_per_node``); with ``gpus_per_node`` set, ranks
-    ``r // gpus_per_node`` share a node and talk over ``intra_*``. ``calibrate_share``: scale
-    the bandwidths so that vanilla's exposed communication is this share of its epoch, measured
-    in a ``probe_epochs``-epoch vanilla probe (cached per setting)."""
+    """An emulated cluster network (:mod:`gnntrain.comm.network`)."""
 
     name: str = "none"
+    """The network preset."""
     bandwidth_gbps: Optional[float] = None
+    """Link bandwidth in Gbit/s between machines (every link without gpus_per_node); null: the real transport."""
     latency_us: float = 0.0
+    """Per-message latency of that link in microseconds."""
     gpus_per_node: Optional[int] = None
+    """Workers per machine: ranks r // gpus_per_node share one and talk over the intra_* link."""
     intra_bandwidth_gbps: Optional[float] = None
+    """Bandwidth within a machine in Gbit/s."""
     intra_latency_us: float = 0.0
+    """Latency within a machine in microseconds."""
     calibrate_share: Optional[float] = None
+    """Scale the bandwidths so that vanilla spends this share of its epoch in exposed communication."""
     probe_epochs: int = 6
+    """Epochs of the vanilla probe that measures that share (cached per setting)."""
 
 
 @dataclass
 class PartitionConfig:
-    """Node partitioning; ``parts: null`` means as many parts as the strategy's layout needs."""
-
     method: PartitionMethod = PartitionMethod.metis
+    """metis (balanced min edge-cut, via pymetis) or random."""
     parts: Optional[int] = None
+    """Number of parts; null: as many as the strategy's layout needs."""
     cache_dir: str = DEFAULT_CACHE_DIR
+    """Where partitions and processed datasets are cached (default $GNNTRAIN_CACHE, else ~/.cache/gnntrain)."""
 
 
 @dataclass
 class TrainConfig:
     epochs: int = 100
+    """Training epochs."""
     lr: float = 0.01
+    """Learning rate."""
     weight_decay: float = 0.0
+    """L2 weight decay."""
     optimizer: Optimizer = Optimizer.adam
+    """adam or sgd."""
     eval_every: int = 1
+    """Evaluate every k epochs (and after the last)."""
     warmup_epochs: int = 2
+    """First epochs left out of the timing means."""
     dtype: Precision = Precision.float32
     """Floating-point type of features, parameters and messages (float64 for numerical checks)."""
 
@@ -198,16 +219,23 @@ class TrainConfig:
 @dataclass
 class WandbConfig:
     mode: WandbMode = "${oc.env:WANDB_MODE,offline}"  # type: ignore[assignment]
+    """online, offline (files under the run dir, upload later with wandb sync) or disabled; default $WANDB_MODE, else offline."""
     project: str = "gnntrain"
+    """The W&B project."""
     group: Optional[str] = None
+    """The W&B group the run joins."""
+    verbose: bool = False
+    """Show W&B's own console lines."""
 
 
 @dataclass
 class FaultConfig:
-    """Fault injection for testing the launcher: ``rank`` exits with an error at ``epoch``."""
+    """Fault injection for testing the launcher."""
 
     rank: Optional[int] = None
+    """This rank exits abruptly at the start of fault.epoch (tests the launcher)."""
     epoch: Optional[int] = None
+    """The epoch at whose start fault.rank exits."""
 
 
 @dataclass
@@ -222,6 +250,7 @@ class RootConfig:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     fault: FaultConfig = field(default_factory=FaultConfig)
     seed: int = 0
+    """Seed of the model initialisation and the partitioning."""
 
 
 def check(key: str, value: Any, ok: bool, rule: str) -> None:

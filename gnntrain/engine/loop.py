@@ -9,7 +9,6 @@ loop knows no strategy: what an epoch does is the strategy's (:mod:`gnntrain.str
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.data import JobData
 from gnntrain.engine.metrics import (
     ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
+    write_summary,
 )
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
@@ -117,16 +117,32 @@ def inject_fault(cfg: dict, rank: int, epoch: int) -> None:
 
 
 def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
-    """The worker's job: train, write metrics (rank 0), return the summary on rank 0."""
+    """The worker's job: train, write metrics (rank 0), return the summary on rank 0.
+
+    Rank 0 writes ``summary.json`` before the first epoch with ``"status": "running"`` and
+    replaces it at the end with ``"completed"``; a run that stops early is marked ``failed`` or
+    ``interrupted`` by the launcher (:func:`gnntrain.engine.metrics.record_stop`)."""
     wall_start = time.perf_counter()
     data, partition_stats = job.data, job.stats
     loop = EpochLoop(cfg, ctx, job)
     mesh = ctx.mesh_axes()
     network_info = network.describe(cfg["network"])
     run_dir = Path(cfg["run_dir"])
-    epochs = cfg["train"]["epochs"]
+    epochs, warmup = cfg["train"]["epochs"], cfg["train"]["warmup_epochs"]
     sinks: list[Any] = []
     records: list[EpochRecord] = []
+    facts = {
+        "dataset": cfg["dataset"]["name"],
+        "model": cfg["model"]["name"],
+        "strategy": cfg["strategy"]["name"],
+        "world_size": ctx.world_size,
+        "mesh": mesh,
+        "network": network_info,
+        "num_nodes": data.num_nodes,
+        "num_edges": data.num_edges,
+        "metric": "f1_micro" if data.multilabel else "accuracy",
+        "partition": partition_stats,
+    }
     if ctx.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         print(f"{cfg['dataset']['name']}: {data.num_nodes} nodes, {data.num_edges} edges; "
@@ -136,10 +152,11 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
               f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
               flush=True)
+        write_summary(run_dir, {**facts, "status": "running", **summarize([], warmup), "total_wall_time": None})
         sinks.append(JsonlSink(run_dir / "metrics.jsonl"))
         if cfg["wandb"]["mode"] != "disabled":
             sinks.append(WandbSink(cfg, run_dir))
-        sinks.append(ConsoleProgress(epochs))
+        sinks.append(ConsoleProgress(epochs, run_dir))
     exit_code = 1
     try:
         for epoch in range(1, epochs + 1):
@@ -151,21 +168,9 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         loop.strategy.finish()
         summary = None
         if ctx.rank == 0:
-            summary = {
-                "dataset": cfg["dataset"]["name"],
-                "model": cfg["model"]["name"],
-                "strategy": cfg["strategy"]["name"],
-                "world_size": ctx.world_size,
-                "mesh": mesh,
-                "network": network_info,
-                "num_nodes": data.num_nodes,
-                "num_edges": data.num_edges,
-                "metric": "f1_micro" if data.multilabel else "accuracy",
-                "partition": partition_stats,
-                **summarize(records, cfg["train"]["warmup_epochs"]),
-                "total_wall_time": time.perf_counter() - wall_start,
-            }
-            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+            summary = {**facts, "status": "completed", **summarize(records, warmup),
+                       "total_wall_time": time.perf_counter() - wall_start}
+            write_summary(run_dir, summary)
             for sink in sinks:
                 sink.summarize(summary)
         exit_code = 0

@@ -107,14 +107,18 @@ class JsonlSink:
 
 
 class WandbSink:
-    """Per-epoch numbers to a W&B run (rank 0 only). Offline runs live under the run dir."""
+    """Per-epoch numbers to a W&B run (rank 0 only). Offline runs live under the run dir. W&B's
+    own console lines are kept out of the terminal unless ``wandb.verbose``; an offline run's
+    upload command is printed with the summary instead."""
 
     def __init__(self, cfg: dict, run_dir: Path) -> None:
         import wandb
 
         wcfg = cfg["wandb"]
         self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
-                              dir=str(run_dir), name=run_dir.name, config=cfg, reinit="finish_previous")
+                              dir=str(run_dir), name=run_dir.name, config=cfg, reinit="finish_previous",
+                              settings=wandb.Settings(silent=not wcfg["verbose"]))
+        self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
 
     def log(self, record: EpochRecord) -> None:
         row = record.to_dict()
@@ -128,6 +132,8 @@ class WandbSink:
     def summarize(self, summary: dict) -> None:
         for key, value in summary.items():
             self.run.summary[key] = value
+        if self.offline_dir is not None:
+            print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
 
     def close(self, exit_code: int = 0) -> None:
         self.run.finish(exit_code=exit_code)  # offline runs print their `wandb sync` hint here
@@ -136,8 +142,8 @@ class WandbSink:
 class ConsoleProgress:
     """A rich progress bar on a terminal; otherwise a plain line every ~5% of the epochs."""
 
-    def __init__(self, epochs: int) -> None:
-        self.epochs = epochs
+    def __init__(self, epochs: int, run_dir: Path) -> None:
+        self.epochs, self.run_dir = epochs, run_dir
         self.every = max(1, epochs // 20)
         self.progress = None
         if sys.stdout.isatty():
@@ -168,11 +174,44 @@ class ConsoleProgress:
         test = "-" if s["test_at_best_val"] is None else f"{s['test_at_best_val']:.4f}"
         print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
               f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
-              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch", flush=True)
+              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch; results in {self.run_dir}",
+              flush=True)
 
     def close(self, exit_code: int = 0) -> None:
         if self.progress is not None:
             self.progress.stop()
+
+
+def write_summary(run_dir: Path, summary: dict) -> None:
+    """``summary.json``, replaced atomically (a reader never sees half a file)."""
+    tmp = run_dir / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, run_dir / "summary.json")
+
+
+def read_records(path: Path) -> list[EpochRecord]:
+    """The epochs of a ``metrics.jsonl`` (a line cut short by a killed writer is left out)."""
+    records = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            records.append(EpochRecord(**json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            break
+    return records
+
+
+def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> int:
+    """Mark a run that did not complete: its ``summary.json`` gets ``status`` (``failed`` or
+    ``interrupted``), the error line, and the figures of the epochs ``metrics.jsonl`` holds.
+    Returns the number of completed epochs."""
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    if summary.get("status") == "completed":
+        return summary["epochs"]
+    summary.update(summarize(read_records(run_dir / "metrics.jsonl"), warmup_epochs), status=status, error=error)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_summary(run_dir, summary)
+    return summary["epochs"]
 
 
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:

@@ -36,10 +36,8 @@ from gnntrain.parallel.mesh import Layout, WorkerContext
 
 @dataclass
 class DataParallelConfig(StrategyConfig):
-    """``graph_parallel``: ranks per replica, which split the graph between them (1: every
-    rank holds the whole graph)."""
-
     graph_parallel: int = 1
+    """Ranks per model replica, which split the graph between them (1: every rank holds the whole graph)."""
 
 
 SCHEMAS = {"data_parallel": DataParallelConfig}

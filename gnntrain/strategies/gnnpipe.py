@@ -70,20 +70,24 @@ from gnntrain.parallel.stages import StageLink, stage_boundaries, stage_of_block
 
 @dataclass
 class GNNPipeConfig(StrategyConfig):
-    """``stages`` (null: workers / ``graph_parallel``), ``chunks`` (null: 4 x stages),
-    ``graph_parallel`` ranks per stage; the tricks of Sec. 3.2.4: ``shuffle`` the chunk order
-    every epoch, ``detach_history`` (no gradient into historical rows), ``fixed_history``
-    (refresh the history every ``alpha`` epochs instead of every epoch); ``seed`` drives the
-    shuffles."""
+    """GNNPipe: the layers in pipeline stages, the graph in chunks; the tricks of Sec. 3.2.4."""
 
     stages: Optional[int] = None
+    """Pipeline stages (null: workers / graph_parallel)."""
     chunks: Optional[int] = None
+    """Graph chunks streamed through the pipeline (null: 4 x stages)."""
     graph_parallel: int = 1
+    """Ranks per stage, which split its chunks' rows."""
     shuffle: bool = True
+    """Shuffle the chunk order every epoch."""
     detach_history: bool = True
+    """No gradient into the historical rows of other chunks."""
     fixed_history: bool = True
+    """Refresh the history every alpha epochs instead of every epoch."""
     alpha: int = 23
+    """Epochs between history refreshes under fixed_history."""
     seed: int = 0
+    """Seed of the shuffles."""
 
 
 SCHEMAS = {"gnnpipe": GNNPipeConfig}

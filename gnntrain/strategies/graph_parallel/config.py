@@ -12,26 +12,28 @@ Smoothing = choices("Smoothing", "none", "f", "g", "gf")
 
 @dataclass
 class PipeGCNConfig(StrategyConfig):
-    """PipeGCN: ``smooth`` the stale boundary features (f), gradients (g) or both (gf) with a
-    moving average of weight ``gamma``; ``track_staleness_error`` logs the per-layer error of
-    the stale values against fresh ones (costs an extra exchange)."""
+    """PipeGCN: halo exchanges one epoch stale, overlapped with compute."""
 
     smooth: Smoothing = Smoothing.none
+    """Smooth the stale boundary features (f), gradients (g), both (gf) or none."""
     gamma: float = 0.95
+    """Weight of the smoothing's moving average."""
     track_staleness_error: bool = False
+    """Log the per-layer error of the stale values against fresh ones (costs an extra exchange)."""
     bits: int = 32
     """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
     seed: int = 0
+    """Seed of the quantization's stochastic rounding."""
 
 
 @dataclass
 class SamplingConfig(StrategyConfig):
-    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``): keep each
-    boundary node with probability ``p`` (the baselines drop as many edges as that drops);
-    ``seed`` drives the per-epoch samples (the run's seed unless set)."""
+    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``)."""
 
     p: float = 0.1
+    """Keep each boundary node with this probability (the baselines drop as many edges as that drops)."""
     seed: int = 0
+    """Seed of the per-epoch samples."""
 
 
 BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed")
@@ -39,18 +41,22 @@ BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed")
 
 @dataclass
 class AdaQPConfig(StrategyConfig):
-    """AdaQP: quantized halo messages; ``assign`` picks the per-message bit-widths (``bits``
-    for ``fixed``; ``adaptive`` re-solves every ``period`` epochs with weight ``lambda_`` on the
-    variance objective and groups of ``group_size`` messages); ``overlap`` computes the central
-    nodes while the marginal nodes' halo rows are in flight."""
+    """AdaQP: quantized halo messages with adaptively assigned bit-widths."""
 
     assign: BitAssignment = BitAssignment.adaptive
+    """How the per-message bit-widths are picked: adaptive (the variance-time MILP), uniform (random over 2, 4, 8) or fixed."""
     bits: int = 8
+    """The width under assign=fixed: 2, 4, 8 or 32 (unquantized)."""
     period: int = 50
+    """Epochs between adaptive re-assignments."""
     group_size: int = 100
+    """Messages per group that share one bit-width in the assignment."""
     lambda_: float = 0.5
+    """Weight of the variance term against the time term in the assignment's objective."""
     overlap: bool = False
+    """Compute the central nodes while the marginal nodes' halo rows are in flight."""
     seed: int = 0
+    """Seed of the stochastic rounding and the uniform assignment."""
 
 
 SCHEMAS = {"pipegcn": PipeGCNConfig, "sampling": SamplingConfig, "adaqp": AdaQPConfig}

@@ -55,13 +55,14 @@ from gnntrain.parallel.mesh import Layout, WorkerContext
 
 @dataclass
 class MiniBatchConfig(StrategyConfig):
-    """``batch_size``: roots per iteration over all ranks; ``fanout``: neighbours sampled per
-    target, one int for every layer or a list (input layer first); ``seed``: drives the
-    mini-batches and the sampling."""
+    """Sampled mini-batch training (the baselines of HopGNN's paper)."""
 
     batch_size: int = 1024
+    """Training roots per iteration, over all ranks."""
     fanout: Any = 10
+    """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
     seed: int = 0
+    """Seed of the mini-batches and the sampling."""
 
 
 def validate(strategy: dict) -> None:

@@ -52,13 +52,14 @@ from gnntrain.strategies.minibatch.common import MiniBatchConfig, MiniBatchTrain
 
 @dataclass
 class HopGNNConfig(MiniBatchConfig):
-    """``pregather``: one fetch per iteration (Sec. 5.2); ``merge``: micrograph merging with the
-    examination period (Sec. 5.3); ``time_steps``: a fixed number of steps per iteration
-    (null: W, then the examination if ``merge``)."""
+    """HopGNN: models migrate to the features (Sec. 5)."""
 
     pregather: bool = True
+    """One feature fetch per iteration (Sec. 5.2)."""
     merge: bool = True
+    """Micrograph merging with the examination period (Sec. 5.3)."""
     time_steps: Optional[int] = None
+    """A fixed number of time steps per iteration (null: one per worker, then the examination if merge)."""
 
 
 def validate(strategy: dict) -> None:
