@@ -182,9 +182,14 @@ def test_wandb_keeps_quiet_unless_asked(tmp_path) -> None:
     assert any(line.startswith("wandb:") for line in (verbose.stdout + verbose.stderr).splitlines())
 
 
-@pytest.mark.parametrize("target,sig", [("group", signal.SIGINT), ("launcher", signal.SIGTERM)])
+@pytest.mark.parametrize("target,sig", [
+    ("group", signal.SIGINT), ("launcher", signal.SIGTERM),
+    pytest.param("launcher", signal.SIGINT, marks=pytest.mark.slow),
+    pytest.param("group", signal.SIGTERM, marks=pytest.mark.slow),
+])
 def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_path) -> None:
-    """Ctrl-C (SIGINT to the whole foreground group) or a scheduler's SIGTERM to the launcher."""
+    """Ctrl-C (SIGINT to the whole foreground group), a scheduler's SIGTERM to the launcher, and
+    the same signals the other way round."""
     run_dir = tmp_path / "run"
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
