@@ -194,7 +194,7 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen([GNNTRAIN, "train.epochs=100000", *SMALL, f"hydra.run.dir={run_dir}"], cwd=tmp_path,
-                                stdout=stdout, stderr=stderr, start_new_session=True)
+                                stdout=stdout, stderr=stderr, start_new_session=True, preexec_fn=_as_in_a_terminal)
     metrics = run_dir / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 120
@@ -217,6 +217,12 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     summary = json.loads((run_dir / "summary.json").read_text())
     epochs = len(metrics.read_text().splitlines())
     assert summary["status"] == "interrupted" and summary["epochs"] == epochs >= 3
+
+
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action, as a command started in a terminal has it: a test run started in
+    the background (``make test &``, some CI runners) ignores SIGINT, and its children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _command_line(pid: int) -> str:
