@@ -29,6 +29,11 @@ class JobInterrupted(GnntrainError):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first message line (its type's name when it has none)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def warn(message: str) -> None:
     """A one-line warning on stderr: something the user should know, the job goes on."""
     print(f"gnntrain: warning: {message}", file=sys.stderr, flush=True)

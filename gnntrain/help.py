@@ -58,12 +58,12 @@ def key_rows(cfg: DictConfig, prefix: str = "", skip: tuple[str, ...] = ()) -> l
     for key in cfg:
         if key in skip:
             continue
-        node = cfg._get_node(key)
-        if isinstance(node, DictConfig) and is_dataclass(OmegaConf.get_type(node)):
-            rows += key_rows(node, f"{prefix}{key}.")
+        value = cfg[key]
+        if isinstance(value, DictConfig) and is_dataclass(OmegaConf.get_type(value)):
+            rows += key_rows(value, f"{prefix}{key}.")
             continue
-        value = OmegaConf.to_container(node, resolve=True) if isinstance(node, (DictConfig, ListConfig)) else \
-            node._dereference_node()._value()
+        if isinstance(value, (DictConfig, ListConfig)):
+            value = OmegaConf.to_container(value, resolve=True)
         rows.append((f"{prefix}{key}", _show(value), docs.get(str(key), "")))
     return rows
 

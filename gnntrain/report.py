@@ -41,7 +41,7 @@ def find_runs(root: Path) -> list[Run]:
         raise GnntrainError(f"no such directory: {root}")
     if not root.is_dir():
         raise GnntrainError(f"not a directory: {root} (give a run directory or a multirun directory)")
-    summaries = sorted(root.rglob("summary.json"), key=lambda p: _natural(p.parent.relative_to(root)))
+    summaries = sorted(root.rglob("summary.json"), key=lambda p: natural_key(p.parent.relative_to(root)))
     runs = [load_run(p.parent) for p in summaries if "calibration_probe" not in p.parts]
     completed = [run for run in runs if run.summary.get("status", "completed") == "completed"]
     if len(completed) < len(runs):
@@ -53,7 +53,7 @@ def find_runs(root: Path) -> list[Run]:
     return completed
 
 
-def _natural(path: Path) -> list:
+def natural_key(path: Path) -> list:
     """Sort key: numbered job folders in numeric order, named folders after them."""
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts]
 

@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, validate
 from gnntrain.errors import GnntrainError
+from gnntrain.report import natural_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
@@ -95,8 +96,7 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
     """The sweep's job directories (Hydra saves each job's overrides in it), in job order."""
     dirs = [p.parent.parent for p in sweep_dir.rglob(".hydra/overrides.yaml")
             if "calibration_probe" not in p.relative_to(sweep_dir).parts]
-    return sorted(dirs, key=lambda d: [(0, int(x), "") if x.isdigit() else (1, 0, x)
-                                       for x in d.relative_to(sweep_dir).parts])
+    return sorted(dirs, key=lambda d: natural_key(d.relative_to(sweep_dir)))
 
 
 def failure(job_dir: Path) -> str | None:

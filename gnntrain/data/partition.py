@@ -19,7 +19,7 @@ import pymetis
 import torch
 
 from gnntrain.data.graph_data import GraphData, coalesce_edges
-from gnntrain.errors import ConfigError, warn
+from gnntrain.errors import ConfigError, first_line, warn
 
 METHODS = ("metis", "random")
 
@@ -101,7 +101,7 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
             entry = torch.load(path, weights_only=True)
             problem = _problem(entry, data, parts, fingerprint)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a corrupt cache
-            problem = f"could not be read ({(str(exc).strip().splitlines() or [type(exc).__name__])[0]})"
+            problem = f"could not be read ({first_line(exc)})"
         if problem is None:
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")

@@ -26,7 +26,7 @@ import torch
 
 from gnntrain.data import synthetic
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
-from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, warn
+from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
 
 Loader = Callable[[dict, Path], GraphData]
 
@@ -74,7 +74,7 @@ def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any) -> Any:
             raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
         if not _drop_unreadable([Path(p) for p in probe.processed_paths], exc):
             raise GnntrainError(f"dataset '{cfg['name']}': {fetcher}({_call_args(kwargs)}) failed on the files "
-                                f"in {looked_in}: {_first_line(exc)}") from exc
+                                f"in {looked_in}: {first_line(exc)}") from exc
     return cls(root=str(class_dir), **kwargs)
 
 
@@ -100,14 +100,10 @@ def _drop_unreadable(paths: list[Path], exc: Exception) -> bool:
             if path.exists():
                 torch.load(path, weights_only=False)
         except Exception:  # noqa: BLE001 - any unreadable file is a corrupt cache
-            warn(f"cache file {path} could not be read ({_first_line(exc)}); rebuilding it from the raw files")
+            warn(f"cache file {path} could not be read ({first_line(exc)}); rebuilding it from the raw files")
             path.unlink()
             dropped = True
     return dropped
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _call_args(kwargs: dict) -> str:
@@ -187,7 +183,7 @@ def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
             raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
         if not _drop_unreadable(sorted((mirror / folder / "processed").glob("*.pt")), exc):
             raise GnntrainError(f"dataset '{cfg['name']}': {fetcher} failed on the files in {looked_in}: "
-                                f"{_first_line(exc)}") from exc
+                                f"{first_line(exc)}") from exc
         ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
     data = ds[0]
     split = ds.get_idx_split()
@@ -225,7 +221,7 @@ def load_file(cfg: dict, cache_dir: Path) -> GraphData:
         else:
             tensors = dict(torch.load(path, weights_only=True))
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported in one line
-        raise GnntrainError(f"dataset '{cfg['name']}': cannot read {path}: {_first_line(exc)}") from exc
+        raise GnntrainError(f"dataset '{cfg['name']}': cannot read {path}: {first_line(exc)}") from exc
     lacking = [key for key in ("edge_index", "x", "y") if key not in tensors]
     if lacking:
         raise GnntrainError(f"dataset '{cfg['name']}': {path} lacks {', '.join(lacking)}; it must hold "

@@ -136,7 +136,7 @@ class WandbSink:
             print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
 
     def close(self, exit_code: int = 0) -> None:
-        self.run.finish(exit_code=exit_code)  # offline runs print their `wandb sync` hint here
+        self.run.finish(exit_code=exit_code)
 
 
 class ConsoleProgress:
