@@ -33,7 +33,7 @@ from functools import cached_property
 import torch
 
 from gnntrain.data.graph_data import GraphData
-from gnntrain.sparse import Orders, SparseOperator, csr_orders, subset_orders
+from gnntrain.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
 
 
 @dataclass
@@ -71,13 +71,14 @@ class LocalGraph:
     """Seconds spent building this graph's aggregation matrices so far."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
     _entry_orders: dict[str, Orders] = field(default_factory=dict, repr=False)
+    _patterns: dict[str, SparsePattern] = field(default_factory=dict, repr=False)
 
     def to(self, device: torch.device) -> LocalGraph:
         """This graph with every tensor on ``device`` (where training runs); everything derived
         from it (aggregation matrices, views, sampled graphs) is built there too."""
         moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
-        return replace(self, **moved, operator_build_time=0.0, _operators={}, _entry_orders={})
+        return replace(self, **moved, operator_build_time=0.0, _operators={}, _entry_orders={}, _patterns={})
 
     @property
     def device(self) -> torch.device:
@@ -135,6 +136,24 @@ class LocalGraph:
             self._entry_orders[kind] = csr_orders(*self._entries(kind), (self.num_targets, self.num_local))
         return self._entry_orders[kind]
 
+    def pattern(self, kind: str) -> SparsePattern:
+        """Where ``kind``'s matrix has entries, for layers that compute their weights (attention
+        on the ``"gcn"`` entries: every in-edge of a target and its self-loop, in
+        :attr:`self_loop_edges` order)."""
+        if kind not in self._patterns:
+            dst, src = self._entries(kind)
+            self._patterns[kind] = SparsePattern(dst, src, (self.num_targets, self.num_local), self._orders(kind))
+        return self._patterns[kind]
+
+    def _orders(self, kind: str) -> Orders:
+        """CSR orders of ``kind``'s entries; a sampled graph filters its parent's."""
+        if self.sampled_from is None:
+            return self.entry_orders(kind)
+        parent, edge_keep = self.sampled_from
+        parent_orders = parent.entry_orders(kind)
+        self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
+        return subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
+
     def _build_operator(self, kind: str) -> SparseOperator:
         dst, src = self._entries(kind)
         if kind == "gcn":
@@ -146,13 +165,7 @@ class LocalGraph:
             value = 1.0 / self.target_rows(self.in_degree)[dst]
             if self.edge_scale is not None:
                 value = value * self.edge_scale
-        orders = None
-        if self.sampled_from is not None:
-            parent, edge_keep = self.sampled_from
-            parent_orders = parent.entry_orders(kind)
-            self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
-            orders = subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
-        return SparseOperator(dst, src, value, (self.num_targets, self.num_local), orders)
+        return SparseOperator(dst, src, value, (self.num_targets, self.num_local), self._orders(kind))
 
     def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
         """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:
@@ -178,6 +191,7 @@ class LocalGraph:
             operator_build_time=0.0,
             _operators={},
             _entry_orders={},
+            _patterns={},
         )
 
 

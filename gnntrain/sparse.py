@@ -7,6 +7,11 @@ direction scatters per edge. This is what makes full-graph epochs cheap on CPU.
 Building a CSR matrix sorts its entries (:func:`csr_orders`). For an operator on a subset of
 another's entries (a sampled graph's, each epoch), :func:`subset_orders` filters the other's
 orders in linear time instead of sorting again.
+
+:func:`weighted_sum` is the same product for per-entry weights that are themselves computed
+(attention): ``out[:, k] = A_k @ X[:, k]`` for each of ``K`` channels, whose entries' gradient
+``dL/dA_k[i, j] = dY[i, k] . X[j, k]`` is a sampled dense-dense product at the entries only
+(``torch.sparse.sampled_addmm``), so no ``[entries, features]`` tensor is ever formed.
 """
 
 from __future__ import annotations
@@ -34,6 +39,28 @@ def subset_orders(orders: Orders, keep: torch.Tensor) -> Orders:
     return position[orders[0].masked_select(keep[orders[0]])], position[orders[1].masked_select(keep[orders[1]])]
 
 
+class SparsePattern:
+    """Where the entries of a ``[rows, cols]`` matrix lie (at ``(row, col)``, in a given entry
+    order): the CSR indices of ``A`` and of ``A^T``; ``orders`` (:func:`csr_orders`) are sorted
+    out here unless given. Matrices on it take one value per entry, in entry order."""
+
+    def __init__(self, row: torch.Tensor, col: torch.Tensor, shape: tuple[int, int],
+                 orders: Orders | None = None) -> None:
+        self.shape = shape
+        self.order, self.transpose_order = csr_orders(row, col, shape) if orders is None else orders
+        self._indices = (_crow(row, shape[0]), col[self.order])
+        self._transpose_indices = (_crow(col, shape[1]), row[self.transpose_order])
+
+    def matrix(self, value: torch.Tensor) -> torch.Tensor:
+        """``A`` as CSR, ``value`` in entry order."""
+        return torch.sparse_csr_tensor(*self._indices, value[self.order], self.shape, check_invariants=False)
+
+    def transpose(self, value: torch.Tensor) -> torch.Tensor:
+        """``A^T`` as CSR, ``value`` in entry order."""
+        return torch.sparse_csr_tensor(*self._transpose_indices, value[self.transpose_order],
+                                       (self.shape[1], self.shape[0]), check_invariants=False)
+
+
 class SparseOperator:
     """A fixed sparse matrix ``A`` (entries ``value`` at ``(row, col)``) and its transpose, both
     CSR; ``orders`` (:func:`csr_orders`) are sorted out here unless given."""
@@ -41,19 +68,24 @@ class SparseOperator:
     def __init__(self, row: torch.Tensor, col: torch.Tensor, value: torch.Tensor, shape: tuple[int, int],
                  orders: Orders | None = None) -> None:
         self.shape = shape
-        order, transpose_order = csr_orders(row, col, shape) if orders is None else orders
-        self.matrix = _csr(row, col, value, shape, order)
-        self.transpose = _csr(col, row, value, (shape[1], shape[0]), transpose_order)
+        pattern = SparsePattern(row, col, shape, orders)
+        self.matrix = pattern.matrix(value)
+        self.transpose = pattern.transpose(value)
 
     def __matmul__(self, x: torch.Tensor) -> torch.Tensor:
         return _SpMM.apply(x, self)
 
 
-def _csr(row: torch.Tensor, col: torch.Tensor, value: torch.Tensor, shape: tuple[int, int],
-         order: torch.Tensor) -> torch.Tensor:
-    crow = torch.zeros(shape[0] + 1, dtype=torch.long, device=row.device)
-    crow[1:] = torch.cumsum(torch.bincount(row, minlength=shape[0]), 0)
-    return torch.sparse_csr_tensor(crow, col[order], value[order], shape, check_invariants=False)
+def weighted_sum(pattern: SparsePattern, weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``out[i, k] = sum_{entries e = (i, j)} weights[e, k] x[j, k]``: ``weights`` ``[entries, K]``
+    in entry order, ``x`` ``[cols, K, C]`` -> ``[rows, K, C]``; differentiable in both."""
+    return _WeightedSum.apply(weights, x, pattern)
+
+
+def _crow(row: torch.Tensor, rows: int) -> torch.Tensor:
+    crow = torch.zeros(rows + 1, dtype=torch.long, device=row.device)
+    crow[1:] = torch.cumsum(torch.bincount(row, minlength=rows), 0)
+    return crow
 
 
 class _SpMM(torch.autograd.Function):
@@ -70,3 +102,38 @@ class _SpMM(torch.autograd.Function):
         if op.shape[0] == 0 or op.shape[1] == 0:
             return grad.new_zeros(op.shape[1], grad.shape[1]), None
         return torch.sparse.mm(op.transpose, grad.contiguous()), None
+
+
+class _WeightedSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weights: torch.Tensor, x: torch.Tensor, pattern: SparsePattern) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(weights, x)
+        ctx.pattern = pattern
+        out = x.new_empty(pattern.shape[0], *x.shape[1:])
+        for k in range(x.shape[1]):
+            out[:, k] = _spmm(pattern.matrix(weights[:, k]), x[:, k])
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, None]:  # type: ignore[override]
+        weights, x = ctx.saved_tensors
+        pattern: SparsePattern = ctx.pattern
+        grad_weights = grad_x = None
+        if ctx.needs_input_grad[1]:
+            grad_x = x.new_empty(x.shape)
+            for k in range(x.shape[1]):
+                grad_x[:, k] = _spmm(pattern.transpose(weights[:, k]), grad[:, k])
+        if ctx.needs_input_grad[0]:
+            grad_weights = weights.new_empty(weights.shape)
+            if weights.shape[0]:
+                at_entries = pattern.matrix(weights.new_zeros(weights.shape[0]))
+                for k in range(x.shape[1]):
+                    sampled = torch.sparse.sampled_addmm(at_entries, grad[:, k].contiguous(), x[:, k].t(), beta=0.0)
+                    grad_weights[pattern.order, k] = sampled.values()
+        return grad_weights, grad_x, None
+
+
+def _spmm(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    if matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        return x.new_zeros(matrix.shape[0], x.shape[1])
+    return torch.sparse.mm(matrix, x.contiguous())

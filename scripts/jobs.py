@@ -34,11 +34,14 @@ def compose_config(overrides: list[str]) -> dict:
 
 
 def run_job(overrides: list[str]) -> dict:
+    """The job's ``summary.json``, with its ``metrics.jsonl`` records under ``"records"``."""
     cfg = compose_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
         cfg["run_dir"] = run_dir
         launch(calibrated(cfg), run_training)
-        return json.loads((Path(run_dir) / "summary.json").read_text())
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+        lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+        return {**summary, "records": [json.loads(line) for line in lines]}
 
 
 def add_bench_args(parser: argparse.ArgumentParser, layers: int = 3) -> None:

@@ -1,7 +1,12 @@
-"""Command lines give the figures recorded before the strategies owned their training step
-(``tests/data/baseline_runs.json``, recorded from the graph-parallel Trainer at commit
-f26cec7): per-epoch losses, accuracies and bytes by kind, for every graph-parallel method and
-a combination (PipeGCN with quantized halos, AdaQP with the central/marginal overlap).
+"""Command lines give the recorded figures (``tests/data/baseline_runs.json``): per-epoch
+losses, accuracies and bytes by kind, for every graph-parallel method and a combination
+(PipeGCN with quantized halos, AdaQP with the central/marginal overlap).
+
+They were first recorded from the graph-parallel Trainer at commit f26cec7, before the
+strategies owned their training step. They were re-recorded (``scripts/record_runs.py``) once,
+when dropout masks and quantization noise moved to :mod:`gnntrain.random16`'s draws; with
+torch's ``F.dropout`` and ``torch.rand`` put back, that code still gave the f26cec7 figures,
+and the bytes did not change.
 
 Losses are compared to 1e-4 relative (the same float32 arithmetic; a single-process rerun of
 the recording differed by 1.5e-7), accuracies to half a node of the smallest split, bytes

@@ -40,6 +40,12 @@ def _counts(bits: torch.Tensor, splits: list[int]) -> torch.Tensor:
         len(splits), len(ALL_WIDTHS))
 
 
+def _single_width(counts: torch.Tensor) -> int | None:
+    """The one width all rows have, if they have one and there are rows."""
+    used = (counts.sum(dim=0) > 0).nonzero().flatten().tolist()
+    return ALL_WIDTHS[used[0]] if len(used) == 1 else None
+
+
 def byte_splits(bits: torch.Tensor, splits: list[int], dim: int) -> list[int]:
     """Bytes per peer of rows of ``dim`` values with these bit-widths."""
     sizes = torch.tensor([record_bytes(dim, b) for b in ALL_WIDTHS], device=bits.device)
@@ -50,6 +56,9 @@ def encode(rows: torch.Tensor, bits: torch.Tensor, splits: list[int],
            generator: torch.Generator | None = None) -> torch.Tensor:
     """Rows stacked in peer order (``splits[q]`` for peer ``q``) -> one uint8 buffer."""
     counts = _counts(bits, splits)
+    single = _single_width(counts)
+    if single is not None:  # the buffer is every row's record in order
+        return quantize(rows, single, generator).reshape(-1)
     records = {w: quantize(rows[bits == w], w, generator) for i, w in enumerate(ALL_WIDTHS) if counts[:, i].any()}
     offsets = dict.fromkeys(records, 0)
     chunks = []
@@ -65,6 +74,9 @@ def encode(rows: torch.Tensor, bits: torch.Tensor, splits: list[int],
 def decode(buffer: torch.Tensor, bits: torch.Tensor, splits: list[int], dim: int) -> torch.Tensor:
     """The inverse of :func:`encode` on the receiving side: ``[sum(splits), dim]`` float32."""
     counts = _counts(bits, splits)
+    single = _single_width(counts)
+    if single is not None:
+        return dequantize(buffer.view(bits.numel(), record_bytes(dim, single)), single, dim)
     parts: dict[int, list[torch.Tensor]] = {w: [] for w in ALL_WIDTHS}
     start = 0
     for q in range(len(splits)):

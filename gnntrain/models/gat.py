@@ -6,7 +6,9 @@ node ``i``'s *full* in-neighbourhood (halo neighbours included, so the softmax e
 full-graph one), ``h_i' = ||_heads sum_j alpha_ij z_j`` (or the mean over heads) ``+ b``.
 Same function, parameter names and initialisation as PyG's ``GATConv`` (self-loops added,
 no attention dropout). The halo exchange moves the layer *input* ``h`` once; ``W`` is applied
-to halo rows locally, so bytes do not grow with the number of heads.
+to halo rows locally, so bytes do not grow with the number of heads. The weighted sum runs as
+one sparse product per head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`),
+never forming the ``[edges, heads, channels]`` messages.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.edge_ops import edge_softmax, edge_sum
+from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.gnn import MessagePassingLayer
 from gnntrain.models.projection import Projected, project
+from gnntrain.sparse import weighted_sum
 
 
 class GATLayer(MessagePassingLayer):
@@ -53,6 +56,6 @@ class GATLayer(MessagePassingLayer):
         score_dst = (graph.target_rows(z) * self.att_dst).sum(-1)
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
         alpha = edge_softmax(e, dst, n)
-        out = edge_sum(alpha.unsqueeze(-1) * z[src], dst, n)
+        out = weighted_sum(graph.pattern("gcn"), alpha, z)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias

@@ -3,7 +3,7 @@
 ``layers`` counts message-passing layers from input to output, as the papers count them: a
 2-layer GCN is ``in -> hidden -> classes``. Each layer obtains the halo rows of its input from
 ``halo`` (whatever the strategy supplies: fresh, stale, sampled or quantized rows), applies
-dropout to its inner rows and to the received halo rows separately (the receiver draws the
+dropout (:func:`gnntrain.random16.dropout`) to its inner rows and to the received halo rows separately (the receiver draws the
 halo rows' masks, so a stale halo never carries an old mask and forward and backward masks
 agree; PipeGCN, Appendix F), then aggregates; every layer but the last is followed by the
 optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`) and the activation.
@@ -28,6 +28,7 @@ from torch import nn
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 from gnntrain.models.projection import Projected
+from gnntrain.random16 import dropout
 
 
 class HaloSource(Protocol):
@@ -181,7 +182,7 @@ class MessagePassingModel(nn.Module):
 
     def _dropout(self, h: torch.Tensor | Projected) -> torch.Tensor | Projected:
         """Dropout; projected input rows had theirs before they were projected."""
-        return h if isinstance(h, Projected) else F.dropout(h, self.dropout, self.training)
+        return h if isinstance(h, Projected) else dropout(h, self.dropout, self.training)
 
 
 class GNN(MessagePassingModel):

@@ -14,8 +14,8 @@ of each row it receives; sender and receiver of a row always hold the same width
   aggregation weight ``alpha_kv^2``; the strategy does not know the model's aggregation, so
   GCN's symmetric normalised weights stand in for every model; backward, 1: a gradient row is
   added unscaled). Rank 0 gathers the traces, groups each device pair's messages by ``beta``
-  (``group_size``) and solves Eq. 12 per layer and direction
-  (:mod:`.bit_assignment`) with the per-pair alpha-beta cost model
+  (``group_size``) and solves Eq. 12 per layer and direction to within ``assign_gap`` of its
+  optimum (:mod:`.bit_assignment`) with the per-pair alpha-beta cost model
   profiled at start-up, then sends each receiver its widths; receivers pass them on to the
   senders. Until the first assignment (after ``period`` epochs) every message uses 8 bits.
   The traffic of tracing and assigning is counted under the ``assign`` kind.
@@ -109,7 +109,7 @@ class AdaptiveBits(_Plan):
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         super().__init__(graph)
         self.comm = comm
-        self.lam, self.group_size = cfg["lambda_"], cfg["group_size"]
+        self.lam, self.group_size, self.gap = cfg["lambda_"], cfg["group_size"], cfg["assign_gap"]
         self.traced: dict[Key, torch.Tensor] = {}
         self.widths: dict[Key, int] = {}
         self.coefficient = self._forward_coefficients(graph)
@@ -121,6 +121,8 @@ class AdaptiveBits(_Plan):
         self.cost = self._profile()
         """``[receiver, sender, (theta s/bit, gamma s)]``."""
         self.solve_time = 0.0
+        self.solve_gap = 0.0
+        """The largest certified relative gap to the optimum of the last assignment's programs."""
 
     @staticmethod
     def _forward_coefficients(graph: LocalGraph) -> torch.Tensor:
@@ -202,6 +204,7 @@ class AdaptiveBits(_Plan):
         world = self.comm.world_size
         per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
         offsets = [0] * world
+        self.solve_gap = 0.0
         for layer, direction in keys:
             pairs, slots = [], []
             for r in range(world):
@@ -217,7 +220,9 @@ class AdaptiveBits(_Plan):
                                                          dtype=float), theta, gamma))
                         slots.append((r, q, groups, part.numel()))
                 per_rank[r].append(torch.zeros(sum(counts), dtype=torch.uint8))
-            for (r, q, groups, n), group_bits in zip(slots, assign_bits(pairs, self.lam)):
+            assignment = assign_bits(pairs, self.lam, self.gap)
+            self.solve_gap = max(self.solve_gap, assignment.gap)
+            for (r, q, groups, n), group_bits in zip(slots, assignment.bits):
                 start = int(self._incoming(r, direction)[:q].sum())
                 message_bits = torch.zeros(n, dtype=torch.uint8)
                 for g, b in zip(groups, group_bits):

@@ -53,6 +53,8 @@ class AdaQPConfig(StrategyConfig):
     """Messages per group that share one bit-width in the assignment."""
     lambda_: float = 0.5
     """Weight of the variance term against the time term in the assignment's objective."""
+    assign_gap: float = 0.01
+    """Largest relative gap to the MILP optimum an assignment may have (0 solves it exactly by branch and bound)."""
     overlap: bool = False
     """Compute the central nodes while the marginal nodes' halo rows are in flight."""
     seed: int = 0
@@ -75,3 +77,5 @@ def validate(strategy: dict) -> None:
             check(f"strategy.{key}", strategy[key], strategy[key] >= 1, ">= 1")
     if "lambda_" in strategy:
         check("strategy.lambda_", strategy["lambda_"], 0.0 <= strategy["lambda_"] <= 1.0, "in [0, 1]")
+    if "assign_gap" in strategy:
+        check("strategy.assign_gap", strategy["assign_gap"], 0.0 <= strategy["assign_gap"] < 1.0, "in [0, 1)")

@@ -6,11 +6,13 @@ the vanilla strategy, but each message row travels as stochastic integer codes
 (:mod:`.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 = unquantized),
 ``uniform`` (random over {2, 4, 8}, Table 6's baseline) or ``adaptive`` (the
 variance-time MILP every ``strategy.period`` epochs, weight ``strategy.lambda_``, groups of
-``strategy.group_size`` messages). Evaluation exchanges full-precision rows.
+``strategy.group_size`` messages, solved to within ``strategy.assign_gap`` of its optimum).
+Evaluation exchanges full-precision rows.
 
 Per epoch it reports ``mean_bits`` (over all message rows sent, both directions) and, with
 adaptive widths, ``assign_time`` (gathering the traces, solving and distributing the widths;
-slowest rank; 0 on epochs that keep the widths) and ``solve_time`` (rank 0's MILPs).
+slowest rank; 0 on epochs that keep the widths), ``solve_time`` (rank 0's solves) and
+``assign_gap`` (the largest certified relative gap of those solves to the MILP optimum).
 
 ``strategy.overlap=true`` is the central/marginal split of Sec. 3.4: each layer starts its
 exchange, computes the rows of the central nodes (no halo in-neighbour) while the halo is in
@@ -56,7 +58,7 @@ class Quantized:
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         if isinstance(self.plan, AdaptiveBits):
-            self.assign_time = self.plan.solve_time = 0.0
+            self.assign_time = self.plan.solve_time = self.plan.solve_gap = 0.0
             if epoch > 1 and (epoch - 1) % self.period == 0:
                 start = time.perf_counter()
                 self.plan.reassign()
@@ -68,7 +70,7 @@ class Quantized:
 
     def epoch_metrics(self) -> dict[str, float]:
         """``mean_bits`` of the rows sent this epoch; with adaptive widths ``assign_time``
-        (slowest rank) and ``solve_time`` (rank 0). Every rank must call it."""
+        (slowest rank), ``solve_time`` and ``assign_gap`` (rank 0). Every rank must call it."""
         if self.plan is None:
             return {"mean_bits": 32.0}
         widths = [send.double() for send, _ in self.plan.issued.values()]
@@ -77,9 +79,10 @@ class Quantized:
         total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
         metrics = {"mean_bits": total / rows} if rows else {}
         if self.assign_time is not None:
-            times = torch.tensor([self.assign_time, self.plan.solve_time], dtype=torch.float64,
+            times = torch.tensor([self.assign_time, self.plan.solve_time, self.plan.solve_gap], dtype=torch.float64,
                                  device=self.comm.device)
-            metrics["assign_time"], metrics["solve_time"] = self.comm.reduce_untracked(times, dist.ReduceOp.MAX).tolist()
+            reduced = self.comm.reduce_untracked(times, dist.ReduceOp.MAX).tolist()
+            metrics["assign_time"], metrics["solve_time"], metrics["assign_gap"] = reduced
         return metrics
 
     def finish(self) -> None:

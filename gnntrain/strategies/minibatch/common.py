@@ -36,7 +36,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
@@ -51,6 +50,7 @@ from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.random16 import dropout
 
 
 @dataclass
@@ -165,7 +165,7 @@ class MiniBatchTraining:
 
     def dropped_input(self, rows: torch.Tensor) -> torch.Tensor:
         """Raw input rows with the model's input dropout, before they are projected."""
-        return F.dropout(rows, self.model.input_dropout, self.model.training)
+        return dropout(rows, self.model.input_dropout, self.model.training)
 
     def train_on_projections(self, blocks: SampledBlocks, projections: torch.Tensor, y: torch.Tensor,
                              batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,54 @@
+"""Uniform random integers at 16-bit resolution, four per 64-bit draw, for stochastic rounding
+and dropout masks.
+
+On a CPU, torch's generator costs about 3.5 ns per float32 of ``torch.rand`` and 14-18 ns per
+element of ``bernoulli_`` (which ``F.dropout`` uses), but about 4 ns per full-range int64, which
+holds four independent uniform 16-bit integers: the noise of one quantized value or one dropout
+decision costs about 1 ns instead. 16 bits bound what this resolution changes:
+
+* stochastic rounding with ``u = (k + 1/2) / 2^16`` (``k`` uniform in ``[0, 2^16)``) rounds up
+  with a probability within ``2^-17`` of the exact fraction, a bias below ``8e-6`` of one
+  quantization step (``torch.rand``'s float32 has ``2^-24``);
+* a dropout probability ``p`` is applied as ``round(p 2^16) / 2^16`` (e.g. 0.5 exactly, 0.1 as
+  0.1000061), and kept values are scaled by the inverse of the keep probability actually used,
+  so the layer stays unbiased.
+
+Draws come from ``generator`` (default: the device's global generator), so seeds reproduce them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+LEVELS = 1 << 16
+
+
+def uniform16(shape: tuple[int, ...], generator: torch.Generator | None = None,
+              device: torch.device | str | None = None) -> torch.Tensor:
+    """int16 tensor of ``shape``, each value uniform over ``[-2^15, 2^15)``, independent."""
+    count = math.prod(shape)
+    words = torch.empty(-(-count // 4), dtype=torch.int64, device=device)
+    words.random_(-(1 << 63), None, generator=generator)
+    return words.view(torch.int16)[:count].view(shape)
+
+
+def unit_noise(shape: tuple[int, ...], generator: torch.Generator | None = None,
+               device: torch.device | str | None = None) -> torch.Tensor:
+    """float32 ``u = (k + 1/2) / 2^16`` with ``k`` uniform in ``[0, 2^16)``: in ``(0, 1)``,
+    mean 1/2."""
+    noise = uniform16(shape, generator, device).to(torch.float32)
+    return noise.add_(LEVELS / 2 + 0.5).mul_(1.0 / LEVELS)
+
+
+def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """Inverted dropout: each value zeroed with probability ``round(p 2^16) / 2^16`` (drawn from
+    the global generator), the others scaled by the inverse of their keep probability."""
+    if not training or p == 0.0:
+        return h
+    dropped = min(round(p * LEVELS), LEVELS - 1)
+    if dropped == 0:
+        return h
+    keep = uniform16(tuple(h.shape), device=h.device) >= dropped - LEVELS // 2
+    return h * keep.to(h.dtype).mul_(LEVELS / (LEVELS - dropped))
