@@ -32,6 +32,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, warn
@@ -98,6 +99,8 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
     at exit.
     """
     torch.set_num_threads(_threads_per_worker(cfg, local_workers))
+    if cfg["cluster"]["keep_freed_memory"]:
+        keep_freed_memory()
     device = _device(cfg, local_rank)
     keep_group = init_method == "env://"
     if not dist.is_initialized():

@@ -34,12 +34,18 @@ def uniform16(shape: tuple[int, ...], generator: torch.Generator | None = None,
     return words.view(torch.int16)[:count].view(shape)
 
 
+def noise_steps(shape: tuple[int, ...], generator: torch.Generator | None = None,
+                device: torch.device | str | None = None) -> torch.Tensor:
+    """float32 ``k + 1/2`` with ``k`` uniform in ``[0, 2^16)`` (exact in float32): ``2^16``
+    times :func:`unit_noise`, for callers that fold the scaling into their next operation."""
+    return uniform16(shape, generator, device).to(torch.float32).add_(LEVELS / 2 + 0.5)
+
+
 def unit_noise(shape: tuple[int, ...], generator: torch.Generator | None = None,
                device: torch.device | str | None = None) -> torch.Tensor:
     """float32 ``u = (k + 1/2) / 2^16`` with ``k`` uniform in ``[0, 2^16)``: in ``(0, 1)``,
     mean 1/2."""
-    noise = uniform16(shape, generator, device).to(torch.float32)
-    return noise.add_(LEVELS / 2 + 0.5).mul_(1.0 / LEVELS)
+    return noise_steps(shape, generator, device).mul_(1.0 / LEVELS)
 
 
 def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

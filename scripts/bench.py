@@ -9,6 +9,8 @@
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
    by our single-process epoch time.
 
+Both run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by default.
+
 Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N] ...``.
 """
 
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
 
+from gnntrain.allocator import keep_freed_memory
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
@@ -153,6 +156,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    kept = keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
 
     torch.manual_seed(0)
     data = generate(args.nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
@@ -165,7 +169,7 @@ def main() -> None:
                   "classes": data.num_classes},
         "model": {"layers": args.layers, "hidden": args.hidden},
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__},
+                    "torch": torch.__version__, "keep_freed_memory": kept},
         "epochs_timed": args.epochs,
         "layers_vs_pyg": layers,
         "vanilla_2_workers": vanilla,

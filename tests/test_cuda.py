@@ -91,3 +91,36 @@ def test_cli_runs_on_gpu(tmp_path) -> None:
     assert summary["world_size"] == torch.cuda.device_count()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert len(records) == 3 and all(r["peak_mem_mb"] > 0 for r in records)
+
+
+def test_communication_on_cuda_is_timed_on_the_device() -> None:
+    """An exchange in flight while the stream computes: its lifetime (total time) spans the
+    device's work, which the host never waited for, and none of it is exposed."""
+    from gnntrain.comm.communicator import Communicator, stream_mark
+    from gnntrain.comm.meter import CommMeter
+
+    meter = CommMeter()
+    comm = Communicator(0, 1, torch.device("cuda"), meter=meter)
+    rows = torch.ones(1000, 8, device="cuda")
+    flight = comm.all_to_all_start(rows, [1000], [1000], "halo_fwd")
+    before = stream_mark(rows.device)
+    torch.cuda._sleep(100_000_000)  # device cycles: tens of milliseconds of "compute"
+    after = stream_mark(rows.device)
+    flight.wait()
+    torch.cuda.synchronize()
+    meter.settle()
+    compute_s = before.elapsed_time(after) / 1e3
+    assert meter.total_s["halo_fwd"] >= compute_s > 0.005
+    assert meter.wait_s["halo_fwd"] < 0.1 * compute_s
+
+
+def test_a_gpu_run_reports_device_communication_times(tmp_path) -> None:
+    """Two workers sharing the GPU over gloo: exposed communication is positive, within its
+    lifetime, and within the epoch."""
+    res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "dataset=synthetic", "train.epochs=3",
+                          *GLOO_SHARED_GPU, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for r in records:
+        assert 0 < r["comm_time"] <= r["comm_total_time"] <= r["epoch_time"]
+        assert 0 < r["reduce_time"] <= r["epoch_time"]

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import make_cfg
-from gnntrain.comm.meter import by_category, category
+from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.engine.loop import run_training
 from gnntrain.engine.metrics import EpochRecord, WandbSink
 from gnntrain.launch import launch
@@ -70,3 +70,32 @@ def test_wandb_gets_the_per_category_fields() -> None:
                          comm_total_time_by_category={"data": 0.4}, strategy_metrics={"mean_bits": 4.0}))
     assert {"comm_bytes/halo_fwd": 10, "comm_bytes/data": 10, "comm_bytes/sync": 20, "comm_time/data": 0.3,
             "comm_total_time/data": 0.4, "comm_time": 0.3, "reduce_time": 0.2, "mean_bits": 4.0}.items() <= logged.items()
+
+
+class _Mark:
+    """A stand-in for a CUDA timing event: a time in milliseconds on the device."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+
+    def elapsed_time(self, later: "_Mark") -> float:
+        return later.ms - self.ms
+
+
+def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_resume_as_total() -> None:
+    meter = CommMeter()
+    meter.record("halo_fwd", 100, 0.0)
+    meter.record_stream("halo_fwd", _Mark(0.0), _Mark(30.0), _Mark(40.0))
+    with meter.tagged("eval_"):
+        meter.record_stream("halo_fwd", _Mark(50.0), _Mark(50.0), _Mark(55.0))
+    assert meter.wait_s["halo_fwd"] == 0.0  # nothing counted before the device has caught up
+    meter.settle()
+    assert meter.bytes["halo_fwd"] == 100
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.total_s["halo_fwd"] == pytest.approx(0.040)
+    assert meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005) == meter.total_s["eval_halo_fwd"]
+    meter.settle()  # each operation counts once
+    assert meter.total_s["halo_fwd"] == pytest.approx(0.040)
+    meter.record_stream("allreduce", _Mark(0.0), _Mark(0.0), _Mark(1.0))
+    meter.reset()
+    meter.settle()
+    assert meter.wait_s["allreduce"] == 0.0

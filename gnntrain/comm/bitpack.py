@@ -35,9 +35,9 @@ def packed_size(count: int, bits: int) -> int:
 
 def pack(values: torch.Tensor, bits: int) -> torch.Tensor:
     """``values``: integers in ``[0, 2**bits)`` (or bools for 1 bit), ``[..., count]`` ->
-    uint8 ``[..., packed_size(count, bits)]``."""
+    uint8 ``[..., packed_size(count, bits)]``. int8 values are read as their bytes (no copy)."""
     per_byte = _check(bits)
-    v = values.to(torch.uint8)
+    v = values.view(torch.uint8) if values.dtype == torch.int8 else values.to(torch.uint8)
     if per_byte == 1:
         return v.contiguous()
     count = v.shape[-1]

@@ -5,6 +5,13 @@ A communicator is one rank's view of one process group: the whole world, or one 
 job's device mesh (:mod:`gnntrain.parallel.mesh`). Ranks passed to it are ranks *in its group*.
 Under an emulated network (:mod:`gnntrain.comm.network`) every transfer it makes is held back
 to the emulated link's speed; the meter records the link time each one cost.
+
+On a CUDA device, waiting on a transfer mostly makes the device's stream wait, not the host, so
+times there are device times: CUDA events on the current stream mark where an operation
+started, where the stream reached its wait and where it resumed, and the meter turns them into
+seconds once the epoch has synchronised the device (:meth:`CommMeter.settle`). Exposed time is
+the stream's stall (reached to resumed, which includes any host-side hold of an emulated link,
+as the stream idles through it); total time runs from the start to the resumption.
 """
 
 from __future__ import annotations
@@ -25,6 +32,15 @@ if TYPE_CHECKING:
 
 def payload_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
+
+
+def stream_mark(device: torch.device) -> torch.cuda.Event | None:
+    """A timing event recorded now on ``device``'s current CUDA stream; ``None`` off CUDA."""
+    if device.type != "cuda":
+        return None
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(torch.cuda.current_stream(device))
+    return event
 
 
 class Communicator:
@@ -89,7 +105,7 @@ class Communicator:
         row = payload_bytes(send[:1]) if send.shape[0] else 0
         hold = self._hold_exchange({q: n * row for q, n in enumerate(send_splits)},
                                    {q: n * row for q, n in enumerate(recv_splits)})
-        return InFlight(recv, send, [work] if work is not None else [], self.meter, kind, decode, hold)
+        return InFlight(recv, send, [work] if work is not None else [], self.meter, kind, self.device, decode, hold)
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
@@ -103,7 +119,7 @@ class Communicator:
         works = dist.batch_isend_irecv(ops) if ops else []
         hold = self._hold_exchange({peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
-        return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind, hold=hold)
+        return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind, self.device, hold=hold)
 
     def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
         """Start sending ``tensors`` to ``peer`` (a rank of this group), one-sided: the peer
@@ -121,7 +137,7 @@ class Communicator:
         hold = self._hold_exchange({peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
         ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for t in tensors + stamp]
-        return InFlight(None, tensors + stamp, dist.batch_isend_irecv(ops), self.meter, kind, hold=hold)
+        return InFlight(None, tensors + stamp, dist.batch_isend_irecv(ops), self.meter, kind, self.device, hold=hold)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
@@ -132,7 +148,7 @@ class Communicator:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
         ops = [dist.P2POp(dist.irecv, t, self._global(peer), self.group)
                for t in buffers + ([] if stamp is None else [stamp])]
-        return InFlight(buffers, None, dist.batch_isend_irecv(ops), self.meter, kind, stamp=stamp)
+        return InFlight(buffers, None, dist.batch_isend_irecv(ops), self.meter, kind, self.device, stamp=stamp)
 
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
@@ -155,17 +171,23 @@ class Communicator:
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
-        nothing when there is no peer."""
+        nothing when there is no peer. The stream (or host) is blocked throughout, so its
+        time is exposed and total alike."""
         start = time.perf_counter()
         if self.world_size == 1:
             self.meter.record(kind, 0, 0.0)
             return t
+        started = stream_mark(self.device)
         dist.all_reduce(t, op=op, group=self.group)
         if self.network is not None:
             hold = self.network.all_reduce(start, payload_bytes(t), self.world_ranks)
             hold.wait()
             self.meter.record_link(kind, hold.busy_s, hold.latency_s)
-        self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
+        if started is None:
+            self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
+        else:
+            self.meter.record(kind, payload_bytes(t), 0.0)
+            self.meter.record_stream(kind, started, started, stream_mark(self.device))
         return t
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
@@ -188,18 +210,20 @@ class InFlight:
     the start to its completion (marked by a callback on the works' futures where the backend
     offers them, else to the end of the wait; under an emulated network, no earlier than the
     emulated completion: ``hold`` on the sender's side, the sender's ``stamp`` on a one-sided
-    receive)."""
+    receive). On a CUDA device both are device times (see the module's docstring)."""
 
-    def __init__(self, recv: Any, send: Any, works: list, meter: CommMeter, kind: str,
+    def __init__(self, recv: Any, send: Any, works: list, meter: CommMeter, kind: str, device: torch.device,
                  decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
                  stamp: torch.Tensor | None = None) -> None:
         self.recv, self.send, self.works, self.meter, self.kind = recv, send, works, meter, kind
+        self.device = device
         self.decode = decode
         self.hold = hold
         self.stamp = stamp
         self.start = time.perf_counter()
+        self.started = stream_mark(device)
         self.done_at: float | None = None
-        if works:
+        if works and self.started is None:
             try:
                 futures = [work.get_future() for work in works]
             except RuntimeError:  # gloo's point-to-point works have no future
@@ -210,10 +234,10 @@ class InFlight:
         self.done_at = time.perf_counter()
 
     def wait(self) -> Any:
-        """What arrived; counts the time blocked here as exposed communication. On a CUDA
-        device the wait only makes the device's stream wait for the transfer, so this is the
-        host's blocked time, which undercounts the device's."""
+        """What arrived; counts the time blocked here (the host's, or on CUDA the stream's) as
+        exposed communication."""
         begin = time.perf_counter()
+        reached = stream_mark(self.device)
         for work in self.works:
             work.wait()
         done_at = self.done_at or time.perf_counter()
@@ -225,8 +249,10 @@ class InFlight:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
             done_at = max(done_at, arrival)
-        end = time.perf_counter()
-        self.meter.record(self.kind, 0, end - begin, done_at - self.start)
+        if reached is None:
+            self.meter.record(self.kind, 0, time.perf_counter() - begin, done_at - self.start)
+        else:
+            self.meter.record_stream(self.kind, self.started, reached, stream_mark(self.device))
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

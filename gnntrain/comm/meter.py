@@ -5,7 +5,8 @@ at the call site the payload bytes this rank hands to the network (rows x width 
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
 (``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
 compute. ``total_s`` is the lifetime of the operation, which differs from ``wait_s`` once
-operations overlap with compute.
+operations overlap with compute. On a CUDA device both are the device's times, from events on
+its stream (:meth:`CommMeter.record_stream`, read by :meth:`CommMeter.settle`).
 
 Every kind belongs to one *category*, declared once in :data:`KIND_CATEGORIES`, so that a
 time or byte count means the same thing whichever strategy produced it:
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from typing import Iterator
+from typing import Any, Iterator
 
 KIND_CATEGORIES: dict[str, str] = {
     "halo_fwd": "data",
@@ -84,6 +85,7 @@ class CommMeter:
         self.link_busy_s: dict[str, float] = defaultdict(float)
         self.link_latency_s: dict[str, float] = defaultdict(float)
         self._prefix = ""
+        self._stream_marks: list[tuple[str, Any, Any, Any]] = []
 
     def record(self, kind: str, nbytes: int, wait_s: float, total_s: float | None = None) -> None:
         key = self._prefix + kind
@@ -91,6 +93,23 @@ class CommMeter:
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
         self.total_s[key] += wait_s if total_s is None else total_s
+
+    def record_stream(self, kind: str, started: Any, reached: Any, resumed: Any) -> None:
+        """A CUDA-timed operation (:func:`gnntrain.comm.communicator.stream_mark` events): it
+        started at ``started``, the stream reached its wait at ``reached`` and went on at
+        ``resumed``. Counted as ``wait_s = reached -> resumed`` and ``total_s = started ->
+        resumed`` by :meth:`settle`."""
+        key = self._prefix + kind
+        category(key)
+        self._stream_marks.append((key, started, reached, resumed))
+
+    def settle(self) -> None:
+        """Add the device times of the CUDA-timed operations recorded since the last call; the
+        device must have finished them (e.g. after ``torch.cuda.synchronize``)."""
+        for key, started, reached, resumed in self._stream_marks:
+            self.wait_s[key] += reached.elapsed_time(resumed) / 1e3
+            self.total_s[key] += started.elapsed_time(resumed) / 1e3
+        self._stream_marks.clear()
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
@@ -114,3 +133,4 @@ class CommMeter:
         self.total_s.clear()
         self.link_busy_s.clear()
         self.link_latency_s.clear()
+        self._stream_marks.clear()

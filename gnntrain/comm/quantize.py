@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.bitpack import pack, packed_size, unpack
-from gnntrain.random16 import unit_noise
+from gnntrain.random16 import LEVELS, noise_steps
 
 WIDTHS = (2, 4, 8)
 FULL = 32
@@ -50,11 +50,13 @@ def quantize(h: torch.Tensor, bits: int, generator: torch.Generator | None = Non
     zero = _to_meta(low, float("-inf"))
     scale = _to_meta((high - zero.float()) / levels, float("inf"))
     z, s = zero.float(), scale.float()
-    # h - z is 0 on a row with S = 0, so dividing it by 1 there gives its ratio 0.
-    codes = unit_noise(tuple(h.shape), generator, h.device)
-    codes += (h - z).div_(torch.where(s > 0, s, 1.0))
-    # codes >= 0, so truncating to uint8 after the clamp is floor(ratio + u) clamped.
-    codes = codes.clamp_(0, levels).to(torch.uint8)
+    # h - z is 0 on a row with S = 0, so dividing it by 1 there gives its ratio 0. Adding
+    # 2^-16 (k + 1/2) adds u exactly (a power-of-two scaling of an exact value).
+    codes = (h - z).div_(torch.where(s > 0, s, 1.0))
+    codes.add_(noise_steps(tuple(h.shape), generator, h.device), alpha=1.0 / LEVELS)
+    # codes >= 0, so truncating after the clamp is floor(ratio + u) clamped; float -> int8 is
+    # a vector instruction where float -> uint8 is not, and 2- and 4-bit codes fit in int8.
+    codes = codes.clamp_(0, levels).to(torch.int8 if levels < 128 else torch.uint8)
     meta = torch.cat([zero, scale], dim=1).view(torch.uint8)
     return torch.cat([pack(codes, bits), meta], dim=1)
 

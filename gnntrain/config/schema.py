@@ -158,6 +158,9 @@ class ClusterConfig:
     """What each worker trains on: cpu, or cuda (GPU local_rank mod visible GPUs)."""
     threads_per_worker: int = 0
     """Torch threads per worker (0: cores / local workers)."""
+    keep_freed_memory: bool = True
+    """Keep freed memory in each worker's heap for reuse (glibc ``mallopt``): large CPU tensors
+    then skip page faults; resident memory stays at its peak (:mod:`gnntrain.allocator`)."""
     master_addr: str = "127.0.0.1"
     """Address of the process-group rendezvous for locally spawned workers."""
     master_port: int = 0

@@ -1,10 +1,11 @@
 """The epoch loop, the same for every strategy.
 
 Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` (the device is
-synchronised before the clock stops), evaluate every ``train.eval_every`` epochs, then sum
-over all ranks what they report (loss shares, bytes, evaluation counts) and take the maximum
-of times and memory, and hand the record to the sinks (``metrics.jsonl``, W&B, console). The
-loop knows no strategy: what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`).
+synchronised before the clock stops, and the communication timed on CUDA is read then),
+evaluate every ``train.eval_every`` epochs, then sum over all ranks what they report (loss
+shares, bytes, evaluation counts) and take the maximum of times and memory, and hand the record
+to the sinks (``metrics.jsonl``, W&B, console). The loop knows no strategy: what an epoch does is
+the strategy's (:mod:`gnntrain.strategies.base`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class EpochLoop:
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
         epoch_time = time.perf_counter() - start
+        self.meter.settle()
         exposed = by_category(self.meter.wait_s)
         total = by_category(self.meter.total_s)
         times = {"epoch_time": epoch_time,
