@@ -35,6 +35,7 @@ import torch.multiprocessing as mp
 from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
+from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import strategy_class
@@ -156,6 +157,9 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     (the spawned workers' results stay in their processes: they write to the run dir)."""
     world_size = resolve_world_size(cfg)
     layout = job_layout(cfg, world_size)
+    resume = Resume.find(cfg)
+    if resume is not None:
+        resume.check(cfg, world_size)
     job = prepare_job_data(cfg, layout.parts, layout.parts_key)
     if under_torchrun():
         local_rank = int(os.environ.get("LOCAL_RANK", 0))

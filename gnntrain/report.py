@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnntrain.comm import network
+from gnntrain.config import flatten
 from gnntrain.errors import GnntrainError, warn
 
 IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
@@ -68,20 +69,10 @@ def load_run(path: Path) -> Run:
     if hydra_config.exists():
         from omegaconf import OmegaConf
 
-        config = _flatten(OmegaConf.to_container(OmegaConf.load(hydra_config), resolve=False))
+        config = flatten(OmegaConf.to_container(OmegaConf.load(hydra_config), resolve=False))
     metrics = path / "metrics.jsonl"
     records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.exists() else []
     return Run(path, summary, config, records)
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
 
 
 def differing_keys(runs: list[Run]) -> list[str]:

@@ -62,6 +62,7 @@ def validate(cfg: dict) -> None:
     for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
         check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
     check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
+    validate_checkpointing(cfg)
     if "heads" in model:
         check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
               f"a divisor of model.hidden={model['hidden']}")
@@ -72,6 +73,23 @@ def validate(cfg: dict) -> None:
         check("partition.parts", parts, parts >= 1, ">= 1")
     validate_network(cfg["network"])
     family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])
+
+
+def validate_checkpointing(cfg: dict) -> None:
+    from gnntrain.strategies import STRATEGIES
+    from gnntrain.strategies.base import checkpointable
+
+    train = cfg["train"]
+    check("train.checkpoint_every", train["checkpoint_every"], train["checkpoint_every"] >= 0, ">= 0 (0: none)")
+    resume = train["resume"]
+    check("train.resume", resume, isinstance(resume, bool) or (isinstance(resume, str) and resume != ""),
+          "true, false or a run dir")
+    if train["checkpoint_every"] or resume is not False:
+        able = sorted(name for name, cls in STRATEGIES.items() if checkpointable(cls))
+        name = cfg["strategy"]["name"]
+        key = "train.resume" if resume is not False else "train.checkpoint_every"
+        check(key, train["resume"] if key == "train.resume" else train["checkpoint_every"], name in able,
+              f"unset for strategy={name}: checkpoints are implemented for strategy in {{{', '.join(able)}}}")
 
 
 def validate_network(net: dict) -> None:
@@ -90,6 +108,17 @@ def validate_network(net: dict) -> None:
               "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
         check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
         check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """A nested config as ``{"a.b.c": value}``."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def one_line(exc: BaseException) -> str:

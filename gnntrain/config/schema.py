@@ -217,6 +217,10 @@ class TrainConfig:
     """First epochs left out of the timing means."""
     dtype: Precision = Precision.float32
     """Floating-point type of features, parameters and messages (float64 for numerical checks)."""
+    checkpoint_every: int = 0
+    """Write a checkpoint every k epochs and after the last, under <run dir>/checkpoints (0: none)."""
+    resume: Any = False
+    """Continue from the newest complete checkpoint: true (this run dir; none yet: start afresh) or a run dir."""
 
 
 @dataclass

@@ -85,7 +85,7 @@ def _probe(cfg: dict) -> dict:
     epochs = cfg["network"]["probe_epochs"]
     probe["strategy"] = {"name": "vanilla"}
     probe["network"]["calibrate_share"] = None
-    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs)
+    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs, checkpoint_every=0, resume=False)
     probe["wandb"]["mode"] = "disabled"
     probe["fault"] = {"rank": None, "epoch": None}
     probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe")

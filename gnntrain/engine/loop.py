@@ -22,6 +22,7 @@ from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.data import JobData
+from gnntrain.engine import checkpoint
 from gnntrain.engine.metrics import (
     ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
     write_summary,
@@ -123,10 +124,20 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
 
     Rank 0 writes ``summary.json`` before the first epoch with ``"status": "running"`` and
     replaces it at the end with ``"completed"``; a run that stops early is marked ``failed`` or
-    ``interrupted`` by the launcher (:func:`gnntrain.engine.metrics.record_stop`)."""
+    ``interrupted`` by the launcher (:func:`gnntrain.engine.metrics.record_stop`).
+
+    With ``train.checkpoint_every`` every rank checkpoints after those epochs and the last; with
+    ``train.resume`` the run continues after the checkpoint's epoch, its ``metrics.jsonl`` made
+    of the checkpointed run's records up to that epoch (:mod:`gnntrain.engine.checkpoint`)."""
     wall_start = time.perf_counter()
     data, partition_stats = job.data, job.stats
     loop = EpochLoop(cfg, ctx, job)
+    resume = checkpoint.Resume.find(cfg)
+    first_epoch, kept = 1, []
+    if resume is not None:
+        loop.strategy.load_state_dict(resume.load(ctx.rank))
+        first_epoch = resume.epoch + 1
+        kept = resume.records() if ctx.rank == 0 else []
     mesh = ctx.mesh_axes()
     network_info = network.describe(cfg["network"])
     run_dir = Path(cfg["run_dir"])
@@ -154,19 +165,26 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
               f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
               flush=True)
-        write_summary(run_dir, {**facts, "status": "running", **summarize([], warmup), "total_wall_time": None})
-        sinks.append(JsonlSink(run_dir / "metrics.jsonl"))
+        if resume is not None:
+            print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
+        write_summary(run_dir, {**facts, "status": "running", **summarize(kept, warmup), "total_wall_time": None})
+        sinks.append(JsonlSink(run_dir / "metrics.jsonl", kept))
         if cfg["wandb"]["mode"] != "disabled":
-            sinks.append(WandbSink(cfg, run_dir))
+            sinks.append(WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None))
         sinks.append(ConsoleProgress(epochs, run_dir))
+    records.extend(kept)
+    wandb_id = next((sink.run.id for sink in sinks if isinstance(sink, WandbSink)), None)
+    every = cfg["train"]["checkpoint_every"]
     exit_code = 1
     try:
-        for epoch in range(1, epochs + 1):
+        for epoch in range(first_epoch, epochs + 1):
             inject_fault(cfg, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
             records.append(record)
             for sink in sinks:
                 sink.log(record)
+            if every and (epoch % every == 0 or epoch == epochs):
+                checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg, wandb_id)
         loop.strategy.finish()
         summary = None
         if ctx.rank == 0:

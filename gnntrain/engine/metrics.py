@@ -91,7 +91,16 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 class JsonlSink:
-    def __init__(self, path: Path) -> None:
+    """Appends each epoch's record to ``metrics.jsonl``; a resumed run's file is first replaced
+    (atomically) by the ``kept`` records of the epochs before the checkpoint."""
+
+    def __init__(self, path: Path, kept: list[EpochRecord] = ()) -> None:
+        if kept:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in kept))
+            os.replace(tmp, path)
+        elif path.exists():
+            path.unlink()
         self.file = open(path, "a", buffering=1)
 
     def log(self, record: EpochRecord) -> None:
@@ -111,12 +120,14 @@ class WandbSink:
     own console lines are kept out of the terminal unless ``wandb.verbose``; an offline run's
     upload command is printed with the summary instead."""
 
-    def __init__(self, cfg: dict, run_dir: Path) -> None:
+    def __init__(self, cfg: dict, run_dir: Path, run_id: str | None = None) -> None:
+        """``run_id``: continue that W&B run (a resumed run)."""
         import wandb
 
         wcfg = cfg["wandb"]
         self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
                               dir=str(run_dir), name=run_dir.name, config=cfg, reinit="finish_previous",
+                              id=run_id, resume="allow" if run_id else None,
                               settings=wandb.Settings(silent=not wcfg["verbose"]))
         self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
 

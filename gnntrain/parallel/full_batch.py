@@ -89,6 +89,13 @@ class FullBatchStep:
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
         self.optimizer = build_optimizer(self.model.parameters(), cfg["train"])
 
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
     def local_loss(self, out: torch.Tensor) -> torch.Tensor:
         """This rank's share of the full-graph mean training loss."""
         return loss_share(out, self.y, self.masks["train"], self.num_train, self.multilabel)

@@ -58,6 +58,12 @@ class HaloPolicy(Protocol):
         """Complete whatever is still in flight after the last epoch."""
         ...
 
+    def state_dict(self) -> dict:
+        """The policy's own state for a checkpoint (in-flight halos waited for)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
 
 POLICIES: dict[str, type[HaloPolicy]] = {
     "vanilla": Synchronous, "pipegcn": Stale, "bns": BoundarySampling, "bes": BoundarySampling,
@@ -91,6 +97,13 @@ class GraphParallel:
 
     def finish(self) -> None:
         self.policy.finish()
+
+    def state_dict(self) -> dict:
+        return {**self.step.state_dict(), "policy": self.policy.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step.load_state_dict(state)
+        self.policy.load_state_dict(state["policy"])
 
 
 STRATEGIES = dict.fromkeys(POLICIES, GraphParallel)

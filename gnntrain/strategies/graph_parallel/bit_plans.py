@@ -58,6 +58,13 @@ class _Plan:
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def state_dict(self) -> dict:
+        return {"issued": self.issued}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = self.graph.device
+        self.issued = {k: (send.to(device), recv.to(device)) for k, (send, recv) in state["issued"].items()}
+
     def _constant(self, direction: str, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         send, recv = _sizes(self.graph, direction)
         device = self.graph.device
@@ -156,6 +163,15 @@ class AdaptiveBits(_Plan):
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         return self._constant(direction, WIDTHS[-1])
+
+    def state_dict(self) -> dict:
+        """Widths, traces and the profiled cost model (a timing, which a fresh profile would
+        not reproduce)."""
+        return {**super().state_dict(), "traced": self.traced, "widths": self.widths, "cost": self.cost}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.traced, self.widths, self.cost = dict(state["traced"]), dict(state["widths"]), state["cost"]
 
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
         spread = (received.amax(dim=1) - received.amin(dim=1)).float() if received.numel() else received.new_zeros(0)

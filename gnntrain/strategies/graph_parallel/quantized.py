@@ -87,3 +87,12 @@ class Quantized:
 
     def finish(self) -> None:
         pass
+
+    def state_dict(self) -> dict:
+        return {"generator": self.exchange.generator.get_state(),
+                "plan": None if self.plan is None else self.plan.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.exchange.generator.set_state(state["generator"])
+        if self.plan is not None:
+            self.plan.load_state_dict(state["plan"])

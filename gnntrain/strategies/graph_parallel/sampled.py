@@ -168,3 +168,9 @@ class BoundarySampling:
 
     def finish(self) -> None:
         pass
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])

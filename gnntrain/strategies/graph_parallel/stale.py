@@ -42,14 +42,30 @@ from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_ge
 
 
 @dataclass
+class Arrived:
+    """Rows that already arrived, standing in for the exchange that brought them."""
+
+    rows: torch.Tensor
+
+    def wait(self) -> torch.Tensor:
+        return self.rows
+
+
+@dataclass
 class _StaleStream:
     """One layer's exchange in one direction: the exchange in flight since the previous epoch
     and, when smoothing, the moving average of what arrived."""
 
     smooth: bool
     gamma: float
-    pending: InFlight | None = None
+    pending: InFlight | Arrived | None = None
     average: torch.Tensor | None = None
+
+    def settle(self) -> torch.Tensor | None:
+        """Wait for the exchange in flight and keep what arrived, for a checkpoint."""
+        if self.pending is not None:
+            self.pending = Arrived(self.pending.wait())
+        return None if self.pending is None else self.pending.rows
 
     def take(self, empty: Callable[[], torch.Tensor]) -> torch.Tensor:
         """What the previous epoch sent (``empty()`` before the first exchange), averaged if
@@ -104,6 +120,24 @@ class Stale:
         total = self.comm.reduce_untracked(total, dist.ReduceOp.SUM)
         self.squared_errors.clear()
         return {f"staleness_error/{n}": float(v) ** 0.5 for n, v in zip(names, total.tolist())}
+
+    def state_dict(self) -> dict:
+        """Per layer and direction, the rows the next epoch will use (the exchanges in flight
+        are waited for) and the moving averages; the rounding generator."""
+        streams = {"features": self.features, "gradients": self.gradients}
+        return {"streams": {name: {layer: {"arrived": s.settle(), "average": s.average} for layer, s in by_layer.items()}
+                            for name, by_layer in streams.items()},
+                "generator": self.pipe.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = self.comm.device
+        for name, by_layer in state["streams"].items():
+            streams = getattr(self, name)
+            for layer, saved in by_layer.items():
+                stream = streams[layer]
+                stream.pending = None if saved["arrived"] is None else Arrived(saved["arrived"].to(device))
+                stream.average = None if saved["average"] is None else saved["average"].to(device)
+        self.pipe.generator.set_state(state["generator"])
 
     def finish(self) -> None:
         """Wait for the last epoch's exchanges and release the side channel."""

@@ -25,3 +25,9 @@ class Synchronous:
 
     def finish(self) -> None:
         pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass

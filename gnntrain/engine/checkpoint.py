@@ -1,0 +1,166 @@
+"""Checkpoints of a run and resuming from them (``train.checkpoint_every``, ``train.resume``).
+
+Layout under the run dir: ``checkpoints/epoch_<NNNNNN>/rank<r>.pt``, one file per rank, and
+``manifest.json``, written by rank 0 once every rank's file is on disk; a checkpoint without
+its manifest is incomplete and never resumed from. Every file is written under a temporary
+name, flushed to disk (fsync) and renamed, so a crash never leaves half a file under the final
+name. The two newest complete checkpoints are kept.
+
+A rank's file holds the strategy's state (model, optimizer and the method's own: stale halos
+and their averages, samplers, bit plans and traces, generators), the global generators (torch,
+CUDA, numpy, python) and the epoch. The manifest holds the epoch, the world size, the W&B run
+id and the config the run trained with. Resuming requires the same config except the keys of
+:data:`FREE_ON_RESUME` (more epochs, another run dir, ...): anything else is refused in one
+line naming the first key that differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from gnntrain.config import flatten
+from gnntrain.engine.metrics import EpochRecord, read_records
+from gnntrain.errors import ConfigError
+
+FORMAT = 1
+KEEP = 2
+"""Complete checkpoints kept per run (the newest)."""
+FREE_ON_RESUME = ("run_dir", "train.epochs", "train.checkpoint_every", "train.resume", "train.warmup_epochs",
+                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "cluster.timeout_s",
+                  "cluster.threads_per_worker", "cluster.master_addr", "cluster.master_port",
+                  "cluster.keep_freed_memory")
+"""Config keys a resumed run may change: none of them alters what an epoch computes."""
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if state["cuda"] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _epoch_dir(root: Path, epoch: int) -> Path:
+    return root / "checkpoints" / f"epoch_{epoch:06d}"
+
+
+def _trained_config(cfg: dict) -> dict:
+    return {k: v for k, v in flatten(cfg).items() if not k.startswith(FREE_ON_RESUME)}
+
+
+def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg: dict,
+         wandb_id: str | None) -> None:
+    """Every rank calls this after epoch ``epoch``; returns once the checkpoint is complete."""
+    where = _epoch_dir(run_dir, epoch)
+    where.mkdir(parents=True, exist_ok=True)
+    payload = {"format": FORMAT, "epoch": epoch, "rank": rank, "rng": rng_state(), "strategy": state}
+    _atomic_write(where / f"rank{rank}.pt", lambda f: torch.save(payload, f))
+    if dist.is_initialized():
+        dist.barrier()
+    if rank == 0:
+        manifest = {"format": FORMAT, "epoch": epoch, "world_size": world_size, "wandb_id": wandb_id,
+                    "config": _trained_config(cfg)}
+        _atomic_write(where / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+        for old in complete(run_dir)[:-KEEP]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def complete(run_dir: Path) -> list[Path]:
+    """The complete checkpoints under ``run_dir``, oldest first."""
+    root = run_dir / "checkpoints"
+    found = sorted(root.glob("epoch_*/manifest.json")) if root.is_dir() else []
+    return [m.parent for m in found]
+
+
+class Resume:
+    """The checkpoint a run continues from: its directory, epoch and manifest."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        try:
+            self.manifest = json.loads((where / "manifest.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"train.resume: checkpoint {where} has an unreadable manifest ({exc})") from None
+        self.epoch = self.manifest["epoch"]
+
+    @classmethod
+    def find(cls, cfg: dict) -> Resume | None:
+        """The newest complete checkpoint that ``train.resume`` points to: under this run dir
+        (``true``; none yet means a fresh start) or under the given run dir (which must have
+        one)."""
+        resume = cfg["train"]["resume"]
+        if resume is False:
+            return None
+        source = Path(cfg["run_dir"]) if resume is True else Path(resume).expanduser()
+        found = complete(source)
+        if not found:
+            if resume is True:
+                return None
+            raise ConfigError(f"train.resume={resume}: no complete checkpoint under {source}/checkpoints; valid: a "
+                              "run dir trained with train.checkpoint_every > 0")
+        return cls(found[-1])
+
+    @property
+    def run_dir(self) -> Path:
+        return self.where.parent.parent
+
+    def check(self, cfg: dict, world_size: int) -> None:
+        """Refuse, in one line, a checkpoint of another world size or another config."""
+        if self.manifest.get("format") != FORMAT:
+            raise ConfigError(f"train.resume: checkpoint {self.where} has format {self.manifest.get('format')}; "
+                              f"valid: {FORMAT}")
+        if self.manifest["world_size"] != world_size:
+            raise ConfigError(f"train.resume: checkpoint {self.where} was written by {self.manifest['world_size']} "
+                              f"workers, this run has {world_size}; valid: cluster.world_size="
+                              f"{self.manifest['world_size']}")
+        theirs, ours = self.manifest["config"], _trained_config(cfg)
+        for key in sorted(set(theirs) | set(ours)):
+            if theirs.get(key) != ours.get(key):
+                raise ConfigError(f"train.resume: checkpoint {self.where} was trained with {key}={theirs.get(key)}, "
+                                  f"this run has {key}={ours.get(key)}; resume with the same config")
+
+    def records(self) -> list[EpochRecord]:
+        """The checkpointed run's records of epochs 1 to the checkpoint's."""
+        records = read_records(self.run_dir / "metrics.jsonl")[:self.epoch]
+        if [r.epoch for r in records] != list(range(1, self.epoch + 1)):
+            raise ConfigError(f"train.resume: {self.run_dir / 'metrics.jsonl'} lacks epochs up to the checkpoint's "
+                              f"({self.epoch}); it holds {len(records)}")
+        return records
+
+    def load(self, rank: int) -> dict:
+        """This rank's strategy state (tensors on the CPU; the strategy places them); the global
+        generators are restored."""
+        path = self.where / f"rank{rank}.pt"
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - any failure to read is a corrupt checkpoint
+            raise ConfigError(f"train.resume: checkpoint file {path} is unreadable "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        if payload.get("epoch") != self.epoch or payload.get("rank") != rank:
+            raise ConfigError(f"train.resume: checkpoint file {path} holds epoch {payload.get('epoch')} of rank "
+                              f"{payload.get('rank')}, not epoch {self.epoch} of rank {rank}")
+        set_rng_state(payload["rng"])
+        return payload["strategy"]

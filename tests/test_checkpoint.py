@@ -1,0 +1,121 @@
+"""Checkpoints and resuming (gnntrain.engine.checkpoint): a resumed run continues exactly where
+the checkpointed one was, and a checkpoint that does not fit the run is refused in one line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import make_cfg
+from gnntrain.engine.checkpoint import Resume
+from gnntrain.engine.loop import run_training
+from gnntrain.errors import ConfigError, WorkerFailed
+from gnntrain.launch import launch
+
+COMMON = ("dataset.num_nodes=500", "dataset.avg_degree=6", "train.epochs=6", "train.dtype=float64",
+          "model.dropout=0.5", "model=sage", "model.hidden=16", "train.checkpoint_every=2")
+STRATEGIES = {
+    "vanilla": ["strategy=vanilla"],
+    "pipegcn": ["strategy=pipegcn", "strategy.smooth=gf", "strategy.bits=4"],
+    "bns": ["strategy=bns", "strategy.p=0.5"],
+    "adaqp": ["strategy=adaqp", "strategy.period=2", "strategy.group_size=20"],
+}
+"""AdaQP adaptive: widths reassigned every 2 epochs from traces and a profiled cost model, with
+stochastic rounding; PipeGCN with smoothing and quantized stale halos in flight at every
+checkpoint."""
+
+
+def _run(run_dir: Path, *overrides: str) -> list[dict]:
+    cfg = make_cfg(*COMMON, *overrides)
+    cfg["run_dir"] = str(run_dir)
+    launch(cfg, run_training)
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _same_training(resumed: list[dict], uninterrupted: list[dict]) -> None:
+    assert [r["epoch"] for r in resumed] == list(range(1, 7))
+    for key in ("loss", "train_acc", "val_acc", "test_acc", "comm_bytes_by_kind"):
+        assert [r[key] for r in resumed] == [r[key] for r in uninterrupted], key
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "vanilla" else pytest.mark.slow)
+                                  for n in sorted(STRATEGIES)])
+def test_a_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(name: str, tmp_path) -> None:
+    """The run checkpoints at epochs 2, 4 and 6 (two kept); a copy of it without the last
+    checkpoint resumes from epoch 4 (``train.resume=true`` in its dir) and retraces epochs 5 and
+    6 exactly (float64)."""
+    original = _run(tmp_path / "original", *STRATEGIES[name])
+    assert sorted(p.name for p in (tmp_path / "original" / "checkpoints").iterdir()) == ["epoch_000004",
+                                                                                         "epoch_000006"]
+    shutil.copytree(tmp_path / "original", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "copy" / "checkpoints" / "epoch_000006")
+    _same_training(_run(tmp_path / "copy", *STRATEGIES[name], "train.resume=true"), original)
+
+
+def test_a_crashed_run_resumes_and_finishes_as_if_it_had_not_crashed(tmp_path) -> None:
+    """A worker dies at the start of epoch 5; the same command with ``train.resume=true``
+    continues after the checkpoint of epoch 4, and metrics.jsonl has each epoch once. Resuming
+    it into another run dir (``train.resume=<dir>``) does the same."""
+    uninterrupted = _run(tmp_path / "uninterrupted")
+    with pytest.raises(WorkerFailed):
+        _run(tmp_path / "crashed", "fault.rank=1", "fault.epoch=5")
+    assert len((tmp_path / "crashed" / "metrics.jsonl").read_text().splitlines()) == 4
+    _same_training(_run(tmp_path / "elsewhere", f"train.resume={tmp_path / 'crashed'}"), uninterrupted)
+    _same_training(_run(tmp_path / "crashed", "train.resume=true"), uninterrupted)
+    summary = json.loads((tmp_path / "crashed" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["epochs"] == 6
+
+
+def test_resume_true_without_a_checkpoint_starts_afresh(tmp_path) -> None:
+    assert [r["epoch"] for r in _run(tmp_path, "train.epochs=2", "train.resume=true")] == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("checkpointed")
+    _run(run_dir, "train.epochs=2")
+    return run_dir
+
+
+def _refusal(*overrides: str) -> str:
+    cfg = make_cfg(*COMMON, "train.epochs=2", *overrides)
+    with pytest.raises(ConfigError) as refused:
+        Resume.find(cfg).check(cfg, cfg["cluster"]["world_size"])
+    return str(refused.value)
+
+
+def test_a_checkpoint_of_another_config_or_world_size_is_refused_naming_the_mismatch(checkpointed) -> None:
+    line = _refusal(f"train.resume={checkpointed}", "model.hidden=32")
+    assert "model.hidden=16, this run has model.hidden=32" in line and "\n" not in line
+    line = _refusal(f"train.resume={checkpointed}", "cluster.world_size=3")
+    assert "written by 2 workers, this run has 3; valid: cluster.world_size=2" in line
+    Resume.find(make_cfg(*COMMON, f"train.resume={checkpointed}", "train.epochs=9")).check(
+        make_cfg(*COMMON, "train.epochs=9"), 2)  # more epochs: fine
+
+
+def test_a_corrupt_checkpoint_is_refused_in_one_line(checkpointed, tmp_path) -> None:
+    shutil.copytree(checkpointed, tmp_path / "run")
+    where = tmp_path / "run" / "checkpoints" / "epoch_000002"
+    (where / "rank1.pt").write_bytes((where / "rank1.pt").read_bytes()[:100])
+    with pytest.raises(WorkerFailed, match=r"worker rank 1 failed: .*rank1\.pt is unreadable"):
+        _run(tmp_path / "resumed", f"train.resume={tmp_path / 'run'}")
+    (where / "manifest.json").write_text("{")
+    assert "unreadable manifest" in _refusal(f"train.resume={tmp_path / 'run'}")
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (("train.checkpoint_every=-1",), "train.checkpoint_every=-1 is invalid; it must be >= 0 (0: none)"),
+    (("train.resume=''",), "train.resume= is invalid; it must be true, false or a run dir"),
+    (("strategy=gnnpipe", "train.checkpoint_every=2"),
+     "train.checkpoint_every=2 is invalid; it must be unset for strategy=gnnpipe: checkpoints are implemented for "
+     "strategy in {adaqp, bes, bns, dropedge, pipegcn, vanilla}"),
+])
+def test_bad_checkpoint_settings_are_refused_in_one_line(overrides, line) -> None:
+    from gnntrain.config import validate
+
+    with pytest.raises(ConfigError, match="^" + re.escape(line) + "$"):
+        validate(make_cfg(*overrides))
