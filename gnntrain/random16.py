@@ -57,4 +57,26 @@ def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if dropped == 0:
         return h
     keep = uniform16(tuple(h.shape), device=h.device) >= dropped - LEVELS // 2
-    return h * keep.to(h.dtype).mul_(LEVELS / (LEVELS - dropped))
+    return _Dropout.apply(h, keep, LEVELS / (LEVELS - dropped))
+
+
+def _masked(h: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    """``scale * h`` where ``keep``, else 0, in one pass: ``addcmul`` reads the boolean mask
+    inside its kernel, with no float mask materialised (the same values as ``h * (keep * scale)``)."""
+    return torch.addcmul(h.new_zeros(()), h, keep, value=scale)
+
+
+class _Dropout(torch.autograd.Function):
+    """``y = s m h`` with a boolean mask ``m``; ``dL/dh = s m dL/dy``. The mask is kept as bools
+    (one byte per value) for the backward pass."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return _masked(h, keep, scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
+        (keep,) = ctx.saved_tensors
+        return _masked(grad, keep, ctx.scale), None, None

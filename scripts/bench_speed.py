@@ -15,7 +15,8 @@
 5. **CPU dropout.** Single-process full-graph epochs of the same model on a ``--dropout-nodes``
    graph with dropout 0 and 0.5, ours (:func:`gnntrain.random16.dropout`) and torch's
    ``F.dropout`` in the same model: the extra time dropout adds to an epoch.
-6. **GPU communication timing**: reported as not measured where no CUDA device is present.
+6. **GPU communication timing**: where a CUDA device is present, vanilla on 2 workers sharing it
+   (gloo) with its device-timed exposed and in-flight communication; otherwise not measured.
 
 The single-process rows run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker
 does by default; row 2 also times vanilla with ``cluster.keep_freed_memory=false``.
@@ -186,13 +187,17 @@ def dropout_row(args: argparse.Namespace) -> dict:
     return row
 
 
-def gpu_row() -> dict:
+def gpu_row(args: argparse.Namespace) -> dict:
     if not torch.cuda.is_available():
         print("[6] GPU communication timing: no CUDA device here, not measured", flush=True)
         return {"measured": False, "reason": "no CUDA device"}
-    print("[6] GPU communication timing: comm_time on a GPU is the host's blocked time (no CUDA events yet)",
-          flush=True)
-    return {"measured": False, "reason": "host-side waits; CUDA events not implemented"}
+    summary = run_job([*bench_overrides(args), "cluster.device=cuda", "cluster.backend=gloo", "cluster.world_size=2"])
+    row = {"measured": True, "device": torch.cuda.get_device_name(), "workers": 2, "backend": "gloo",
+           **{key: summary[f"mean_{key}"] for key in ("epoch_time", "comm_time", "comm_total_time", "reduce_time")}}
+    print(f"[6] GPU communication timing (CUDA events), vanilla on 2 workers sharing {row['device']}: epoch "
+          f"{row['epoch_time'] * 1e3:.1f} ms, halo exposed {row['comm_time'] * 1e3:.1f} ms of "
+          f"{row['comm_total_time'] * 1e3:.1f} ms in flight, all-reduce {row['reduce_time'] * 1e3:.1f} ms", flush=True)
+    return row
 
 
 def main() -> None:
@@ -218,7 +223,7 @@ def main() -> None:
                               "model": f"sage {args.layers} x {args.hidden}", "workers": args.workers,
                               "timed_epochs": args.epochs},
               "codec": codec_row(args), "adaqp_2bit": adaqp_rows(args), "assignment": assignment_row(args),
-              "gat": gat_row(args), "dropout": dropout_row(args), "gpu_timing": gpu_row()}
+              "gat": gat_row(args), "dropout": dropout_row(args), "gpu_timing": gpu_row(args)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
