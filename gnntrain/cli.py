@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, register_schemas, validate
-from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed
+from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed, interrupt
 from gnntrain.help import help_text
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
 
@@ -42,10 +42,12 @@ def _job(cfg: DictConfig) -> None:
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         plain["run_dir"] = str(run_dir)
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            name_sweep_job(plain["wandb"], hydra_cfg)
         validate(plain)
         launch(calibrated(plain), run_training)
     except (KeyboardInterrupt, JobInterrupted) as exc:
@@ -62,8 +64,11 @@ def _job(cfg: DictConfig) -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise JobInterrupted(signum)
+def name_sweep_job(wandb: dict, hydra_cfg: DictConfig) -> None:
+    """A sweep's jobs share one W&B group, the sweep dir, and each is named by its overrides
+    (where ``wandb.group`` and ``wandb.name`` are not set), so W&B's tables compare them."""
+    wandb["group"] = wandb["group"] or str(hydra_cfg.sweep.dir)
+    wandb["name"] = wandb["name"] or hydra_cfg.job.override_dirname or str(hydra_cfg.job.num)
 
 
 def _record_stop(cfg: DictConfig, run_dir: Path, status: str, line: str) -> int:

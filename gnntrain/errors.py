@@ -29,6 +29,11 @@ class JobInterrupted(GnntrainError):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler: raise :class:`JobInterrupted` where the main thread is."""
+    raise JobInterrupted(signum)
+
+
 def first_line(exc: BaseException) -> str:
     """An exception's first message line (its type's name when it has none)."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

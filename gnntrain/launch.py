@@ -36,7 +36,7 @@ from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, warn
+from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, interrupt, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import strategy_class
 
@@ -125,8 +125,13 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
-    run into a failed job."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the launcher's to handle: it stops us
+    run into a failed job.
+
+    Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
+    into :class:`JobInterrupted`, so its sinks close (the W&B run is finished) within the
+    launcher's grace period."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, interrupt)
     _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
     sys.stdout.flush()
     sys.stderr.flush()

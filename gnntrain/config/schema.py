@@ -230,7 +230,9 @@ class WandbConfig:
     project: str = "gnntrain"
     """The W&B project."""
     group: Optional[str] = None
-    """The W&B group the run joins."""
+    """The W&B group the run joins (default in a sweep: the sweep dir, shared by its jobs)."""
+    name: Optional[str] = None
+    """The run's W&B name (default: the run dir's name; in a sweep, the job's overrides)."""
     verbose: bool = False
     """Show W&B's own console lines."""
 

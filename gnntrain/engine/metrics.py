@@ -34,7 +34,7 @@ class EpochRecord:
     comm_time: float
     """Exposed ``data`` communication: seconds a rank waited on the traffic its method moves to
     compute (halo rows, stage activations; their gradients), max over ranks; on a GPU the
-    host's waits, see :meth:`gnntrain.comm.communicator.InFlight.wait`."""
+    seconds the device's stream stalled (:mod:`gnntrain.comm.communicator`)."""
     comm_total_time: float
     """Seconds the ``data`` transfers were in flight, overlapped or not (max over ranks)."""
     reduce_time: float
@@ -126,7 +126,7 @@ class WandbSink:
 
         wcfg = cfg["wandb"]
         self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
-                              dir=str(run_dir), name=run_dir.name, config=cfg, reinit="finish_previous",
+                              dir=str(run_dir), name=wcfg["name"] or run_dir.name, config=cfg, reinit="finish_previous",
                               id=run_id, resume="allow" if run_id else None,
                               settings=wandb.Settings(silent=not wcfg["verbose"]))
         self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None

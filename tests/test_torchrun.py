@@ -1,0 +1,91 @@
+"""The same command under torchrun: elastic restarts resume from the last checkpoint, and two
+nodes (two torchrun invocations on loopback) train exactly as the local spawn does."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+GNNTRAIN = str(BIN / "gnntrain")
+TORCHRUN = str(BIN / "torchrun")
+COMMON = ["dataset.num_nodes=500", "dataset.avg_degree=6", "train.dtype=float64", "model.dropout=0.5",
+          "model.hidden=16"]
+
+pytestmark = pytest.mark.slow
+
+
+def _losses(run_dir: Path) -> list[float]:
+    return [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _local(tmp_path: Path, world_size: int, *overrides: str) -> list[float]:
+    run_dir = tmp_path / f"local{world_size}"
+    res = subprocess.run([GNNTRAIN, *COMMON, *overrides, f"cluster.world_size={world_size}",
+                          f"hydra.run.dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return _losses(run_dir)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resumes(tmp_path) -> None:
+    """SIGKILL to one worker mid-training: torchrun (``--max-restarts=1``) restarts both, they
+    resume from the last checkpoint (``train.resume=true``) and finish with the losses of an
+    uninterrupted run, each epoch once in metrics.jsonl."""
+    overrides = ["train.epochs=300", "train.checkpoint_every=20"]
+    expected = _local(tmp_path, 2, *overrides)
+    run_dir = tmp_path / "elastic"
+    log = open(tmp_path / "torchrun.log", "w")
+    agent = subprocess.Popen([TORCHRUN, "--standalone", "--nproc-per-node=2", "--max-restarts=1", "--no-python",
+                              GNNTRAIN, *COMMON, *overrides, "train.resume=true", f"hydra.run.dir={run_dir}"],
+                             cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 240
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 50):
+        assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
+        time.sleep(0.05)
+    killed = max(_children(agent.pid))
+    os.kill(killed, signal.SIGKILL)
+    assert agent.wait(timeout=240) == 0, (tmp_path / "torchrun.log").read_text()
+    assert killed not in _children(agent.pid)
+    assert _losses(run_dir) == expected
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["epochs"] == 300
+
+
+def test_two_nodes_on_loopback_train_as_the_local_spawn(tmp_path) -> None:
+    """Two torchrun invocations (``--nnodes=2 --node-rank=0|1``, two workers each, one
+    rendezvous endpoint) give the losses of the local 4-worker spawn."""
+    overrides = ["train.epochs=5"]
+    expected = _local(tmp_path, 4, *overrides)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run_dir = tmp_path / "two_nodes"
+    nodes = [subprocess.Popen([TORCHRUN, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=2",
+                               f"--rdzv-endpoint=127.0.0.1:{port}", "--no-python", GNNTRAIN, *COMMON, *overrides,
+                               f"hydra.run.dir={run_dir}"], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert _losses(run_dir) == expected
+    assert json.loads((run_dir / "summary.json").read_text())["world_size"] == 4
