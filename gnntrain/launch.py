@@ -144,6 +144,16 @@ def _free_port(addr: str) -> int:
         return s.getsockname()[1]
 
 
+def _warn_of_a_shared_rendezvous_store() -> None:
+    """torchrun shares its rendezvous store with the workers by default; a group it restarts
+    then may read the previous group's addresses from it and fail to connect (pytorch issue
+    135712). Rank 0 says so where restarts are allowed."""
+    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
+    if restarts and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and os.environ["RANK"] == "0":
+        warn(f"torchrun may restart this job ({restarts} restarts) but shares its rendezvous store with the workers, "
+             "so a restarted group can fail to connect; start torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1")
+
+
 def job_layout(cfg: dict, world_size: int) -> Layout:
     """The strategy's layout on ``world_size`` workers; ``partition.parts``, when set, must be
     the number of parts it needs."""
@@ -167,6 +177,7 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
         resume.check(cfg, world_size)
     job = prepare_job_data(cfg, layout.parts, layout.parts_key)
     if under_torchrun():
+        _warn_of_a_shared_rendezvous_store()
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         return _run_rank(fn, cfg, job, layout, int(os.environ["RANK"]), world_size, local_rank, local_workers,

@@ -189,12 +189,13 @@ def test_wandb_keeps_quiet_unless_asked(tmp_path) -> None:
 ])
 def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_path) -> None:
     """Ctrl-C (SIGINT to the whole foreground group), a scheduler's SIGTERM to the launcher, and
-    the same signals the other way round."""
+    the same signals the other way round; the offline W&B run is finished, not cut off."""
     run_dir = tmp_path / "run"
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen([GNNTRAIN, "train.epochs=100000", *SMALL, f"hydra.run.dir={run_dir}"], cwd=tmp_path,
-                                stdout=stdout, stderr=stderr, start_new_session=True, preexec_fn=_as_in_a_terminal)
+                                stdout=stdout, stderr=stderr, start_new_session=True, preexec_fn=_as_in_a_terminal,
+                                env=dict(os.environ, WANDB_MODE="offline"))
     metrics = run_dir / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 120
@@ -217,6 +218,8 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     summary = json.loads((run_dir / "summary.json").read_text())
     epochs = len(metrics.read_text().splitlines())
     assert summary["status"] == "interrupted" and summary["epochs"] == epochs >= 3
+    (wandb_log,) = run_dir.glob("wandb/offline-run-*/logs/debug.log")
+    assert "finishing run" in wandb_log.read_text()
 
 
 def _as_in_a_terminal() -> None:

@@ -50,19 +50,23 @@ def _children(pid: int) -> list[int]:
 def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resumes(tmp_path) -> None:
     """SIGKILL to one worker mid-training: torchrun (``--max-restarts=1``) restarts both, they
     resume from the last checkpoint (``train.resume=true``) and finish with the losses of an
-    uninterrupted run, each epoch once in metrics.jsonl."""
+    uninterrupted run, each epoch once in metrics.jsonl. torchrun runs with
+    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, as the README says: with the store shared, a
+    restarted group may read the previous group's addresses and fail to connect."""
     overrides = ["train.epochs=300", "train.checkpoint_every=20"]
     expected = _local(tmp_path, 2, *overrides)
     run_dir = tmp_path / "elastic"
     log = open(tmp_path / "torchrun.log", "w")
     agent = subprocess.Popen([TORCHRUN, "--standalone", "--nproc-per-node=2", "--max-restarts=1", "--no-python",
                               GNNTRAIN, *COMMON, *overrides, "train.resume=true", f"hydra.run.dir={run_dir}"],
-                             cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+                             cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1"))
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 240
     while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 50):
         assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
         time.sleep(0.05)
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in (tmp_path / "torchrun.log").read_text()
     killed = max(_children(agent.pid))
     os.kill(killed, signal.SIGKILL)
     assert agent.wait(timeout=240) == 0, (tmp_path / "torchrun.log").read_text()
