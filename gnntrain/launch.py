@@ -13,7 +13,8 @@ the process group.
   terminated too. No process outlives the job.
 * torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
   the (cached) data itself and runs its share, in one process group kept for every job of a
-  sweep. torchrun handles failures across nodes.
+  sweep. torchrun handles failures across nodes. A submitit job of several tasks (SLURM) joins
+  the same way, its tasks being the ranks (:func:`adopt_submitit_tasks`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
 
 def under_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def adopt_submitit_tasks() -> None:
+    """In a submitit job of several tasks (``hydra/launcher=submitit_slurm`` with
+    ``tasks_per_node``: SLURM starts one task per GPU on each node), make each task one rank of
+    the job's world, as torchrun's workers are: submitit exports ``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` from the job's environment. A job of
+    one task spawns its workers as on a workstation."""
+    if "SUBMITIT_EXECUTOR" not in os.environ or under_torchrun():
+        return
+    import submitit
+
+    if submitit.JobEnvironment().num_tasks > 1:
+        submitit.helpers.TorchDistributedEnvironment().export()
 
 
 def resolve_world_size(cfg: dict) -> int:
@@ -170,6 +185,7 @@ def job_layout(cfg: dict, world_size: int) -> Layout:
 def launch(cfg: dict, fn: WorkerFn) -> Any:
     """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
     (the spawned workers' results stay in their processes: they write to the run dir)."""
+    adopt_submitit_tasks()
     world_size = resolve_world_size(cfg)
     layout = job_layout(cfg, world_size)
     resume = Resume.find(cfg)

@@ -173,7 +173,11 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             sinks.append(WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None))
         sinks.append(ConsoleProgress(epochs, run_dir))
     records.extend(kept)
-    wandb_id = next((sink.run.id for sink in sinks if isinstance(sink, WandbSink)), None)
+    wandb_run = next((sink.run for sink in sinks if isinstance(sink, WandbSink)), None)
+    if wandb_run is not None:
+        facts["wandb"] = {"id": wandb_run.id, "project": wandb_run.project, "group": wandb_run.group,
+                          "name": wandb_run.name}
+    wandb_id = None if wandb_run is None else wandb_run.id
     every = cfg["train"]["checkpoint_every"]
     exit_code = 1
     try:
