@@ -144,13 +144,25 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so its sinks close (the W&B run is finished) within the
-    launcher's grace period."""
+    launcher's grace period; it then leaves as a finished worker does, without finalization,
+    whatever error the stop caused (e.g. a peer's closed connection)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, interrupt)
-    _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
+    stopped: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        interrupt(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
+    except Exception:
+        if not stopped:  # a real failure: the launcher reports it
+            raise
+        # stopped (the error may be a peer's closed connection that came first): sinks are closed
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(128 + stopped[0] if stopped else 0)
 
 
 def _free_port(addr: str) -> int:
