@@ -167,17 +167,15 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               flush=True)
         if resume is not None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
-        write_summary(run_dir, {**facts, "status": "running", **summarize(kept, warmup), "total_wall_time": None})
         sinks.append(JsonlSink(run_dir / "metrics.jsonl", kept))
         if cfg["wandb"]["mode"] != "disabled":
-            sinks.append(WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None))
+            wandb_sink = WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None)
+            sinks.append(wandb_sink)
+            facts["wandb"] = wandb_sink.identity()
+        write_summary(run_dir, {**facts, "status": "running", **summarize(kept, warmup), "total_wall_time": None})
         sinks.append(ConsoleProgress(epochs, run_dir))
     records.extend(kept)
-    wandb_run = next((sink.run for sink in sinks if isinstance(sink, WandbSink)), None)
-    if wandb_run is not None:
-        facts["wandb"] = {"id": wandb_run.id, "project": wandb_run.project, "group": wandb_run.group,
-                          "name": wandb_run.name}
-    wandb_id = None if wandb_run is None else wandb_run.id
+    wandb_id = facts.get("wandb", {}).get("id")
     every = cfg["train"]["checkpoint_every"]
     exit_code = 1
     try:

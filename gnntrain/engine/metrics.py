@@ -131,6 +131,10 @@ class WandbSink:
                               settings=wandb.Settings(silent=not wcfg["verbose"]))
         self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
 
+    def identity(self) -> dict[str, str | None]:
+        """The run as W&B knows it: id, project, group, name."""
+        return {"id": self.run.id, "project": self.run.project, "group": self.run.group, "name": self.run.name}
+
     def log(self, record: EpochRecord) -> None:
         row = record.to_dict()
         for key in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
