@@ -150,6 +150,8 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     stopped: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
+        # once: a second SIGTERM (the launcher's, after the group's) must not cut the sinks' closing short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stopped.append(signum)
         interrupt(signum, frame)
 

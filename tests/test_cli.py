@@ -191,18 +191,24 @@ def test_dead_worker_ends_the_job_promptly_and_keeps_completed_epochs(tmp_path) 
     assert _live_processes_in_group(proc.pid, wait_s=10) == []
 
 
+def live_processes(*, parent: int | None = None, group: int | None = None) -> list[int]:
+    """Non-zombie processes with this parent pid or in this process group (from /proc)."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except OSError:
+            continue
+        if state != "Z" and (int(ppid) == parent or int(pgrp) == group):
+            live.append(int(stat.parent.name))
+    return live
+
+
 def _live_processes_in_group(pgid: int, wait_s: float) -> list[int]:
     """Non-zombie processes of a process group, polled until none are left or time is up."""
     deadline = time.monotonic() + wait_s
     while True:
-        live = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                live.append(int(stat.parent.name))
+        live = live_processes(group=pgid)
         if not live or time.monotonic() > deadline:
             return live
         time.sleep(0.2)

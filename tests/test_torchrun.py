@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from test_cli import live_processes
+
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
 TORCHRUN = str(BIN / "torchrun")
@@ -33,18 +35,6 @@ def _local(tmp_path: Path, world_size: int, *overrides: str) -> list[float]:
                           f"hydra.run.dir={run_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     return _losses(run_dir)
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resumes(tmp_path) -> None:
@@ -67,10 +57,10 @@ def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resume
         assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
         time.sleep(0.05)
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in (tmp_path / "torchrun.log").read_text()
-    killed = max(_children(agent.pid))
+    killed = max(live_processes(parent=agent.pid))
     os.kill(killed, signal.SIGKILL)
     assert agent.wait(timeout=240) == 0, (tmp_path / "torchrun.log").read_text()
-    assert killed not in _children(agent.pid)
+    assert killed not in live_processes(parent=agent.pid)
     assert _losses(run_dir) == expected
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["epochs"] == 300

@@ -87,8 +87,8 @@ def validate_checkpointing(cfg: dict) -> None:
     if train["checkpoint_every"] or resume is not False:
         able = sorted(name for name, cls in STRATEGIES.items() if checkpointable(cls))
         name = cfg["strategy"]["name"]
-        key = "train.resume" if resume is not False else "train.checkpoint_every"
-        check(key, train["resume"] if key == "train.resume" else train["checkpoint_every"], name in able,
+        key = "resume" if resume is not False else "checkpoint_every"
+        check(f"train.{key}", train[key], name in able,
               f"unset for strategy={name}: checkpoints are implemented for strategy in {{{', '.join(able)}}}")
 
 
