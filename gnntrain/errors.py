@@ -3,6 +3,8 @@ one-line warnings it prints and goes on."""
 
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class GnntrainError(Exception):
@@ -29,9 +31,37 @@ class JobInterrupted(GnntrainError):
         super().__init__(f"interrupted by {signal.Signals(signum).name}")
 
 
+class _Deferral:
+    """How deep the main thread is in :func:`interrupts_deferred` sections, and the signal that
+    arrived there."""
+
+    depth = 0
+    pending: int | None = None
+
+
 def interrupt(signum: int, frame: object) -> None:
-    """A signal handler: raise :class:`JobInterrupted` where the main thread is."""
+    """A signal handler: raise :class:`JobInterrupted` where the main thread is, or, inside
+    :func:`interrupts_deferred`, where it leaves that section."""
+    if _Deferral.depth:
+        _Deferral.pending = signum
+        return
     raise JobInterrupted(signum)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A section that :func:`interrupt` does not cut short: code that talks to another process
+    or writes a file (a W&B call, a checkpoint) runs to its end, and a stop that came meanwhile is
+    raised after it. An exception raised inside an interrupt is not safe for such code: one
+    landing in a W&B call has left its run unable to finish."""
+    _Deferral.depth += 1
+    try:
+        yield
+    finally:
+        _Deferral.depth -= 1
+        if _Deferral.depth == 0 and _Deferral.pending is not None:
+            signum, _Deferral.pending = _Deferral.pending, None
+            raise JobInterrupted(signum)  # also in place of an error the section raised meanwhile
 
 
 def first_line(exc: BaseException) -> str:

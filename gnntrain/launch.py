@@ -109,10 +109,12 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
               local_rank: int, local_workers: int, init_method: str) -> Any:
     """Run one rank's share of a job in this process's process group.
 
-    A spawned worker creates the group and destroys it at the end. Under torchrun the group
-    is created by the first job and kept for the next jobs of a sweep (the same processes run
-    them all): re-initialising a group against torchrun's store can hang. It is destroyed
-    at exit.
+    A spawned worker creates the group and destroys it at the end of a completed job. A rank
+    that fails or is stopped leaves the group as it is and its process exits, which closes its
+    connections, so peers blocked in a collective with it fail at once: destroying the group
+    first would wait on work that peers may never finish. Under torchrun the group is created
+    by the first job and kept for the next jobs of a sweep (the same processes run them all):
+    re-initialising a group against torchrun's store can hang. It is destroyed at exit.
     """
     torch.set_num_threads(_threads_per_worker(cfg, local_workers))
     if cfg["cluster"]["keep_freed_memory"]:
@@ -124,15 +126,13 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
                                 world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
         if keep_group:
             atexit.register(dist.destroy_process_group)
-    try:
-        ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
-                            EmulatedNetwork.from_config(cfg["network"], rank))
-        result = fn(cfg, ctx, job)
-        dist.barrier()  # no rank tears its connections down while a peer still uses them
-        return result
-    finally:
-        if not keep_group:
-            dist.destroy_process_group()
+    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
+                        EmulatedNetwork.from_config(cfg["network"], rank))
+    result = fn(cfg, ctx, job)
+    dist.barrier()  # no rank tears its connections down while a peer still uses them
+    if not keep_group:
+        dist.destroy_process_group()
+    return result
 
 
 def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,

@@ -27,6 +27,7 @@ from gnntrain.engine.metrics import (
     ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
     write_summary,
 )
+from gnntrain.errors import interrupts_deferred
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 
@@ -167,36 +168,51 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               flush=True)
         if resume is not None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
-        sinks.append(JsonlSink(run_dir / "metrics.jsonl", kept))
-        if cfg["wandb"]["mode"] != "disabled":
-            wandb_sink = WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None)
-            sinks.append(wandb_sink)
-            facts["wandb"] = wandb_sink.identity()
-        write_summary(run_dir, {**facts, "status": "running", **summarize(kept, warmup), "total_wall_time": None})
-        sinks.append(ConsoleProgress(epochs, run_dir))
     records.extend(kept)
-    wandb_id = facts.get("wandb", {}).get("id")
     every = cfg["train"]["checkpoint_every"]
     exit_code = 1
     try:
+        if ctx.rank == 0:
+            with interrupts_deferred():
+                sinks.extend(_open_sinks(cfg, run_dir, kept, facts, resume))
+        wandb_id = facts.get("wandb", {}).get("id")
         for epoch in range(first_epoch, epochs + 1):
             inject_fault(cfg, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
-            records.append(record)
-            for sink in sinks:
-                sink.log(record)
-            if every and (epoch % every == 0 or epoch == epochs):
-                checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg, wandb_id)
+            with interrupts_deferred():
+                records.append(record)
+                for sink in sinks:
+                    sink.log(record)
+                if every and (epoch % every == 0 or epoch == epochs):
+                    checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg,
+                                    wandb_id)
         loop.strategy.finish()
         summary = None
         if ctx.rank == 0:
             summary = {**facts, "status": "completed", **summarize(records, warmup),
                        "total_wall_time": time.perf_counter() - wall_start}
-            write_summary(run_dir, summary)
-            for sink in sinks:
-                sink.summarize(summary)
+            with interrupts_deferred():
+                write_summary(run_dir, summary)
+                for sink in sinks:
+                    sink.summarize(summary)
         exit_code = 0
     finally:
-        for sink in sinks:
-            sink.close(exit_code)
+        with interrupts_deferred():
+            for sink in sinks:
+                sink.close(exit_code)
     return summary
+
+
+def _open_sinks(cfg: dict, run_dir: Path, kept: list[EpochRecord], facts: dict,
+                resume: checkpoint.Resume | None) -> list[Any]:
+    """Rank 0's sinks: metrics.jsonl (continuing ``kept``), W&B where enabled, the console; and
+    the running ``summary.json`` (``facts`` gain the W&B run's identity)."""
+    sinks: list[Any] = [JsonlSink(run_dir / "metrics.jsonl", kept)]
+    if cfg["wandb"]["mode"] != "disabled":
+        wandb_sink = WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None)
+        sinks.append(wandb_sink)
+        facts["wandb"] = wandb_sink.identity()
+    write_summary(run_dir, {**facts, "status": "running", **summarize(kept, cfg["train"]["warmup_epochs"]),
+                            "total_wall_time": None})
+    sinks.append(ConsoleProgress(cfg["train"]["epochs"], run_dir))
+    return sinks
