@@ -38,6 +38,7 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_bns.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_adaqp.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
+	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
 
 # Accuracy of every model with 1, 2 and 4 workers on synthetic and Cora (results/model_zoo.json).
 zoo: install

@@ -49,6 +49,9 @@ def _job(cfg: DictConfig) -> None:
         if hydra_cfg.mode == RunMode.MULTIRUN:
             name_sweep_job(plain["wandb"], hydra_cfg)
         validate(plain)
+        if plain["partition"]["only"]:
+            _write_partitioned_dataset(plain)
+            return
         launch(calibrated(plain), run_training)
     except (KeyboardInterrupt, JobInterrupted) as exc:
         _stop_interrupted(exc if isinstance(exc, JobInterrupted) else JobInterrupted(signal.SIGINT), cfg, run_dir)
@@ -62,6 +65,20 @@ def _job(cfg: DictConfig) -> None:
               "the sweep goes on", file=sys.stderr, flush=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _write_partitioned_dataset(cfg: dict) -> None:
+    """``partition.only``: cut the dataset into ``partition.parts`` parts (default: as many as
+    the job's strategy and workers need) and write the per-part files."""
+    from gnntrain.data import write_partitioned_dataset
+    from gnntrain.launch import job_layout, resolve_world_size
+
+    parts = cfg["partition"]["parts"] or job_layout(cfg, resolve_world_size(cfg)).parts
+    parted = write_partitioned_dataset(cfg, parts)
+    facts = parted.facts
+    print(f"wrote {parts} parts of {facts.name} ({facts.num_nodes} nodes, {facts.num_edges} edges) to {parted.folder}; "
+          f"runs of a graph-parallel strategy on {parts} workers with the same dataset and partition settings "
+          "now load one part per rank", flush=True)
 
 
 def name_sweep_job(wandb: dict, hydra_cfg: DictConfig) -> None:
@@ -108,6 +125,12 @@ def main() -> None:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
               + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
         sys.exit(1)
+
+
+def partition_main() -> None:
+    """``gnntrain-partition``: ``gnntrain partition.only=true``."""
+    sys.argv.append("partition.only=true")
+    main()
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from functools import cached_property
 import torch
 
 from gnntrain.data.graph_data import GraphData
+from gnntrain.data.partition import carve_part
 from gnntrain.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
 
 
@@ -195,45 +196,14 @@ class LocalGraph:
         )
 
 
+def local_graph_from_part(fields: dict, dtype: torch.dtype = torch.float32) -> LocalGraph:
+    """The local graph of a carved part (:func:`~gnntrain.data.partition.carve_part`, or a part
+    file); features and degrees (hence aggregation weights) in ``dtype``."""
+    return LocalGraph(**{**fields, "x": fields["x"].to(dtype), "in_degree": fields["in_degree"].to(dtype)})
+
+
 def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size: int,
                       dtype: torch.dtype = torch.float32) -> LocalGraph:
-    """Carve rank ``rank``'s local graph out of the whole graph (see the module docstring);
-    features, degrees and hence aggregation weights in ``dtype``."""
-    n = data.num_nodes
-    src, dst = data.edge_index
-    inner = (part == rank).nonzero().view(-1)
-
-    into_inner = part[dst] == rank
-    e_src, e_dst = src[into_inner], dst[into_inner]
-    remote = part[e_src] != rank
-    halo_key = torch.unique(part[e_src[remote]] * n + e_src[remote])
-    halo = halo_key % n
-
-    local_id = torch.full((n,), -1, dtype=torch.long)
-    local_id[inner] = torch.arange(inner.numel())
-    local_id[halo] = torch.arange(halo.numel()) + inner.numel()
-
-    out_of_inner = (part[src] == rank) & (part[dst] != rank)
-    send_key = torch.unique(part[dst[out_of_inner]] * n + src[out_of_inner])
-    send_peer, send_global = send_key // n, send_key % n
-
-    global_ids = torch.cat([inner, halo])
-    in_degree = torch.bincount(dst, minlength=n).to(dtype)[global_ids]
-    return LocalGraph(
-        rank=rank,
-        world_size=world_size,
-        num_inner=inner.numel(),
-        num_halo=halo.numel(),
-        global_ids=global_ids,
-        in_degree=in_degree,
-        edge_src=local_id[e_src],
-        edge_dst=local_id[e_dst],
-        recv_splits=torch.bincount(halo_key // n, minlength=world_size).tolist(),
-        send_index=local_id[send_global],
-        send_splits=torch.bincount(send_peer, minlength=world_size).tolist(),
-        x=data.x[inner].to(dtype),
-        y=data.y[inner],
-        train_mask=data.train_mask[inner],
-        val_mask=data.val_mask[inner],
-        test_mask=data.test_mask[inner],
-    )
+    """Carve rank ``rank``'s local graph out of the whole graph; features, degrees and hence
+    aggregation weights in ``dtype``."""
+    return local_graph_from_part(carve_part(data, part, rank, world_size), dtype)

@@ -6,11 +6,12 @@ number of workers, and the number of graph partitions. Each rank builds the mesh
 the process group.
 
 * local (no ``RANK``/``WORLD_SIZE`` in the environment): the parent loads the dataset and
-  partition once, then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
+  partition once (only the manifest where the ranks load their parts), then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
   which receive the tensors through shared memory. If any worker dies, the others are
   terminated at once and :class:`WorkerFailed` names the rank; on Ctrl-C (or any exception in
   the launcher, e.g. :class:`JobInterrupted` from the CLI's SIGTERM handler) the workers are
-  terminated too. No process outlives the job.
+  terminated too; a launcher killed outright (SIGKILL) takes its workers with it (Linux). No
+  process outlives the job.
 * torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
   the (cached) data itself and runs its share, in one process group kept for every job of a
   sweep. torchrun handles failures across nodes. A submitit job of several tasks (SLURM) joins
@@ -20,6 +21,7 @@ the process group.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import logging
 import os
 import signal
@@ -39,9 +41,12 @@ from gnntrain.data import JobData, prepare_job_data
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, interrupt, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
-from gnntrain.strategies import strategy_class
+from gnntrain.strategies import loads_parts, strategy_class
 
 WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent dies."""
 
 OVERSUBSCRIPTION = 4
 """Local workers per core above which a job is warned about."""
@@ -135,8 +140,22 @@ def _run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, 
     return result
 
 
+def _stop_with_the_launcher(launcher: int) -> None:
+    """Linux: the kernel sends this worker SIGTERM when the launcher dies, even of SIGKILL (the
+    OOM killer, ``kill -9``), which the launcher cannot pass on; the worker then stops as when
+    the launcher stops it. torch's spawn asks for SIGINT, which a worker ignores (Ctrl-C is the
+    launcher's to handle); workers orphaned that way have kept training. Elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != launcher:  # it died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
-             init_method: str) -> None:
+             init_method: str, launcher: int) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
@@ -147,6 +166,7 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     launcher's grace period; it then leaves as a finished worker does, without finalization,
     whatever error the stop caused (e.g. a peer's closed connection)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stop_with_the_launcher(launcher)
     stopped: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
@@ -205,7 +225,7 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     resume = Resume.find(cfg)
     if resume is not None:
         resume.check(cfg, world_size)
-    job = prepare_job_data(cfg, layout.parts, layout.parts_key)
+    job = prepare_job_data(cfg, layout.parts, layout.parts_key, loads_parts(cfg["strategy"]["name"]))
     if under_torchrun():
         _warn_of_a_shared_rendezvous_store()
         local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -218,8 +238,8 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
              "and their times say little about the method")
     addr = cfg["cluster"]["master_addr"]
     port = cfg["cluster"]["master_port"] or _free_port(addr)
-    context = mp.start_processes(_spawned, args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}"),
-                                 nprocs=world_size, join=False, start_method="spawn")
+    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
+                                 args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid()))
     try:
         while not context.join():
             pass

@@ -74,7 +74,7 @@ def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_pat
         main()
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gnntrain: error: "), res.stderr
+    assert len(lines) == 1 and lines[0].startswith("gnntrain: error: "), lines
     for text in expected:
         assert text in lines[0]
 

@@ -222,6 +222,29 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     assert "finishing run" in wandb_log.read_text()
 
 
+def test_workers_stop_when_the_launcher_is_killed_outright(tmp_path) -> None:
+    """SIGKILL to the launcher (the OOM killer, ``kill -9``) cannot be handled; its workers
+    stop anyway, and the completed epochs stay on disk."""
+    run_dir = tmp_path / "run"
+    with (tmp_path / "stderr").open("w") as stderr:
+        proc = subprocess.Popen([GNNTRAIN, "train.epochs=100000", *SMALL, f"hydra.run.dir={run_dir}"], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+                                env=dict(os.environ, WANDB_MODE="disabled"))
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.monotonic() + 120
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "stderr").read_text()
+        time.sleep(0.2)
+    proc.kill()
+    proc.wait()
+    left = _live_processes_in_group(proc.pid, wait_s=10)
+    commands = [_command_line(pid) for pid in left]
+    if left:
+        os.killpg(proc.pid, signal.SIGKILL)
+    assert left == [], commands
+    assert len(metrics.read_text().splitlines()) >= 3
+
+
 def _as_in_a_terminal() -> None:
     """Ctrl-C's default action, as a command started in a terminal has it: a test run started in
     the background (``make test &``, some CI runners) ignores SIGINT, and its children inherit that."""

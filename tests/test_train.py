@@ -20,7 +20,8 @@ def _multilabel_loop() -> tuple[EpochLoop, object]:
     data.y, data.num_classes, data.multilabel = labels.float(), 3, True
     part = torch.zeros(data.num_nodes, dtype=torch.long)
     cfg = make_cfg("model.dropout=0", "train.epochs=1")
-    return EpochLoop(cfg, WorkerContext(0, 1, torch.device("cpu")), JobData(data, part, {}, False)), data
+    job = JobData(data.facts(), {}, False, data=data, part=part)
+    return EpochLoop(cfg, WorkerContext(0, 1, torch.device("cpu")), job), data
 
 
 def test_multilabel_uses_bce_and_f1_micro() -> None:
@@ -42,7 +43,7 @@ def test_single_process_epoch_record_has_no_communication() -> None:
     data = generate(400, 6, 4, 8, homophily=0.8)
     part = torch.zeros(data.num_nodes, dtype=torch.long)
     trainer = EpochLoop(make_cfg("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")),
-                        JobData(data, part, {}, False))
+                        JobData(data.facts(), {}, False, data=data, part=part))
     first, second = trainer.run_epoch(1), trainer.run_epoch(2)
     assert second.val_acc is not None and 0 <= second.val_acc <= 1
     assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}

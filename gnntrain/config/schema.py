@@ -199,6 +199,12 @@ class PartitionConfig:
     """Number of parts; null: as many as the strategy's layout needs."""
     cache_dir: str = DEFAULT_CACHE_DIR
     """Where partitions and processed datasets are cached (default $GNNTRAIN_CACHE, else ~/.cache/gnntrain)."""
+    assignment: Optional[str] = None
+    """A precomputed partition (.npy of one part id per node, e.g. from ParMETIS) used instead of method."""
+    dir: Optional[str] = None
+    """Folder of the partitioned dataset (per-part files); null: the cache's. Ranks load only their part from it."""
+    only: bool = False
+    """Write the partitioned dataset and exit (what gnntrain-partition does)."""
 
 
 @dataclass

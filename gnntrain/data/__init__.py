@@ -1,25 +1,47 @@
-"""Datasets and partitions: everything a job needs before its workers start."""
+"""Datasets and partitions: everything a job needs before its workers start.
+
+A job either holds the whole graph and its partition (every rank carves its part from them),
+or, for a strategy whose ranks need only their own part (``loads_parts``) where a partitioned
+dataset exists (:mod:`gnntrain.data.parted`, written by ``gnntrain-partition``), only the
+graph's facts: each rank then loads its part file.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from gnntrain.data.graph_data import GraphData
-from gnntrain.data.partition import load_or_partition, partition_stats
+from gnntrain.data.graph_data import GraphData, GraphFacts
+from gnntrain.data.parted import PartedDataset, write_parted
+from gnntrain.data.partition import (
+    assignment_digest, carve_part, graph_fingerprint, load_assignment, load_or_partition, partition_stats,
+)
 from gnntrain.data.registry import load_dataset
 from gnntrain.errors import ConfigError, warn
 
 
 @dataclass
 class JobData:
-    data: GraphData
-    part: torch.Tensor
+    facts: GraphFacts
     stats: dict
     partition_from_cache: bool
+    data: GraphData | None = None
+    """The whole graph; None where the ranks load their parts."""
+    part: torch.Tensor | None = None
+    """The part id of every node; None where the ranks load their parts."""
+    parted: PartedDataset | None = None
+    """The partitioned dataset the ranks load their parts from, if they do."""
+
+    def part_fields(self, rank: int, world_size: int) -> dict:
+        """Rank ``rank``'s share of the graph (:func:`~gnntrain.data.partition.carve_part`): read
+        from its part file, or carved out of the whole graph."""
+        if self.parted is not None:
+            return self.parted.load_part(rank)
+        return carve_part(self.data, self.part, rank, world_size)
 
 
 def dataset_key(dataset_cfg: dict) -> str:
@@ -29,19 +51,70 @@ def dataset_key(dataset_cfg: dict) -> str:
     return f"{dataset_cfg['name']}-{digest}"
 
 
-def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts") -> JobData:
-    """Load the dataset and its (cached) partition into ``parts`` parts; ``parts_key`` names the
-    setting that asked for them when the graph has fewer nodes."""
-    cache_dir = cfg["partition"]["cache_dir"]
-    data = load_dataset(cfg["dataset"], cache_dir)
+def partition_spec(cfg: dict, parts: int) -> dict:
+    """What identifies a run's partition: dataset, method (or assignment file digest), parts, seed."""
+    assignment = cfg["partition"]["assignment"]
+    return {"dataset": dataset_key(cfg["dataset"]), "method": "assignment" if assignment else cfg["partition"]["method"],
+            "parts": parts, "seed": None if assignment else cfg["seed"],
+            "assignment": assignment_digest(assignment) if assignment else None}
+
+
+def parted_folder(cfg: dict, spec: dict) -> Path:
+    """``partition.dir``, else the cache's folder for the partition ``spec``."""
+    if cfg["partition"]["dir"]:
+        return Path(cfg["partition"]["dir"]).expanduser()
+    cut = spec["assignment"][:10] if spec["assignment"] else f"s{spec['seed']}"
+    return Path(cfg["partition"]["cache_dir"]).expanduser() / "parted" / f"{spec['dataset']}-{spec['method']}-{spec['parts']}-{cut}"
+
+
+def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool]:
+    """The dataset and its partition (from the assignment file, the cache, or computed)."""
+    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
     if parts > data.num_nodes:
         raise ConfigError(f"{parts_key}={parts} asks for {parts} parts of dataset {cfg['dataset']['name']}, which has "
                           f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
-    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"],
-                                     parts, cfg["seed"], cache_dir)
-    without_training = (torch.bincount(part[data.train_mask], minlength=parts) == 0).nonzero().view(-1).tolist()
-    if without_training:
-        shown = ", ".join(map(str, without_training[:8])) + (", ..." if len(without_training) > 8 else "")
-        warn(f"{len(without_training)} of {parts} parts of {data.name} hold no training node (parts {shown}); "
+    if cfg["partition"]["assignment"]:
+        return data, load_assignment(cfg["partition"]["assignment"], data, parts), False
+    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"], parts, cfg["seed"],
+                                     cfg["partition"]["cache_dir"])
+    return data, part, cached
+
+
+def _warn_of_parts_without_training(stats: dict, name: str) -> None:
+    without = [k for k, count in enumerate(stats["train_nodes"]) if count == 0]
+    if without:
+        shown = ", ".join(map(str, without[:8])) + (", ..." if len(without) > 8 else "")
+        warn(f"{len(without)} of {stats['parts']} parts of {name} hold no training node (parts {shown}); "
              "they take part in every exchange but add nothing to the loss")
-    return JobData(data, part, partition_stats(data, part, parts), cached)
+
+
+def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts", loads_parts: bool = False) -> JobData:
+    """The dataset and its (cached) partition into ``parts`` parts; ``parts_key`` names the
+    setting that asked for them when the graph has fewer nodes. Where the strategy
+    ``loads_parts`` and the partitioned dataset exists, only its manifest."""
+    if cfg["partition"]["dir"] and not loads_parts:
+        raise ConfigError(f"partition.dir={cfg['partition']['dir']} serves strategies whose ranks load one part each; "
+                          f"strategy={cfg['strategy']['name']} needs the whole graph on its ranks: leave partition.dir unset")
+    if loads_parts:
+        spec = partition_spec(cfg, parts)
+        parted = PartedDataset.find(parted_folder(cfg, spec))
+        if parted is None and cfg["partition"]["dir"]:
+            raise ConfigError(f"partition.dir={cfg['partition']['dir']} holds no partitioned dataset (no manifest.json); "
+                              "write one with gnntrain-partition and this run's overrides")
+        if parted is not None:
+            parted.check(spec)
+            _warn_of_parts_without_training(parted.stats, parted.facts.name)
+            return JobData(parted.facts, parted.stats, True, parted=parted)
+    data, part, cached = _whole_graph(cfg, parts, parts_key)
+    stats = partition_stats(data, part, parts)
+    _warn_of_parts_without_training(stats, data.name)
+    return JobData(data.facts(), stats, cached, data=data, part=part)
+
+
+def write_partitioned_dataset(cfg: dict, parts: int) -> PartedDataset:
+    """Partition the dataset once into ``parts`` parts and write the per-part files
+    (:mod:`gnntrain.data.parted`) to ``partition.dir`` or the cache."""
+    data, part, _ = _whole_graph(cfg, parts, "partition.parts")
+    spec = partition_spec(cfg, parts)
+    return write_parted(parted_folder(cfg, spec), data.facts(), spec, graph_fingerprint(data),
+                        partition_stats(data, part, parts), (carve_part(data, part, k, parts) for k in range(parts)))

@@ -7,6 +7,20 @@ from dataclasses import dataclass
 import torch
 
 
+@dataclass(frozen=True)
+class GraphFacts:
+    """What a rank needs to know of the whole graph besides its own part: sizes, the label
+    kind, and the global number of training nodes (every rank's loss share divides by it)."""
+
+    name: str
+    num_nodes: int
+    num_edges: int
+    num_features: int
+    num_classes: int
+    multilabel: bool
+    num_train: int
+
+
 @dataclass
 class GraphData:
     """A whole graph on the CPU.
@@ -38,6 +52,10 @@ class GraphData:
     @property
     def num_features(self) -> int:
         return self.x.shape[1]
+
+    def facts(self) -> GraphFacts:
+        return GraphFacts(self.name, self.num_nodes, self.num_edges, self.num_features, self.num_classes,
+                          self.multilabel, int(self.train_mask.sum()))
 
 
 def coalesce_edges(edge_index: torch.Tensor, num_nodes: int, symmetric: bool) -> torch.Tensor:

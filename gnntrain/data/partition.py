@@ -1,4 +1,11 @@
-"""Node partitioning (METIS via pymetis, or random) with an on-disk cache.
+"""Node partitioning (METIS via pymetis, random, or a precomputed assignment file) with an
+on-disk cache.
+
+METIS runs in this one process on the whole graph: pymetis is built with 64-bit indices, so
+the limit is memory, not index range. Its peak is measured by ``scripts/bench_parted.py``
+(bytes per directed edge, in the README). A graph beyond one machine's memory is partitioned
+elsewhere (e.g. ParMETIS, or any tool that writes a part id per node) and given as
+``partition.assignment=path.npy``: a 1-D integer array of ``num_nodes`` part ids.
 
 A partition is a ``[N]`` tensor of part ids. The cache file for (dataset, method, parts, seed)
 stores it with a fingerprint of the graph it was computed on; a file that fails to load, has
@@ -10,8 +17,6 @@ changed) is named in a warning and rebuilt. A fresh partition is cached only aft
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +25,7 @@ import torch
 
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, first_line, warn
+from gnntrain.files import write_atomically
 
 METHODS = ("metis", "random")
 
@@ -51,6 +57,34 @@ def random_partition(data: GraphData, parts: int, seed: int) -> torch.Tensor:
     return part
 
 
+def assignment_digest(path: str | Path) -> str:
+    """SHA-1 of an assignment file's bytes (it names the partition in caches and manifests)."""
+    h = hashlib.sha1()
+    try:
+        with open(Path(path).expanduser(), "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                h.update(block)
+    except OSError as exc:
+        raise ConfigError(f"partition.assignment={path} cannot be read ({exc.strerror}); "
+                          "valid: a .npy file of one part id per node") from None
+    return h.hexdigest()
+
+
+def load_assignment(path: str | Path, data: GraphData, parts: int) -> torch.Tensor:
+    """A precomputed partition: ``num_nodes`` integer part ids in ``0..parts-1`` from a .npy
+    file, every part non-empty; else ConfigError naming the file and what is wrong."""
+    try:
+        array = np.load(Path(path).expanduser(), allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"partition.assignment={path} is not a readable .npy file ({first_line(exc)})") from None
+    if array.shape != (data.num_nodes,) or array.dtype.kind not in "iu":
+        raise ConfigError(f"partition.assignment={path} holds a {array.dtype} array of shape {array.shape}; "
+                          f"valid: integer part ids of shape ({data.num_nodes},), one per node of {data.name}")
+    part = torch.as_tensor(array.astype(np.int64))
+    check_partition(part, parts, f"partition.assignment={path}", data)
+    return part
+
+
 def compute_partition(data: GraphData, method: str, parts: int, seed: int) -> torch.Tensor:
     if parts == 1:
         return torch.zeros(data.num_nodes, dtype=torch.long)
@@ -59,15 +93,15 @@ def compute_partition(data: GraphData, method: str, parts: int, seed: int) -> to
     return random_partition(data, parts, seed)
 
 
-def check_partition(part: torch.Tensor, parts: int, method: str, data: GraphData) -> None:
-    """Every node in a part ``0..parts-1`` and no part empty; else ConfigError (before caching)."""
+def check_partition(part: torch.Tensor, parts: int, source: str, data: GraphData) -> None:
+    """Every node in a part ``0..parts-1`` and no part empty; else ConfigError naming ``source``
+    (the setting that made the partition), before it is cached."""
     if part.shape != (data.num_nodes,) or bool(((part < 0) | (part >= parts)).any()):
-        raise ConfigError(f"partition.method={method} returned part ids outside 0..{parts - 1} for {data.name}; "
-                          "the partition was not cached")
+        raise ConfigError(f"{source} gave part ids outside 0..{parts - 1} for {data.name}; the partition was not used")
     empty = (torch.bincount(part, minlength=parts) == 0).nonzero().view(-1).tolist()
     if empty:
         shown = ", ".join(map(str, empty[:8])) + (", ..." if len(empty) > 8 else "")
-        raise ConfigError(f"partition.method={method} left {len(empty)} of {parts} parts of {data.name} "
+        raise ConfigError(f"{source} left {len(empty)} of {parts} parts of {data.name} "
                           f"({data.num_nodes} nodes) empty (parts {shown}); valid: fewer parts (workers), or "
                           "partition.method=random (never empty up to one part per node)")
 
@@ -106,17 +140,59 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")
     part = compute_partition(data, method, parts, seed)
-    check_partition(part, parts, method, data)
+    check_partition(part, parts, f"partition.method={method}", data)
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    os.close(fd)
-    torch.save({"part": part, "fingerprint": fingerprint}, tmp)
-    os.replace(tmp, path)
+    write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
     return part, False
 
 
+def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) -> dict:
+    """Rank ``rank``'s share of the whole graph, as a partitioned dataset's part file stores
+    it: the fields of its :class:`~gnntrain.graph.LocalGraph` (local ids, halo order and send
+    plan as that module describes), with the global in-degrees as counts and the features in
+    the dataset's dtype. The halo's owners are the ranks of ``recv_splits``' blocks (the halo is
+    grouped by owner)."""
+    n = data.num_nodes
+    src, dst = data.edge_index
+    inner = (part == rank).nonzero().view(-1)
+
+    into_inner = part[dst] == rank
+    e_src, e_dst = src[into_inner], dst[into_inner]
+    remote = part[e_src] != rank
+    halo_key = torch.unique(part[e_src[remote]] * n + e_src[remote])
+    halo = halo_key % n
+
+    local_id = torch.full((n,), -1, dtype=torch.long)
+    local_id[inner] = torch.arange(inner.numel())
+    local_id[halo] = torch.arange(halo.numel()) + inner.numel()
+
+    out_of_inner = (part[src] == rank) & (part[dst] != rank)
+    send_key = torch.unique(part[dst[out_of_inner]] * n + src[out_of_inner])
+    send_peer, send_global = send_key // n, send_key % n
+
+    global_ids = torch.cat([inner, halo])
+    return {
+        "rank": rank,
+        "world_size": world_size,
+        "num_inner": inner.numel(),
+        "num_halo": halo.numel(),
+        "global_ids": global_ids,
+        "in_degree": torch.bincount(dst, minlength=n)[global_ids],
+        "edge_src": local_id[e_src],
+        "edge_dst": local_id[e_dst],
+        "recv_splits": torch.bincount(halo_key // n, minlength=world_size).tolist(),
+        "send_index": local_id[send_global],
+        "send_splits": torch.bincount(send_peer, minlength=world_size).tolist(),
+        "x": data.x[inner],
+        "y": data.y[inner],
+        "train_mask": data.train_mask[inner],
+        "val_mask": data.val_mask[inner],
+        "test_mask": data.test_mask[inner],
+    }
+
+
 def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
-    """Inner, boundary (halo) and marginal node counts per part, edge-cut, replication factor.
+    """Inner, boundary (halo), marginal and training node counts per part, edge-cut, replication factor.
 
     A part's *marginal* nodes are its inner nodes with an in-neighbour in another part (AdaQP's
     term; the rest are *central* and need no halo row).
@@ -138,6 +214,7 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
         "inner_nodes": inner.tolist(),
         "boundary_nodes": halo.tolist(),
         "marginal_nodes": torch.bincount(part[marginal], minlength=parts).tolist(),
+        "train_nodes": torch.bincount(part[data.train_mask], minlength=parts).tolist(),
         "edge_cut": int(cut.sum()),
         "edge_cut_fraction": float(cut.float().mean()) if cut.numel() else 0.0,
         "replication_factor": float((inner.sum() + halo.sum()) / max(n, 1)),

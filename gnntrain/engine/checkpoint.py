@@ -17,7 +17,6 @@ line naming the first key that differs.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from pathlib import Path
@@ -30,24 +29,16 @@ import torch.distributed as dist
 from gnntrain.config import flatten
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import ConfigError
+from gnntrain.files import write_atomically
 
 FORMAT = 1
 KEEP = 2
 """Complete checkpoints kept per run (the newest)."""
 FREE_ON_RESUME = ("run_dir", "train.epochs", "train.checkpoint_every", "train.resume", "train.warmup_epochs",
-                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "cluster.timeout_s",
+                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "partition.dir", "cluster.timeout_s",
                   "cluster.threads_per_worker", "cluster.master_addr", "cluster.master_port",
                   "cluster.keep_freed_memory")
 """Config keys a resumed run may change: none of them alters what an epoch computes."""
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -77,13 +68,13 @@ def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg
     where = _epoch_dir(run_dir, epoch)
     where.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "epoch": epoch, "rank": rank, "rng": rng_state(), "strategy": state}
-    _atomic_write(where / f"rank{rank}.pt", lambda f: torch.save(payload, f))
+    write_atomically(where / f"rank{rank}.pt", lambda f: torch.save(payload, f))
     if dist.is_initialized():
         dist.barrier()
     if rank == 0:
         manifest = {"format": FORMAT, "epoch": epoch, "world_size": world_size, "wandb_id": wandb_id,
                     "config": _trained_config(cfg)}
-        _atomic_write(where / "manifest.json", lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+        write_atomically(where / "manifest.json", json.dumps(manifest, indent=1))
         for old in complete(run_dir)[:-KEEP]:
             shutil.rmtree(old, ignore_errors=True)
 

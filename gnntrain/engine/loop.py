@@ -131,7 +131,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     ``train.resume`` the run continues after the checkpoint's epoch, its ``metrics.jsonl`` made
     of the checkpointed run's records up to that epoch (:mod:`gnntrain.engine.checkpoint`)."""
     wall_start = time.perf_counter()
-    data, partition_stats = job.data, job.stats
+    graph_facts, partition_stats = job.facts, job.stats
     loop = EpochLoop(cfg, ctx, job)
     resume = checkpoint.Resume.find(cfg)
     first_epoch, kept = 1, []
@@ -152,20 +152,22 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         "world_size": ctx.world_size,
         "mesh": mesh,
         "network": network_info,
-        "num_nodes": data.num_nodes,
-        "num_edges": data.num_edges,
-        "metric": "f1_micro" if data.multilabel else "accuracy",
+        "num_nodes": graph_facts.num_nodes,
+        "num_edges": graph_facts.num_edges,
+        "metric": "f1_micro" if graph_facts.multilabel else "accuracy",
         "partition": partition_stats,
     }
     if ctx.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
-        print(f"{cfg['dataset']['name']}: {data.num_nodes} nodes, {data.num_edges} edges; "
+        print(f"{cfg['dataset']['name']}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
               f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s) "
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
               f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
               flush=True)
+        if job.parted is not None:
+            print(f"each rank loaded only its part, from {job.parted.folder}", flush=True)
         if resume is not None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
     records.extend(kept)

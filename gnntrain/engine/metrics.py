@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 import torch
 
+from gnntrain.files import write_atomically
+
 
 @dataclass
 class EpochRecord:
@@ -96,9 +98,7 @@ class JsonlSink:
 
     def __init__(self, path: Path, kept: list[EpochRecord] = ()) -> None:
         if kept:
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in kept))
-            os.replace(tmp, path)
+            write_atomically(path, "".join(json.dumps(r.to_dict()) + "\n" for r in kept))
         elif path.exists():
             path.unlink()
         self.file = open(path, "a", buffering=1)
@@ -199,9 +199,7 @@ class ConsoleProgress:
 
 def write_summary(run_dir: Path, summary: dict) -> None:
     """``summary.json``, replaced atomically (a reader never sees half a file)."""
-    tmp = run_dir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, run_dir / "summary.json")
+    write_atomically(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
 def read_records(path: Path) -> list[EpochRecord]:

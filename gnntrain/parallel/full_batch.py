@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.data.graph_data import GraphData
+from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.models.gnn import HaloSource
@@ -68,24 +68,25 @@ def all_reduce_gradients(params: list[torch.nn.Parameter], comm: Communicator) -
 class FullBatchStep:
     """Model, optimizer and the loss share of one rank.
 
-    ``graph``: the rank's local graph; ``masks``: the rows of it whose loss (``train``) and
+    ``facts``: the whole graph's sizes and training-node count; ``graph``: the rank's local
+    graph; ``masks``: the rows of it whose loss (``train``) and
     scores (``val``, ``test``) this rank computes (default: the graph's own masks);
     ``stats``: the communicator over which cross-rank statistics (batch norm) are summed,
     i.e. the ranks that hold the parts of one graph; ``sync``: the one over which gradients
     are summed, i.e. every rank whose loss share the gradients must include.
     """
 
-    def __init__(self, cfg: dict, data: GraphData, graph: LocalGraph, stats: Communicator, sync: Communicator,
+    def __init__(self, cfg: dict, facts: GraphFacts, graph: LocalGraph, stats: Communicator, sync: Communicator,
                  masks: dict[str, torch.Tensor] | None = None) -> None:
         dtype = getattr(torch, cfg["train"]["dtype"])
         self.graph, self.sync = graph, sync
-        self.multilabel = data.multilabel
-        self.num_train = int(data.train_mask.sum())
+        self.multilabel = facts.multilabel
+        self.num_train = facts.num_train
         self.x = graph.x
-        self.y = graph.y.to(dtype) if data.multilabel else graph.y
+        self.y = graph.y.to(dtype) if facts.multilabel else graph.y
         self.masks = masks if masks is not None else {k: getattr(graph, f"{k}_mask") for k in SPLITS}
         torch.manual_seed(cfg["seed"])
-        self.model = build_model(cfg["model"], data.num_features, data.num_classes,
+        self.model = build_model(cfg["model"], facts.num_features, facts.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
         self.optimizer = build_optimizer(self.model.parameters(), cfg["train"])
 

@@ -39,3 +39,10 @@ def family_of(name: str) -> ModuleType:
 
 def strategy_class(name: str) -> type[Strategy]:
     return family_of(name).STRATEGIES[name]
+
+
+def loads_parts(name: str) -> bool:
+    """Whether strategy ``name``'s ranks need only their own part of the graph (a class
+    attribute ``loads_parts = True``), so that they can load it from a partitioned dataset
+    (:mod:`gnntrain.data.parted`) and never hold the whole graph."""
+    return bool(getattr(strategy_class(name), "loads_parts", False))

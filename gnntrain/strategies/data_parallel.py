@@ -72,7 +72,7 @@ class DataParallel:
         dtype = getattr(torch, cfg["train"]["dtype"])
         graph = build_local_graph(job.data, job.part, gp.rank, gp.world_size, dtype).to(ctx.device)
         masks = {k: replica_share(graph, getattr(job.data, f"{k}_mask"), dp.rank, dp.world_size) for k in SPLITS}
-        self.step = FullBatchStep(cfg, job.data, graph, stats=gp, sync=mesh, masks=masks)
+        self.step = FullBatchStep(cfg, job.facts, graph, stats=gp, sync=mesh, masks=masks)
         self.halo = HaloExchange(graph, gp)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:

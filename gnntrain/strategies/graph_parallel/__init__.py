@@ -29,7 +29,7 @@ import torch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.data import JobData
-from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.full_batch import FullBatchStep
 from gnntrain.parallel.mesh import Layout, WorkerContext
@@ -72,7 +72,10 @@ POLICIES: dict[str, type[HaloPolicy]] = {
 
 
 class GraphParallel:
-    """A graph-parallel strategy: mesh ``gp`` = all workers, one partition per worker."""
+    """A graph-parallel strategy: mesh ``gp`` = all workers, one partition per worker, which is
+    all a rank loads."""
+
+    loads_parts = True
 
     @staticmethod
     def layout(cfg: dict, world_size: int) -> Layout:
@@ -82,8 +85,8 @@ class GraphParallel:
         self.meter = CommMeter()
         self.comm = Communicator.of_mesh_axis(ctx, "gp", self.meter)
         dtype = getattr(torch, cfg["train"]["dtype"])
-        self.graph = build_local_graph(job.data, job.part, self.comm.rank, self.comm.world_size, dtype).to(ctx.device)
-        self.step = FullBatchStep(cfg, job.data, self.graph, stats=self.comm, sync=self.comm)
+        self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
+        self.step = FullBatchStep(cfg, job.facts, self.graph, stats=self.comm, sync=self.comm)
         self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:

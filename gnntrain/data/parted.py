@@ -1,0 +1,101 @@
+"""A partitioned dataset on disk: the graph cut once into per-part files, so that each rank of
+a job loads only its own part and its peak memory follows the part, not the graph.
+
+A folder holds ``manifest.json`` and one ``part<k>.pt`` per part. Each part file is rank
+``k``'s share as :func:`gnntrain.graph.carve_part` computes it: the inner nodes' global ids,
+features, labels and masks; the halo's global ids, grouped by owner (``recv_splits`` gives the
+owners); the local CSR (``edge_src``, ``edge_dst``: the in-edges of the inner nodes in local
+ids); the global in-degrees of the local nodes; and the send plan. The manifest holds the
+format version, the graph's facts (:class:`~gnntrain.data.graph_data.GraphFacts`), its
+fingerprint, the partition that cut it (dataset key, method, parts, seed, assignment file
+digest) and the partition's statistics. It is written last, so a folder without one is
+incomplete. Every file is written atomically (:func:`gnntrain.files.write_atomically`).
+
+A run finds the folder for its (dataset, method, parts, seed) in the cache, or at
+``partition.dir``; a rank can then check the manifest against its config but not the graph's
+fingerprint (that would need the whole graph): a dataset whose files changed needs its
+partitioned copy written again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from gnntrain.data.graph_data import GraphFacts
+from gnntrain.errors import ConfigError, first_line
+from gnntrain.files import write_atomically
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def part_file(folder: Path, rank: int) -> Path:
+    return folder / f"part{rank}.pt"
+
+
+@dataclass
+class PartedDataset:
+    """A complete partitioned dataset: its folder and manifest."""
+
+    folder: Path
+    manifest: dict
+
+    @property
+    def facts(self) -> GraphFacts:
+        return GraphFacts(**self.manifest["graph"])
+
+    @property
+    def stats(self) -> dict:
+        return self.manifest["stats"]
+
+    @classmethod
+    def find(cls, folder: Path) -> PartedDataset | None:
+        """The dataset in ``folder``, or None where it has no manifest (absent or incomplete)."""
+        path = folder / MANIFEST
+        if not path.exists():
+            return None
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"partitioned dataset manifest {path} is unreadable ({first_line(exc)}); "
+                              "write it again with gnntrain-partition") from None
+        if manifest.get("format") != FORMAT_VERSION:
+            raise ConfigError(f"partitioned dataset {folder} has format {manifest.get('format')}; this gnntrain reads "
+                              f"format {FORMAT_VERSION}: write it again with gnntrain-partition")
+        return cls(folder, manifest)
+
+    def check(self, partition: dict) -> None:
+        """Refuse in one line a dataset cut from another dataset config or by another partition."""
+        for key, want in partition.items():
+            have = self.manifest["partition"].get(key)
+            if have != want:
+                raise ConfigError(f"partitioned dataset {self.folder} has {key}={have}, but this run needs {key}={want}; "
+                                  "write one for this run with gnntrain-partition (same overrides)")
+
+    def load_part(self, rank: int) -> dict:
+        """Rank ``rank``'s part file (its tensors memory-mapped from the file)."""
+        path = part_file(self.folder, rank)
+        try:
+            return torch.load(path, mmap=True, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a broken dataset
+            raise ConfigError(f"part file {path} is unreadable ({first_line(exc)}); "
+                              "write the partitioned dataset again with gnntrain-partition") from None
+
+
+def write_parted(folder: Path, facts: GraphFacts, partition: dict, fingerprint: str, stats: dict,
+                 parts: Iterable[dict]) -> PartedDataset:
+    """Write the part files, one at a time as ``parts`` yields them, then the manifest
+    (:class:`PartedDataset`'s layout)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    for rank, fields in enumerate(parts):
+        write_atomically(part_file(folder, rank), lambda f, fields=fields: torch.save(fields, f))
+    manifest = {"format": FORMAT_VERSION, "graph": asdict(facts), "fingerprint": fingerprint,
+                "partition": partition, "stats": stats}
+    write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))
+    return PartedDataset(folder, manifest)

@@ -1,0 +1,28 @@
+"""Files written so that no reader ever sees a partial one."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import BinaryIO, Callable
+
+
+def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` (``content`` as UTF-8 text, or what ``content(file)`` writes) to a
+    temporary file beside it, fsync it, and rename it over ``path``: a reader finds the old file
+    or the whole new one, and concurrent writers of the same path (every rank under torchrun)
+    each rename a whole file."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # unique, mode from the umask
+    try:
+        with open(tmp, "wb") as f:
+            if isinstance(content, str):
+                f.write(content.encode())
+            else:
+                content(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
