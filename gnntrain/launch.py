@@ -6,8 +6,9 @@ number of workers, and the number of graph partitions. Each rank builds the mesh
 the process group.
 
 * local (no ``RANK``/``WORLD_SIZE`` in the environment): the parent loads the dataset and
-  partition once (only the manifest where the ranks load their parts), then starts ``world_size`` processes with ``torch.multiprocessing`` (spawn),
-  which receive the tensors through shared memory. If any worker dies, the others are
+  partition once (only the manifest where the ranks load their parts), then starts
+  ``world_size`` processes with ``torch.multiprocessing`` (spawn), which receive the tensors
+  through shared memory. If any worker dies, the others are
   terminated at once and :class:`WorkerFailed` names the rank; on Ctrl-C (or any exception in
   the launcher, e.g. :class:`JobInterrupted` from the CLI's SIGTERM handler) the workers are
   terminated too; a launcher killed outright (SIGKILL) takes its workers with it (Linux). No

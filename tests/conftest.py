@@ -1,7 +1,8 @@
-"""Shared fixtures: config composition, dataset root, isolated caches."""
+"""Shared fixtures: config composition, dataset root, isolated caches, training runs and their records."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -54,3 +55,23 @@ def make_cfg(*overrides: str) -> dict:
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     plain["run_dir"] = ""
     return plain
+
+
+def train_records(run_dir: Path, *overrides: str) -> list[dict]:
+    """Train a job of ``overrides`` (spawned workers, as ``gnntrain`` runs it) into ``run_dir``;
+    its ``metrics.jsonl`` records."""
+    from gnntrain.engine.loop import run_training
+    from gnntrain.launch import launch
+
+    cfg = make_cfg(*overrides)
+    cfg["run_dir"] = str(run_dir)
+    launch(cfg, run_training)
+    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_same_training(runs: list[dict], reference: list[dict], epochs: int) -> None:
+    """The runs' records cover epochs 1..``epochs`` with the reference's losses, accuracies and
+    bytes (training and evaluation), exactly."""
+    assert [r["epoch"] for r in runs] == [r["epoch"] for r in reference] == list(range(1, epochs + 1))
+    for key in ("loss", "train_acc", "val_acc", "test_acc", "comm_bytes_by_kind", "eval_comm_bytes"):
+        assert [r[key] for r in runs] == [r[key] for r in reference], key

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_cfg
+from conftest import assert_same_training, make_cfg, train_records
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError, WorkerFailed
-from gnntrain.launch import launch
 
 COMMON = ("dataset.num_nodes=500", "dataset.avg_degree=6", "train.epochs=6", "train.dtype=float64",
           "model.dropout=0.5", "model=sage", "model.hidden=16", "train.checkpoint_every=2")
@@ -30,16 +28,11 @@ checkpoint."""
 
 
 def _run(run_dir: Path, *overrides: str) -> list[dict]:
-    cfg = make_cfg(*COMMON, *overrides)
-    cfg["run_dir"] = str(run_dir)
-    launch(cfg, run_training)
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return train_records(run_dir, *COMMON, *overrides)
 
 
 def _same_training(resumed: list[dict], uninterrupted: list[dict]) -> None:
-    assert [r["epoch"] for r in resumed] == list(range(1, 7))
-    for key in ("loss", "train_acc", "val_acc", "test_acc", "comm_bytes_by_kind"):
-        assert [r[key] for r in resumed] == [r[key] for r in uninterrupted], key
+    assert_same_training(resumed, uninterrupted, 6)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "vanilla" else pytest.mark.slow)

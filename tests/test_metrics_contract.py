@@ -5,16 +5,13 @@ gets the same fields."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import make_cfg
+from conftest import train_records
 from gnntrain.comm.meter import CommMeter, by_category, category
-from gnntrain.engine.loop import run_training
 from gnntrain.engine.metrics import EpochRecord, WandbSink
-from gnntrain.launch import launch
 
 RUNS = {
     "vanilla": ["strategy=vanilla"],
@@ -26,11 +23,8 @@ RUNS = {
 
 
 def _records(tmp_path, overrides: list[str]) -> list[dict]:
-    cfg = make_cfg("dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3", "model.norm=batch",
-                   "model=sage", *overrides)
-    cfg["run_dir"] = str(tmp_path)
-    launch(cfg, run_training)
-    return [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return train_records(tmp_path, "dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3",
+                         "model.norm=batch", "model=sage", *overrides)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

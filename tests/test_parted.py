@@ -13,13 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import assert_same_training, make_cfg, train_records
 from gnntrain.data import JobData, parted_folder, partition_spec, prepare_job_data, write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
 from gnntrain.data.partition import carve_part
-from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
-from gnntrain.launch import launch
 from gnntrain.strategies import STRATEGIES, loads_parts
 from test_cli import GNNTRAIN
 
@@ -38,16 +36,7 @@ follow a profiled timing, which differs from run to run)."""
 
 
 def _records(run_dir: Path, *overrides: str) -> list[dict]:
-    cfg = make_cfg(*GRAPH, *overrides)
-    cfg["run_dir"] = str(run_dir)
-    launch(cfg, run_training)
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
-def _same_training(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b) == 4
-    for key in ("loss", "train_acc", "val_acc", "test_acc", "comm_bytes_by_kind", "eval_comm_bytes"):
-        assert [r[key] for r in a] == [r[key] for r in b], key
+    return train_records(run_dir, *GRAPH, *overrides)
 
 
 def test_every_graph_parallel_strategy_loads_parts_and_no_other() -> None:
@@ -63,7 +52,7 @@ def test_ranks_loading_their_parts_train_as_ranks_holding_the_whole_graph(name: 
     job = prepare_job_data(cfg, 3, loads_parts=True)
     assert job.data is None and job.part is None and job.parted.folder == folder
     whole = _records(tmp_path / "whole", *PART_LOADING[name])
-    _same_training(_records(tmp_path / "parts", *PART_LOADING[name], f"partition.dir={folder}"), whole)
+    assert_same_training(_records(tmp_path / "parts", *PART_LOADING[name], f"partition.dir={folder}"), whole, 4)
 
 
 def test_part_files_hold_what_a_rank_carves_and_the_manifest_describes_them(tmp_path) -> None:
@@ -105,7 +94,7 @@ def test_an_assignment_file_is_the_partition(tmp_path) -> None:
     np.save(path, metis.part.numpy().astype(np.int32))
     given = prepare_job_data(make_cfg(*GRAPH, f"partition.assignment={path}"), 3)
     assert torch.equal(given.part, metis.part) and given.stats == metis.stats
-    _same_training(_records(tmp_path / "given", f"partition.assignment={path}"), _records(tmp_path / "metis"))
+    assert_same_training(_records(tmp_path / "given", f"partition.assignment={path}"), _records(tmp_path / "metis"), 4)
 
 
 @pytest.mark.parametrize("content,error", [

@@ -54,8 +54,9 @@ def dataset_key(dataset_cfg: dict) -> str:
 def partition_spec(cfg: dict, parts: int) -> dict:
     """What identifies a run's partition: dataset, method (or assignment file digest), parts, seed."""
     assignment = cfg["partition"]["assignment"]
-    return {"dataset": dataset_key(cfg["dataset"]), "method": "assignment" if assignment else cfg["partition"]["method"],
-            "parts": parts, "seed": None if assignment else cfg["seed"],
+    return {"dataset": dataset_key(cfg["dataset"]),
+            "method": "assignment" if assignment else cfg["partition"]["method"], "parts": parts,
+            "seed": None if assignment else cfg["seed"],
             "assignment": assignment_digest(assignment) if assignment else None}
 
 
@@ -64,7 +65,8 @@ def parted_folder(cfg: dict, spec: dict) -> Path:
     if cfg["partition"]["dir"]:
         return Path(cfg["partition"]["dir"]).expanduser()
     cut = spec["assignment"][:10] if spec["assignment"] else f"s{spec['seed']}"
-    return Path(cfg["partition"]["cache_dir"]).expanduser() / "parted" / f"{spec['dataset']}-{spec['method']}-{spec['parts']}-{cut}"
+    name = f"{spec['dataset']}-{spec['method']}-{spec['parts']}-{cut}"
+    return Path(cfg["partition"]["cache_dir"]).expanduser() / "parted" / name
 
 
 def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool]:
@@ -94,13 +96,14 @@ def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts", 
     ``loads_parts`` and the partitioned dataset exists, only its manifest."""
     if cfg["partition"]["dir"] and not loads_parts:
         raise ConfigError(f"partition.dir={cfg['partition']['dir']} serves strategies whose ranks load one part each; "
-                          f"strategy={cfg['strategy']['name']} needs the whole graph on its ranks: leave partition.dir unset")
+                          f"strategy={cfg['strategy']['name']} needs the whole graph on its ranks: "
+                          "leave partition.dir unset")
     if loads_parts:
         spec = partition_spec(cfg, parts)
         parted = PartedDataset.find(parted_folder(cfg, spec))
         if parted is None and cfg["partition"]["dir"]:
-            raise ConfigError(f"partition.dir={cfg['partition']['dir']} holds no partitioned dataset (no manifest.json); "
-                              "write one with gnntrain-partition and this run's overrides")
+            raise ConfigError(f"partition.dir={cfg['partition']['dir']} holds no partitioned dataset "
+                              "(no manifest.json); write one with gnntrain-partition and this run's overrides")
         if parted is not None:
             parted.check(spec)
             _warn_of_parts_without_training(parted.stats, parted.facts.name)

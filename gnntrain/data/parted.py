@@ -2,7 +2,7 @@
 a job loads only its own part and its peak memory follows the part, not the graph.
 
 A folder holds ``manifest.json`` and one ``part<k>.pt`` per part. Each part file is rank
-``k``'s share as :func:`gnntrain.graph.carve_part` computes it: the inner nodes' global ids,
+``k``'s share as :func:`gnntrain.data.partition.carve_part` computes it: the inner nodes' global ids,
 features, labels and masks; the halo's global ids, grouped by owner (``recv_splits`` gives the
 owners); the local CSR (``edge_src``, ``edge_dst``: the in-edges of the inner nodes in local
 ids); the global in-degrees of the local nodes; and the send plan. The manifest holds the
@@ -74,8 +74,8 @@ class PartedDataset:
         for key, want in partition.items():
             have = self.manifest["partition"].get(key)
             if have != want:
-                raise ConfigError(f"partitioned dataset {self.folder} has {key}={have}, but this run needs {key}={want}; "
-                                  "write one for this run with gnntrain-partition (same overrides)")
+                raise ConfigError(f"partitioned dataset {self.folder} has {key}={have}, but this run needs "
+                                  f"{key}={want}; write one for this run with gnntrain-partition (same overrides)")
 
     def load_part(self, rank: int) -> dict:
         """Rank ``rank``'s part file (its tensors memory-mapped from the file)."""

@@ -35,8 +35,8 @@ FORMAT = 1
 KEEP = 2
 """Complete checkpoints kept per run (the newest)."""
 FREE_ON_RESUME = ("run_dir", "train.epochs", "train.checkpoint_every", "train.resume", "train.warmup_epochs",
-                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "partition.dir", "cluster.timeout_s",
-                  "cluster.threads_per_worker", "cluster.master_addr", "cluster.master_port",
+                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "partition.dir",
+                  "cluster.timeout_s", "cluster.threads_per_worker", "cluster.master_addr", "cluster.master_port",
                   "cluster.keep_freed_memory")
 """Config keys a resumed run may change: none of them alters what an epoch computes."""
 

@@ -69,8 +69,8 @@ class FullBatchStep:
     """Model, optimizer and the loss share of one rank.
 
     ``facts``: the whole graph's sizes and training-node count; ``graph``: the rank's local
-    graph; ``masks``: the rows of it whose loss (``train``) and
-    scores (``val``, ``test``) this rank computes (default: the graph's own masks);
+    graph; ``masks``: the rows of it whose loss (``train``) and scores (``val``, ``test``) this
+    rank computes (default: the graph's own masks);
     ``stats``: the communicator over which cross-rank statistics (batch norm) are summed,
     i.e. the ranks that hold the parts of one graph; ``sync``: the one over which gradients
     are summed, i.e. every rank whose loss share the gradients must include.
