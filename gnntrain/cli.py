@@ -42,7 +42,10 @@ def _job(cfg: DictConfig) -> None:
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, interrupt)
+    if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
+        signal.signal(signal.SIGINT, interrupt)
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         plain["run_dir"] = str(run_dir)
@@ -53,8 +56,8 @@ def _job(cfg: DictConfig) -> None:
             _write_partitioned_dataset(plain)
             return
         launch(calibrated(plain), run_training)
-    except (KeyboardInterrupt, JobInterrupted) as exc:
-        _stop_interrupted(exc if isinstance(exc, JobInterrupted) else JobInterrupted(signal.SIGINT), cfg, run_dir)
+    except JobInterrupted as exc:
+        _stop_interrupted(exc, cfg, run_dir)
     except (GnntrainError, OmegaConfBaseException) as exc:
         # here, not in main(): Hydra would print an extra line for a failed job
         line = one_line(exc)
@@ -64,7 +67,8 @@ def _job(cfg: DictConfig) -> None:
         print(f"gnntrain: error: job {hydra_cfg.job.num} ({' '.join(hydra_cfg.overrides.task)}) failed: {line}; "
               "the sweep goes on", file=sys.stderr, flush=True)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _write_partitioned_dataset(cfg: dict) -> None:

@@ -9,10 +9,12 @@ the process group.
   partition once (only the manifest where the ranks load their parts), then starts
   ``world_size`` processes with ``torch.multiprocessing`` (spawn), which receive the tensors
   through shared memory. If any worker dies, the others are
-  terminated at once and :class:`WorkerFailed` names the rank; on Ctrl-C (or any exception in
-  the launcher, e.g. :class:`JobInterrupted` from the CLI's SIGTERM handler) the workers are
-  terminated too; a launcher killed outright (SIGKILL) takes its workers with it (Linux). No
-  process outlives the job.
+  terminated at once and :class:`WorkerFailed` names the rank; on Ctrl-C or SIGTERM
+  (:class:`JobInterrupted` from the CLI's signal handler), or any other exception in the
+  launcher, the workers are terminated too; a launcher killed outright (SIGKILL) takes its
+  workers with it (Linux). No process outlives the job. The launcher keeps the job's W&B run
+  (:class:`~gnntrain.engine.metrics.WandbFollower`), so it is finished whatever the workers'
+  fate.
 * torchrun: this process is one rank of the world torchrun set up (``env://``); it prepares
   the (cached) data itself and runs its share, in one process group kept for every job of a
   sweep. torchrun handles failures across nodes. A submitit job of several tasks (SLURM) joins
@@ -30,6 +32,7 @@ import socket
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -40,7 +43,8 @@ from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.errors import ConfigError, JobInterrupted, WorkerFailed, interrupt, warn
+from gnntrain.engine.metrics import WandbFollower
+from gnntrain.errors import ConfigError, WorkerFailed, interrupt, interrupts_deferred, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import loads_parts, strategy_class
 
@@ -51,6 +55,9 @@ PR_SET_PDEATHSIG = 1
 
 OVERSUBSCRIPTION = 4
 """Local workers per core above which a job is warned about."""
+
+FOLLOW_EVERY_S = 0.5
+"""How often the launcher passes rank 0's new epochs on to the W&B run."""
 
 # torch logs each worker it terminates after a failure; the failure is reported in one line here.
 logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
@@ -163,9 +170,9 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     run into a failed job.
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
-    into :class:`JobInterrupted`, so its sinks close (the W&B run is finished) within the
-    launcher's grace period; it then leaves as a finished worker does, without finalization,
-    whatever error the stop caused (e.g. a peer's closed connection)."""
+    into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
+    (the W&B run is the launcher's); it then leaves as a finished worker does, without
+    finalization, whatever error the stop caused (e.g. a peer's closed connection)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _stop_with_the_launcher(launcher)
     stopped: list[int] = []
@@ -237,26 +244,45 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     if world_size > OVERSUBSCRIPTION * cores:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
              "and their times say little about the method")
+    follower = None
+    if cfg["wandb"]["mode"] != "disabled":
+        with interrupts_deferred():
+            follower = WandbFollower(cfg, Path(cfg["run_dir"]), resume.epoch + 1 if resume else 1,
+                                     resume.manifest["wandb_id"] if resume else None)
+        cfg = {**cfg, "wandb": {**cfg["wandb"], "run": follower.identity()}}
+    exit_code = 1
+    try:
+        _spawn_and_join(fn, cfg, job, layout, world_size, follower)
+        exit_code = 0
+    finally:
+        if follower is not None:
+            with interrupts_deferred():
+                follower.finish(exit_code)
+    return None
+
+
+def _spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+                    follower: WandbFollower | None) -> None:
+    """Start the workers and wait for them, passing rank 0's epochs on to the W&B run; the
+    first worker to fail takes the others down."""
     addr = cfg["cluster"]["master_addr"]
     port = cfg["cluster"]["master_port"] or _free_port(addr)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
                                  args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid()))
     try:
-        while not context.join():
-            pass
+        while not context.join(FOLLOW_EVERY_S):
+            if follower is not None:
+                with interrupts_deferred():
+                    follower.poll()
     except mp.ProcessRaisedException as exc:
         last = str(exc).strip().splitlines()[-1]
         raise WorkerFailed(f"worker rank {exc.error_index} failed: {last}") from None
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
                            f"the other workers were stopped") from None
-    except KeyboardInterrupt:
-        _stop(context.processes)
-        raise JobInterrupted(signal.SIGINT) from None
-    except BaseException:
+    except BaseException:  # JobInterrupted from the CLI's signal handler, among others
         _stop(context.processes)
         raise
-    return None
 
 
 def _stop(workers: list, grace_s: float = 5.0) -> None:

@@ -222,6 +222,20 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     assert "finishing run" in wandb_log.read_text()
 
 
+def test_the_wandb_run_is_finished_when_rank_0_dies_outright(tmp_path) -> None:
+    """Rank 0 writes the epochs; the launcher keeps the W&B run, so a rank 0 that dies without
+    cleanup (exit code 3, no ``finally``) still leaves it finished, marked failed."""
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, "fault.rank=0", "fault.epoch=3", "train.epochs=5", *SMALL, f"hydra.run.dir={run_dir}"],
+              tmp_path, env=dict(os.environ, WANDB_MODE="offline"))
+    assert res.returncode == 1, res.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["epochs"] == 2
+    (wandb_log,) = run_dir.glob(f"wandb/offline-run-*-{summary['wandb']['id']}/logs/debug.log")
+    log = wandb_log.read_text()
+    assert "finishing run" in log and "got exitcode: 1" in log
+
+
 def test_workers_stop_when_the_launcher_is_killed_outright(tmp_path) -> None:
     """SIGKILL to the launcher (the OOM killer, ``kill -9``) cannot be handled; its workers
     stop anyway, and the completed epochs stay on disk."""

@@ -207,10 +207,13 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
 
 def _open_sinks(cfg: dict, run_dir: Path, kept: list[EpochRecord], facts: dict,
                 resume: checkpoint.Resume | None) -> list[Any]:
-    """Rank 0's sinks: metrics.jsonl (continuing ``kept``), W&B where enabled, the console; and
-    the running ``summary.json`` (``facts`` gain the W&B run's identity)."""
+    """Rank 0's sinks: metrics.jsonl (continuing ``kept``), W&B where enabled and the launcher
+    does not keep the run (``wandb.run``, see :class:`~gnntrain.engine.metrics.WandbFollower`),
+    the console; and the running ``summary.json`` (``facts`` gain the W&B run's identity)."""
     sinks: list[Any] = [JsonlSink(run_dir / "metrics.jsonl", kept)]
-    if cfg["wandb"]["mode"] != "disabled":
+    if cfg["wandb"].get("run") is not None:  # the launcher's (WandbFollower)
+        facts["wandb"] = cfg["wandb"]["run"]
+    elif cfg["wandb"]["mode"] != "disabled":
         wandb_sink = WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None)
         sinks.append(wandb_sink)
         facts["wandb"] = wandb_sink.identity()

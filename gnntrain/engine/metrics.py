@@ -154,6 +154,65 @@ class WandbSink:
         self.run.finish(exit_code=exit_code)
 
 
+class WandbFollower:
+    """The W&B run of a spawned job, kept by the launcher: opened before the workers start, fed
+    with each epoch that rank 0 appends to ``metrics.jsonl``, and finished after the workers
+    have ended, however they ended (completed, failed, killed or stopped). A worker's fate
+    cannot leave it unfinished. Under torchrun there is no such launcher: rank 0 keeps a
+    :class:`WandbSink` itself.
+
+    A ``metrics.jsonl`` already in the run dir (an earlier run's) is not read: rank 0 replaces
+    it. Epochs up to ``first_epoch - 1`` (a resumed run's kept ones) are in the W&B run already."""
+
+    def __init__(self, cfg: dict, run_dir: Path, first_epoch: int = 1, run_id: str | None = None) -> None:
+        self.run_dir = run_dir
+        self.logged = first_epoch - 1
+        self.path = run_dir / "metrics.jsonl"
+        self.stale = self._inode()
+        self.inode, self.offset = self.stale, 0
+        self.sink = WandbSink(cfg, run_dir, run_id)
+
+    def _inode(self) -> int | None:
+        try:
+            return self.path.stat().st_ino
+        except FileNotFoundError:
+            return None
+
+    def identity(self) -> dict[str, str | None]:
+        return self.sink.identity()
+
+    def poll(self) -> None:
+        """Log the epochs appended since the last call (complete lines only)."""
+        try:
+            file = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with file:
+            inode = os.fstat(file.fileno()).st_ino
+            if inode == self.stale:
+                return
+            if inode != self.inode:
+                self.inode, self.offset = inode, 0
+            file.seek(self.offset)
+            data = file.read()
+        complete = data[:data.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            record = EpochRecord(**json.loads(line))
+            if record.epoch > self.logged:
+                self.sink.log(record)
+                self.logged = record.epoch
+
+    def finish(self, exit_code: int) -> None:
+        """Log the last epochs, the summary of a completed run, and finish the W&B run."""
+        self.poll()
+        path = self.run_dir / "summary.json"
+        summary = json.loads(path.read_text()) if path.exists() else {}
+        if exit_code == 0 and summary.get("status") == "completed":
+            self.sink.summarize(summary)
+        self.sink.close(exit_code)
+
+
 class ConsoleProgress:
     """A rich progress bar on a terminal; otherwise a plain line every ~5% of the epochs."""
 
