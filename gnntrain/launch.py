@@ -43,7 +43,7 @@ from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.data import JobData, prepare_job_data
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.engine.metrics import WandbFollower
+from gnntrain.engine.metrics import WandbFollower, WandbSink
 from gnntrain.errors import ConfigError, WorkerFailed, interrupt, interrupts_deferred, warn
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.strategies import loads_parts, strategy_class
@@ -247,9 +247,9 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     follower = None
     if cfg["wandb"]["mode"] != "disabled":
         with interrupts_deferred():
-            follower = WandbFollower(cfg, Path(cfg["run_dir"]), resume.epoch + 1 if resume else 1,
-                                     resume.manifest["wandb_id"] if resume else None)
-        cfg = {**cfg, "wandb": {**cfg["wandb"], "run": follower.identity()}}
+            sink = WandbSink(cfg, Path(cfg["run_dir"]), resume.manifest["wandb_id"] if resume else None)
+        follower = WandbFollower(sink, Path(cfg["run_dir"]), resume.epoch + 1 if resume else 1)
+        cfg = {**cfg, "wandb": {**cfg["wandb"], "run": sink.identity()}}
     exit_code = 1
     try:
         _spawn_and_join(fn, cfg, job, layout, world_size, follower)

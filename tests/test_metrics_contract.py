@@ -5,13 +5,14 @@ gets the same fields."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
 
 from conftest import train_records
 from gnntrain.comm.meter import CommMeter, by_category, category
-from gnntrain.engine.metrics import EpochRecord, WandbSink
+from gnntrain.engine.metrics import EpochRecord, JsonlSink, WandbFollower, WandbSink
 
 RUNS = {
     "vanilla": ["strategy=vanilla"],
@@ -53,17 +54,75 @@ def test_every_kind_has_a_category() -> None:
         category("mystery")
 
 
+def _record(epoch: int) -> EpochRecord:
+    return EpochRecord(epoch=epoch, loss=1.0, train_acc=None, val_acc=0.5, test_acc=None, epoch_time=1.0,
+                       compute_time=0.5, comm_time=0.3, comm_total_time=0.4, reduce_time=0.2, eval_time=0.1,
+                       comm_bytes=30, comm_bytes_by_kind={"halo_fwd": 10, "allreduce": 20},
+                       comm_bytes_by_category={"data": 10, "sync": 20}, comm_time_by_category={"data": 0.3},
+                       comm_total_time_by_category={"data": 0.4}, strategy_metrics={"mean_bits": 4.0})
+
+
+def _lines(*epochs: int) -> str:
+    return "".join(json.dumps(_record(e).to_dict()) + "\n" for e in epochs)
+
+
 def test_wandb_gets_the_per_category_fields() -> None:
     logged = {}
     sink = WandbSink.__new__(WandbSink)
     sink.run = SimpleNamespace(log=lambda row, step: logged.update(row))
-    sink.log(EpochRecord(epoch=1, loss=1.0, train_acc=None, val_acc=0.5, test_acc=None, epoch_time=1.0,
-                         compute_time=0.5, comm_time=0.3, comm_total_time=0.4, reduce_time=0.2, eval_time=0.1,
-                         comm_bytes=30, comm_bytes_by_kind={"halo_fwd": 10, "allreduce": 20},
-                         comm_bytes_by_category={"data": 10, "sync": 20}, comm_time_by_category={"data": 0.3},
-                         comm_total_time_by_category={"data": 0.4}, strategy_metrics={"mean_bits": 4.0}))
+    sink.log(_record(1))
     assert {"comm_bytes/halo_fwd": 10, "comm_bytes/data": 10, "comm_bytes/sync": 20, "comm_time/data": 0.3,
             "comm_total_time/data": 0.4, "comm_time": 0.3, "reduce_time": 0.2, "mean_bits": 4.0}.items() <= logged.items()
+
+
+class _RecordingSink:
+    """A stand-in for :class:`WandbSink` that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.epochs, self.summaries, self.exit_codes = [], [], []
+
+    def log(self, record: EpochRecord) -> None:
+        self.epochs.append(record.epoch)
+
+    def summarize(self, summary: dict) -> None:
+        self.summaries.append(summary)
+
+    def close(self, exit_code: int = 0) -> None:
+        self.exit_codes.append(exit_code)
+
+
+def test_the_launchers_wandb_run_gets_each_new_epoch_once(tmp_path) -> None:
+    """An earlier run's metrics.jsonl is not read; a resumed run's kept epochs are not logged
+    again; a line still being written waits for its end."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(_lines(1, 2, 3, 4, 5))
+    sink = _RecordingSink()
+    follower = WandbFollower(sink, tmp_path, first_epoch=3)
+    follower.poll()
+    assert sink.epochs == []
+    JsonlSink(metrics, [_record(1), _record(2)]).log(_record(3))  # rank 0 replaces it, keeping epochs 1-2
+    follower.poll()
+    assert sink.epochs == [3]
+    cut = _lines(4)
+    with metrics.open("a") as f:
+        f.write(cut[:10])
+    follower.poll()
+    assert sink.epochs == [3]
+    with metrics.open("a") as f:
+        f.write(cut[10:] + _lines(5))
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "completed", "epochs": 5}))
+    follower.finish(0)
+    assert sink.epochs == [3, 4, 5] and sink.summaries == [{"status": "completed", "epochs": 5}]
+    assert sink.exit_codes == [0]
+
+
+def test_the_launchers_wandb_run_of_a_failed_job_is_finished_without_a_summary(tmp_path) -> None:
+    sink = _RecordingSink()
+    follower = WandbFollower(sink, tmp_path)
+    (tmp_path / "metrics.jsonl").write_text(_lines(1, 2))
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "failed", "epochs": 2}))
+    follower.finish(1)
+    assert sink.epochs == [1, 2] and sink.summaries == [] and sink.exit_codes == [1]
 
 
 class _Mark:

@@ -93,14 +93,13 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 class JsonlSink:
-    """Appends each epoch's record to ``metrics.jsonl``; a resumed run's file is first replaced
-    (atomically) by the ``kept`` records of the epochs before the checkpoint."""
+    """Appends each epoch's record to ``metrics.jsonl``, which it first replaces (atomically) by
+    the ``kept`` records of a resumed run's epochs before the checkpoint (none for a new run).
+    The replacement is a rename, so the new file's inode differs from an earlier run's file's:
+    :class:`WandbFollower` tells them apart by it."""
 
     def __init__(self, path: Path, kept: list[EpochRecord] = ()) -> None:
-        if kept:
-            write_atomically(path, "".join(json.dumps(r.to_dict()) + "\n" for r in kept))
-        elif path.exists():
-            path.unlink()
+        write_atomically(path, "".join(json.dumps(r.to_dict()) + "\n" for r in kept))
         self.file = open(path, "a", buffering=1)
 
     def log(self, record: EpochRecord) -> None:
@@ -162,24 +161,15 @@ class WandbFollower:
     :class:`WandbSink` itself.
 
     A ``metrics.jsonl`` already in the run dir (an earlier run's) is not read: rank 0 replaces
-    it. Epochs up to ``first_epoch - 1`` (a resumed run's kept ones) are in the W&B run already."""
+    it by another inode (:class:`JsonlSink`). Epochs up to ``first_epoch - 1`` (a resumed run's
+    kept ones) are in the W&B run already."""
 
-    def __init__(self, cfg: dict, run_dir: Path, first_epoch: int = 1, run_id: str | None = None) -> None:
-        self.run_dir = run_dir
+    def __init__(self, sink: WandbSink, run_dir: Path, first_epoch: int = 1) -> None:
+        self.sink, self.run_dir = sink, run_dir
         self.logged = first_epoch - 1
         self.path = run_dir / "metrics.jsonl"
-        self.stale = self._inode()
-        self.inode, self.offset = self.stale, 0
-        self.sink = WandbSink(cfg, run_dir, run_id)
-
-    def _inode(self) -> int | None:
-        try:
-            return self.path.stat().st_ino
-        except FileNotFoundError:
-            return None
-
-    def identity(self) -> dict[str, str | None]:
-        return self.sink.identity()
+        self.stale = self.path.stat().st_ino if self.path.exists() else None
+        self.inode, self.offset = None, 0
 
     def poll(self) -> None:
         """Log the epochs appended since the last call (complete lines only)."""
