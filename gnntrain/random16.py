@@ -1,4 +1,4 @@
-"""Uniform random integers at 16-bit resolution, four per 64-bit draw, for stochastic rounding
+"""Uniform random integers at 16-bit resolution, four per 64-bit word, for stochastic rounding
 and dropout masks.
 
 On a CPU, torch's generator costs about 3.5 ns per float32 of ``torch.rand`` and 14-18 ns per
@@ -13,7 +13,11 @@ decision costs about 1 ns instead. 16 bits bound what this resolution changes:
   0.1000061), and kept values are scaled by the inverse of the keep probability actually used,
   so the layer stays unbiased.
 
-Draws come from ``generator`` (default: the device's global generator), so seeds reproduce them.
+Rounding noise is drawn from ``generator`` (default: the device's global generator), so seeds
+reproduce it. Dropout masks are keyed (:mod:`gnntrain.keyed`): the mask of a row is a function
+of the dropout's key and the row's global node id, so every rank that holds a row, and every
+pipeline chunk or mini-batch that reads it, applies the same mask (one mask per row, dropout
+site and step, as in single-process training).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from gnntrain import keyed
 
 LEVELS = 1 << 16
 
@@ -48,15 +54,19 @@ def unit_noise(shape: tuple[int, ...], generator: torch.Generator | None = None,
     return noise_steps(shape, generator, device).mul_(1.0 / LEVELS)
 
 
-def dropout(h: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """Inverted dropout: each value zeroed with probability ``round(p 2^16) / 2^16`` (drawn from
-    the global generator), the others scaled by the inverse of their keep probability."""
+def dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tensor,
+            first_column: int = 0) -> torch.Tensor:
+    """Inverted dropout with a keyed mask: value ``(i, j)`` is zeroed with probability
+    ``round(p 2^16) / 2^16``, decided by :func:`gnntrain.keyed.uniform16` of ``(key, ids[i],
+    first_column + j)``, the others scaled by the inverse of their keep probability. ``ids``:
+    the rows' global node ids; ``first_column``: the position of ``h``'s first column in the
+    full rows (a column slice gets the columns' masks)."""
     if not training or p == 0.0:
         return h
     dropped = min(round(p * LEVELS), LEVELS - 1)
     if dropped == 0:
         return h
-    keep = uniform16(tuple(h.shape), device=h.device) >= dropped - LEVELS // 2
+    keep = keyed.uniform16(key, ids, h.shape[1], first_column) >= dropped - LEVELS // 2
     return _Dropout.apply(h, keep, LEVELS / (LEVELS - dropped))
 
 

@@ -5,7 +5,8 @@ directories, e.g. a Hydra multirun directory; every run below it is read. Only
 ``summary.json``, ``metrics.jsonl`` and Hydra's ``.hydra/config.yaml`` are read, so runs copied
 back from a cluster work the same. The table has one row per run: the config keys whose values
 differ between the runs, then the run's summary figures (epoch time, exposed and total
-communication, bytes per kind, best validation and test scores, the network it ran under).
+communication, rows through the model's dense maps per epoch, bytes per kind, best validation
+and test scores, the network it ran under).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def figures(summary: dict) -> dict:
         "comm_exposed_ms": ms(summary["mean_comm_time"]),
         "comm_total_ms": ms(summary["mean_comm_total_time"]),
         "reduce_exposed_ms": ms(summary["mean_reduce_time"]),
+        "projected_rows": summary.get("mean_strategy_metrics", {}).get("projected_rows"),
         "MB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
     }
     for kind, nbytes in summary.get("mean_comm_bytes_by_kind", {}).items():

@@ -13,15 +13,17 @@
    the rounded relaxation is also compared with HiGHS' branch and bound.
 4. **GAT vs PyG's GATConv**, single process, same graph (``scripts/bench.py``'s comparison).
 5. **CPU dropout.** Single-process full-graph epochs of the same model on a ``--dropout-nodes``
-   graph with dropout 0 and 0.5, ours (:func:`gnntrain.random16.dropout`) and torch's
-   ``F.dropout`` in the same model: the extra time dropout adds to an epoch.
+   graph with dropout 0 and 0.5: ours with keyed masks (:func:`gnntrain.random16.dropout`), the
+   same with masks drawn from the generator's stream (gnntrain's before keyed masks), and
+   torch's ``F.dropout``, in the same model: the extra time dropout adds to an epoch.
 6. **GPU communication timing**: where a CUDA device is present, vanilla on 2 workers sharing it
    (gloo) with its device-timed exposed and in-flight communication; otherwise not measured.
 
 The single-process rows run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker
 does by default; row 2 also times vanilla with ``cluster.keep_freed_memory=false``.
 
-Results go to ``results/bench_speed.json``. Usage: ``python scripts/bench_speed.py [--workers 4] ...``.
+Results go to ``results/bench_speed.json``, each row with the commit it was measured at.
+Usage: ``python scripts/bench_speed.py [--workers 4] [--rows dropout ...] ...``.
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ from gnntrain.comm.quantized_exchange import decode, encode
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.random16 import unit_noise
+from gnntrain.models.gnn import step_key
+from gnntrain.random16 import LEVELS, _Dropout, uniform16, unit_noise
 from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
 
 from bench import compare_layers
-from jobs import add_bench_args, bench_overrides, describe_bench, run_job
+from jobs import add_bench_args, bench_overrides, describe_bench, git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_speed.json"
 
@@ -155,13 +158,30 @@ def gat_row(args: argparse.Namespace) -> dict:
     return compare_layers(data, layer_args)["gat"]
 
 
+def stream_dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tensor,
+                   first_column: int = 0) -> torch.Tensor:
+    """Dropout with masks drawn from the global generator's stream (gnntrain's before keyed
+    masks): the same 16-bit resolution and the same backward, a mask the reader draws."""
+    if not training or p == 0.0:
+        return h
+    dropped = min(round(p * LEVELS), LEVELS - 1)
+    keep = uniform16(tuple(h.shape), device=h.device) >= dropped - LEVELS // 2
+    return _Dropout.apply(h, keep, LEVELS / (LEVELS - dropped))
+
+
+def torch_dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tensor,
+                  first_column: int = 0) -> torch.Tensor:
+    return F.dropout(h, p, training)
+
+
 def dropout_row(args: argparse.Namespace) -> dict:
     torch.manual_seed(0)
     data = generate(args.dropout_nodes, 16.0, 8, 128, homophily=0.8)
     graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
     no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
-    ours = gnn_module.dropout
-    variants = {"none": (0.0, ours), "ours": (0.5, ours), "torch": (0.5, F.dropout)}
+    keyed = gnn_module.dropout
+    variants = {"none": (0.0, keyed), "keyed": (0.5, keyed), "stream": (0.5, stream_dropout),
+                "torch": (0.5, torch_dropout)}
     models = {}
     for name, (rate, _) in variants.items():
         torch.manual_seed(0)
@@ -171,19 +191,25 @@ def dropout_row(args: argparse.Namespace) -> dict:
     for epoch in range(1 + args.dropout_epochs):
         for name, (_, function) in variants.items():
             model = models[name]
+            model.begin_step(step_key(0, epoch))
             gnn_module.dropout = function
             start = time.perf_counter()
             model.zero_grad()
             F.cross_entropy(model(data.x, graph, no_halo)[data.train_mask], data.y[data.train_mask]).backward()
             if epoch:
                 times[name].append(time.perf_counter() - start)
-    gnn_module.dropout = ours
+    gnn_module.dropout = keyed
     epoch = {name: statistics.median(t) for name, t in times.items()}
+    added = {name: epoch[name] / epoch["none"] - 1 for name in ("keyed", "stream", "torch")}
     row = {"nodes": data.num_nodes, "model": "gcn 3 x 256", **{f"{name}_epoch_s": t for name, t in epoch.items()},
-           "ours_added": epoch["ours"] / epoch["none"] - 1, "torch_added": epoch["torch"] / epoch["none"] - 1}
+           **{f"{name}_added": a for name, a in added.items()},
+           "keyed_over_stream": (epoch["keyed"] - epoch["none"]) / (epoch["stream"] - epoch["none"])}
     print(f"[5] CPU dropout 0.5, GCN 3 x 256 on {data.num_nodes} nodes: epoch without dropout "
-          f"{epoch['none'] * 1e3:.0f} ms, with ours {epoch['ours'] * 1e3:.0f} ms (+{100 * row['ours_added']:.0f}%), "
-          f"with torch's F.dropout {epoch['torch'] * 1e3:.0f} ms (+{100 * row['torch_added']:.0f}%)", flush=True)
+          f"{epoch['none'] * 1e3:.0f} ms; keyed masks (ours) {epoch['keyed'] * 1e3:.0f} ms "
+          f"(+{100 * added['keyed']:.0f}%), masks from the generator's stream {epoch['stream'] * 1e3:.0f} ms "
+          f"(+{100 * added['stream']:.0f}%), torch's F.dropout {epoch['torch'] * 1e3:.0f} ms "
+          f"(+{100 * added['torch']:.0f}%); keyed dropout costs {row['keyed_over_stream']:.2f}x the stream's",
+          flush=True)
     return row
 
 
@@ -213,20 +239,31 @@ def main() -> None:
     parser.add_argument("--dropout-nodes", type=int, default=200_000)
     parser.add_argument("--dropout-epochs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS),
+                        help="the rows to measure (default: all); the others are kept as --out has them")
     args = parser.parse_args()
     kept = keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
     print(f"{describe_bench(args)}, {args.workers} workers; {torch.get_num_threads()} threads in this process",
           flush=True)
-    result = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                          "torch": torch.__version__, "keep_freed_memory": kept},
-              "bench_graph": {"nodes": args.nodes, "avg_degree": args.avg_degree, "features": args.features,
-                              "model": f"sage {args.layers} x {args.hidden}", "workers": args.workers,
-                              "timed_epochs": args.epochs},
-              "codec": codec_row(args), "adaqp_2bit": adaqp_rows(args), "assignment": assignment_row(args),
-              "gat": gat_row(args), "dropout": dropout_row(args), "gpu_timing": gpu_row(args)}
+    result = json.loads(args.out.read_text()) if args.out.exists() and args.rows != list(ROWS) else {}
+    result.update({"machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                               "torch": torch.__version__, "keep_freed_memory": kept},
+                   "bench_graph": {"nodes": args.nodes, "avg_degree": args.avg_degree, "features": args.features,
+                                   "model": f"sage {args.layers} x {args.hidden}", "workers": args.workers,
+                                   "timed_epochs": args.epochs}})
+    commit = git_commit()
+    measured_at = result.setdefault("measured_at", {})
+    for name in args.rows:
+        result[name] = ROWS[name](args)
+        measured_at[name] = commit
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+ROWS = {"codec": codec_row, "adaqp_2bit": adaqp_rows, "assignment": assignment_row, "gat": gat_row,
+        "dropout": dropout_row, "gpu_timing": gpu_row}
+"""The rows, in the order they run; ``measured_at`` in the results records each one's commit."""
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -20,6 +21,8 @@ from gnntrain.config import register_schemas, validate
 from gnntrain.engine.calibration import calibrated
 from gnntrain.engine.loop import run_training
 from gnntrain.launch import launch
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def compose_config(overrides: list[str]) -> dict:
@@ -120,3 +123,12 @@ def write_results(args: argparse.Namespace, rows: list[dict], **extra) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**bench_setting(args), **extra, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def git_commit() -> str:
+    """The checkout's commit, with ``+changes`` where code outside ``results/`` differs from it."""
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    # the results being written are not a change to the code that produced them
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+                           capture_output=True, text=True, cwd=REPO).stdout.strip()
+    return result.stdout.strip() + ("+changes" if dirty else "")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from jobs import git_commit  # noqa: E402
 from repro_tables import TABLES  # noqa: E402
 
 from gnntrain.report import Run, find_runs, markdown, table_rows, write_csv  # noqa: E402
@@ -130,14 +131,6 @@ def run_sweep(name: str, overrides: list[str], out: Path) -> None:
     subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
                    check=True, env=env, cwd=REPO)
     print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
-
-
-def git_commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    # the results being written are not a change to the code that produced them
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-                           capture_output=True, text=True, cwd=REPO).stdout.strip()
-    return result.stdout.strip() + ("+changes" if dirty else "")
 
 
 def main() -> None:

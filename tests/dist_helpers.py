@@ -49,7 +49,7 @@ def record_training(strategy: GraphParallel, cfg: dict, ctx: WorkerContext) -> d
 
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         trace["out"].append(step.local_outputs(policy.evaluation_halo()).cpu())
-        loss = step.forward_backward(*recorded(epoch))
+        loss = step.forward_backward(epoch, *recorded(epoch))
         step.all_reduce_gradients()
         if ctx.world_size > 1:
             dist.all_reduce(loss)
@@ -90,7 +90,7 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
 
     for epoch in range(1, cfg["train"]["epochs"] + 1):
         epochs.append({})
-        strategy.step.train(*tapped(epoch))
+        strategy.step.train(epoch, *tapped(epoch))
     strategy.finish()
     trace = {"rank": ctx.rank, "inner": graph.global_ids[: graph.num_inner],
              "halo": graph.global_ids[graph.num_inner:], "epochs": epochs}

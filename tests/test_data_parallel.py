@@ -1,7 +1,7 @@
 """The second family (data parallelism on a named device mesh) equals single-process
-full-graph training: loss, gradients and evaluation scores, float64, for every replica layout
-(2 replicas of the whole graph; 2 graph-parallel groups x 2 replicas), with cross-rank batch
-norm; and the communicator's point-to-point transfers stay inside a mesh axis and are counted."""
+full-graph training: loss, gradients and evaluation scores, float64, dropout 0.5, for every
+replica layout (2 replicas of the whole graph; 2 graph-parallel groups x 2 replicas), with
+cross-rank batch norm; and the communicator's point-to-point transfers stay inside a mesh axis and are counted."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from gnntrain.errors import ConfigError
 from gnntrain.launch import job_layout, launch
 
 EPOCHS = 3
-COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0", "train.dtype=float64", f"train.epochs={EPOCHS}",
-          "dataset.num_nodes=800", "seed=5")
+COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0.5", "train.dtype=float64",
+          f"train.epochs={EPOCHS}", "dataset.num_nodes=800", "seed=5")
 
 
 def _traces(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:

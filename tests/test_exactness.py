@@ -1,6 +1,7 @@
-"""A distributed vanilla run equals single-process full-graph training (dropout 0, same seed):
+"""A distributed vanilla run equals single-process full-graph training (same seed, dropout 0.5):
 per-epoch loss, model outputs and parameter gradients, for every model (GCNII at 32 layers)
-and for cross-rank batch norm.
+and for cross-rank batch norm. Dropout masks are keyed by the node, so the owner of a row and
+every rank that reads it as a halo row drop the same values as the single process.
 
 Every case runs in float64 to 1e-9 relative: any difference in the math (a missing halo
 contribution, a local instead of global degree or statistic) is far above that, while a
@@ -38,7 +39,7 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, scal
 
 
 def _cfg(dataset: str, model: str, world: int, tmp_path, norm: str | None, dtype: str) -> dict:
-    overrides = [f"dataset={dataset}", f"model={model}", "model.dropout=0", "model.hidden=16",
+    overrides = [f"dataset={dataset}", f"model={model}", "model.dropout=0.5", "model.hidden=16",
                  f"cluster.world_size={world}", f"train.epochs={EPOCHS}", f"train.dtype={dtype}", "seed=7"]
     if norm is not None:
         overrides += [f"model.norm={norm}"]
@@ -99,7 +100,7 @@ def _check(cfg: dict, world: int, tmp_path) -> None:
         out = reference["out"][epoch]
         assert_close(dist_run["out"][epoch], out, rtol, float(out.abs().max()), f"outputs, epoch {epoch + 1}")
         assert_gradients_close(dist_run["grads"][epoch], reference["grads"][epoch], rtol, f"epoch {epoch + 1}")
-    assert reference["loss"][-1] < reference["loss"][0], "training should reduce the loss"
+    assert min(reference["loss"][1:]) < reference["loss"][0], "training should reduce the loss (dropout makes it noisy)"
     _assert_analytic_bytes(cfg, world, tmp_path)
 
 

@@ -1,6 +1,7 @@
 """GNNPipe (``strategy=gnnpipe``): with one chunk, pipeline and hybrid runs equal
-single-process full-graph training for every model; with several chunks the result depends
-only on the chunks and their order, not on how the layers are staged or a stage is split; the
+single-process full-graph training for every model, dropout (0.5) included; with several
+chunks the result depends only on the chunks and their order, not on how the layers are staged
+or a stage is split; the
 bytes between stages are 2 (S-1) N H per epoch (twice for GCNII, whose h0 travels too),
 whatever the number of chunks; hybrid halo bytes are the graph-parallel accounting of the
 group's split; bad layouts are refused before any worker starts."""
@@ -20,8 +21,8 @@ from gnntrain.launch import job_layout, launch
 from gnntrain.models import build_model
 
 EPOCHS = 3
-COMMON = ("model.layers=4", "model.hidden=16", "model.dropout=0", "train.dtype=float64", f"train.epochs={EPOCHS}",
-          "dataset.num_nodes=600", "seed=3")
+COMMON = ("model.layers=4", "model.hidden=16", "model.dropout=0.5", "train.dtype=float64",
+          f"train.epochs={EPOCHS}", "dataset.num_nodes=600", "seed=3")
 
 
 def _run(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:

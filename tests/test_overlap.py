@@ -36,7 +36,7 @@ class _LoggingLayer(MessagePassingLayer):
         super().__init__()
         self.log = log
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph, transform: bool) -> torch.Tensor:
         out = 2 * z[:1] if graph == "central" else z[1:2] + z[2:3]
         self.log.append(f"compute {graph}")
         out.register_hook(lambda grad: self.log.append(f"backward {graph}"))
@@ -47,11 +47,12 @@ def test_central_rows_compute_while_the_halo_is_in_flight_in_both_passes(monkeyp
     log: list[str] = []
     plan = SimpleNamespace(send_index=torch.tensor([0]), send_splits=[0, 1], recv_splits=[0, 1], num_inner=2,
                            num_halo=1)
-    graph = SimpleNamespace(central_marginal=("central", "marginal", torch.tensor([0, 1])))
+    graph = SimpleNamespace(central_marginal=("central", "marginal", torch.tensor([0, 1])), num_inner=2,
+                            global_ids=torch.tensor([0, 1, 2]))
     monkeypatch.setattr(overlap, "central_marginal", lambda g: graph.central_marginal)
     h = torch.tensor([[1.0], [3.0]], requires_grad=True)
     out = propagate(_LoggingLayer(log), h * 1.0, 1, graph, OverlappedHaloExchange(plan, _RecordingComm(log)),
-                    lambda rows: rows)
+                    lambda rows, ids: rows)
     assert out.detach().flatten().tolist() == [2.0, 4.0]  # row 1 + halo row (row 0 of the peer: 1.0)
     out.sum().backward()
     assert log == ["start halo_fwd", "compute central", "wait halo_fwd", "compute marginal",

@@ -1,12 +1,13 @@
 """Node-wise neighbour sampling on a torch CSR, keyed so that every system builds the same
 blocks for the same roots (GraphSAGE's sampler; HopGNN Sec. 2 and 4).
 
-Sampling is keyed, not drawn from a stream: the neighbours node ``v`` keeps as a target of layer
-``l`` in iteration ``i`` of epoch ``e`` are the ``fanout[l]`` in-edges of ``v`` with the smallest
-priorities ``hash(seed, e, i, l, edge)``, all of them when ``v`` has no more. So a node's
-sample does not depend on which roots brought it in: the blocks of a set of roots are the union
-of the blocks of each root (its *micrograph*), and a model trained on the micrographs of a
-mini-batch, in any grouping, computes the same outputs as one trained on the mini-batch.
+Sampling is keyed, not drawn from a stream (:mod:`gnntrain.keyed`): the neighbours node ``v``
+keeps as a target of layer ``l`` in iteration ``i`` of epoch ``e`` are the ``fanout[l]`` in-edges
+of ``v`` with the smallest priorities ``hash(seed, e, i, l, edge)``, all of them when ``v`` has
+no more. So a node's sample does not depend on which roots brought it in: the blocks of a set of
+roots are the union of the blocks of each root (its *micrograph*), and a model trained on the
+micrographs of a mini-batch, in any grouping, computes the same outputs as one trained on the
+mini-batch.
 
 Blocks (DGL's message-flow graphs). The nodes of a sample are ordered by the hop at which they
 first appear (roots first, hop 1's new nodes next, ...; within a hop by global id). With ``L``
@@ -29,37 +30,13 @@ from dataclasses import dataclass
 
 import torch
 
+from gnntrain import keyed
 from gnntrain.data.graph_data import GraphData
 from gnntrain.graph import LocalGraph
 
-_MASK64 = (1 << 64) - 1
-
-
-def _signed(value: int) -> int:
-    """``value`` mod 2^64 as a signed 64-bit integer (what torch's int64 arithmetic wraps to)."""
-    value &= _MASK64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _mix(z: torch.Tensor) -> torch.Tensor:
-    """SplitMix64's finaliser on int64 (wrapping arithmetic), elementwise."""
-    z = (z ^ (z >> 30)) * _signed(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> 27)) * _signed(0x94D049BB133111EB)
-    return z ^ (z >> 31)
-
-
 def sampling_key(seed: int, epoch: int, iteration: int, layer: int) -> int:
-    """The key of one layer's sampling in one iteration: a 64-bit mix of its coordinates."""
-    key = 0
-    for part in (seed, epoch, iteration, layer):
-        key = int(_mix(torch.tensor([_signed(key * 0x9E3779B97F4A7C15 + part)]))[0])
-    return key
-
-
-def edge_priority(key: int, edge: torch.Tensor) -> torch.Tensor:
-    """A uniform float64 in [0, 1) per edge id, a pure function of (key, edge)."""
-    z = _mix(edge * _signed(0x9E3779B97F4A7C15) + key)
-    return ((z >> 11) & ((1 << 53) - 1)).double() / float(1 << 53)
+    """The key of one layer's sampling in one iteration (:func:`gnntrain.keyed.key`)."""
+    return keyed.key(seed, epoch, iteration, layer)
 
 
 @dataclass
@@ -92,7 +69,7 @@ class Topology:
         first = torch.cumsum(degree, 0) - degree
         edge = self.indptr[targets][target_pos] + torch.arange(target_pos.numel()) - first[target_pos]
         if degree.numel() and fanout < int(degree.max()):
-            order = torch.argsort(target_pos.double() + edge_priority(key, edge), stable=True)
+            order = torch.argsort(target_pos.double() + keyed.uniform(key, edge), stable=True)
             rank = torch.arange(order.numel()) - first[target_pos[order]]
             edge = edge[order][rank < fanout]
             target_pos = target_pos[order][rank < fanout]

@@ -1,10 +1,12 @@
 """The epoch loop, the same for every strategy.
 
 Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` (the device is
-synchronised before the clock stops, and the communication timed on CUDA is read then),
-evaluate every ``train.eval_every`` epochs, then sum over all ranks what they report (loss
-shares, bytes, evaluation counts) and take the maximum of times and memory, and hand the record
-to the sinks (``metrics.jsonl``, W&B, console). The loop knows no strategy: what an epoch does is
+synchronised before the clock stops, and the communication timed on CUDA is read then) and
+count the rows it passes through the model's dense maps (the strategy metric
+``projected_rows``, :mod:`gnntrain.models.rows`), evaluate every ``train.eval_every`` epochs,
+then sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
+counts) and take the maximum of times and memory, and hand the record to the sinks
+(``metrics.jsonl``, W&B, console). The loop knows no strategy: what an epoch does is
 the strategy's (:mod:`gnntrain.strategies.base`).
 """
 
@@ -28,6 +30,7 @@ from gnntrain.engine.metrics import (
     write_summary,
 )
 from gnntrain.errors import interrupts_deferred
+from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 
@@ -49,11 +52,13 @@ class EpochLoop:
         """Train one epoch; this rank's loss share and its times (seconds)."""
         self.meter.reset()
         reset_peak_memory(self.ctx.device)
+        projected_rows.take()
         start = time.perf_counter()
         loss = self.strategy.train_epoch(epoch)
         if self.ctx.device.type == "cuda":
             torch.cuda.synchronize(self.ctx.device)
         epoch_time = time.perf_counter() - start
+        self.projected_rows = projected_rows.take()
         self.meter.settle()
         exposed = by_category(self.meter.wait_s)
         total = by_category(self.meter.total_s)
@@ -70,7 +75,7 @@ class EpochLoop:
         """Aggregate one epoch over ranks: loss, bytes and eval counts summed, times and memory
         maxed. This telemetry traffic is not counted as communication."""
         kinds = sorted(set(self.meter.bytes) | set(ALWAYS_REPORTED_KINDS))
-        sums = [float(loss)] + [float(self.meter.bytes[k]) for k in kinds]
+        sums = [float(loss), self.projected_rows] + [float(self.meter.bytes[k]) for k in kinds]
         if eval_counts is not None:
             sums += eval_counts.tolist()
         maxes = list(times.values()) + [eval_time, peak_memory_mb(self.ctx.device)]
@@ -79,14 +84,14 @@ class EpochLoop:
         maxes = dict(zip([*times, "eval_time", "peak_mem_mb"],
                          self.world.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()))
 
-        by_kind = {k: int(b) for k, b in zip(kinds, sums[1: 1 + len(kinds)])}
+        by_kind = {k: int(b) for k, b in zip(kinds, sums[2: 2 + len(kinds)])}
         bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
         training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
         exposed = {c: maxes[f"comm_time/{c}"] for c in TRAINING_CATEGORIES}
         in_flight = {c: maxes[f"comm_total_time/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
         if eval_counts is not None:
-            counts = sums[1 + len(kinds):]
+            counts = sums[2 + len(kinds):]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
         return EpochRecord(
             epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
@@ -98,7 +103,8 @@ class EpochLoop:
             comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
             eval_comm_bytes=bytes_by_category["eval"],
             link_busy_time=maxes["link_busy_time"], link_latency_time=maxes["link_latency_time"],
-            peak_mem_mb=maxes["peak_mem_mb"], strategy_metrics=self.strategy.epoch_metrics(),
+            peak_mem_mb=maxes["peak_mem_mb"],
+            strategy_metrics={"projected_rows": sums[1], **self.strategy.epoch_metrics()},
         )
 
     def run_epoch(self, epoch: int) -> EpochRecord:

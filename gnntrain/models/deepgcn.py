@@ -23,11 +23,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
 )
-from gnntrain.models.projection import project
+from gnntrain.models.projection import Projected, project
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
@@ -45,16 +46,17 @@ class GENLayer(MessagePassingLayer):
             nn.Linear(channels * expansion, channels, bias=False),
         )
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
+    def message(self, h: torch.Tensor, transform: bool) -> torch.Tensor:
         return F.relu(h) + self.eps
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool) -> torch.Tensor:
         n = graph.num_targets
         m = z[graph.edge_src]
         alpha = edge_softmax(m * self.t, graph.edge_dst, n)
         return edge_sum(alpha * m, graph.edge_dst, n) + graph.target_rows(h_inner)
 
     def update(self, a: torch.Tensor) -> torch.Tensor:
+        rows.add(a.shape[0])
         return self.mlp(a)
 
 
@@ -78,20 +80,26 @@ class DeepGCN(MessagePassingModel):
 
     @property
     def blocks(self) -> list[Block]:
-        return [row_block([self.lin_in], lambda x: project(self.lin_in, x)), *(self._gen_block(i) for i in range(len(self.convs))),
+        return [row_block([self.lin_in], self._input), *(self._gen_block(i) for i in range(len(self.convs))),
                 row_block([self.norms[0], self.lin_out], self._output)]
 
-    def _output(self, h: torch.Tensor) -> torch.Tensor:
-        return self.lin_out(self._dropout(F.relu(self.norms[0](h))))
+    def _input(self, x: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
+        if not isinstance(x, Projected):
+            rows.add(x.shape[0])
+        return project(self.lin_in, x)
+
+    def _output(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        h = F.relu(self.norms[0](h))
+        return self.lin_out(self.dropout_at(len(self.convs))(h, graph.global_ids[: h.shape[0]]))
 
     def _gen_block(self, i: int) -> Block:
         """GENConv 1 alone (no dropout on its input); GENConv ``i > 1`` in a res+ block."""
         conv, norm = self.convs[i], self.norms[i]
 
         def first(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-            return propagate(conv, h, 0, graph, halo, lambda rows: rows), extra
+            return propagate(conv, h, 0, graph, halo, lambda h, ids: h), extra
 
         def res_plus(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-            return graph.target_rows(h) + propagate(conv, F.relu(norm(h)), i, graph, halo, self._dropout), extra
+            return graph.target_rows(h) + propagate(conv, F.relu(norm(h)), i, graph, halo, self.dropout_at(i)), extra
 
         return Block(0, [conv], first) if i == 0 else Block(i, [conv, norm], res_plus)

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_sum
 from gnntrain.models.gnn import MessagePassingLayer
 from gnntrain.models.projection import Projected, project
@@ -36,10 +37,13 @@ class FiLMLayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin, self.film, self.lin_skip, self.film_skip]
 
-    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
+        if not isinstance(h, Projected):
+            rows.add(h.shape[0])
         return project(self.lin, h)
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                  transform: bool) -> torch.Tensor:
         src, dst = graph.edge_src, graph.edge_dst
         root = graph.target_rows(h_inner)
         beta, gamma = project(self.film_skip, root).split(self.out_dim, dim=-1)

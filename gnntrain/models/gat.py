@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.gnn import MessagePassingLayer
 from gnntrain.models.projection import Projected, project
@@ -46,10 +47,12 @@ class GATLayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin]
 
-    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
+    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
+        if not isinstance(h, Projected):
+            rows.add(h.shape[0])
         return project(self.lin, h).view(-1, self.heads, self.out_dim)
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool) -> torch.Tensor:
         n = graph.num_targets
         src, dst = graph.self_loop_edges
         score_src = (z * self.att_src).sum(-1)

@@ -3,9 +3,9 @@
 ``H' = D^-1/2 (A + I) D^-1/2 H W + b`` with ``D`` the global in-degree plus one: the same
 function as PyG's ``GCNConv`` (default ``add_self_loops=True, normalize=True``), with the same
 parameter names (``lin.weight``, ``bias``) and initialisation (Glorot weight, zero bias).
-The product is evaluated in the cheaper order: transform first when the layer narrows the
-width, aggregate first otherwise (always transform first on projected input rows, see
-:mod:`gnntrain.models.projection`).
+The product is evaluated in the cheaper order for the graph's rows
+(:func:`gnntrain.models.gnn.transform_first`): ``W`` on every source row and then the
+aggregation, or the aggregation and then ``W`` on the target rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models import rows
+from gnntrain.models.gnn import MessagePassingLayer, transform_first
 from gnntrain.models.projection import Projected, project
 
 
@@ -34,12 +35,21 @@ class GCNLayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin]
 
-    def _transform_first(self, h: torch.Tensor | Projected) -> bool:
-        return isinstance(h, Projected) or self.lin.out_features <= self.lin.in_features
+    def transforms_first(self, graph: LocalGraph) -> bool:
+        entries = graph.edge_src.numel() + graph.num_targets
+        return transform_first(graph.num_local, graph.num_targets, entries, self.in_dim, self.lin.out_features)
 
-    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
-        return project(self.lin, h) if self._transform_first(h) else h
+    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
+        if not transform:
+            return h
+        if not isinstance(h, Projected):
+            rows.add(h.shape[0])
+        return project(self.lin, h)
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                  transform: bool) -> torch.Tensor:
         a = graph.operator("gcn") @ z
-        return (a if self._transform_first(h_inner) else self.lin(a)) + self.bias
+        if not transform:
+            rows.add(a.shape[0])
+            a = self.lin(a)
+        return a + self.bias

@@ -22,10 +22,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.graph import LocalGraph
+from gnntrain.models import rows
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
 )
-from gnntrain.models.projection import project
+from gnntrain.models.projection import Projected, project
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -40,8 +41,10 @@ class GCNIILayer(MessagePassingLayer):
     def reset_parameters(self) -> None:
         nn.init.xavier_uniform_(self.weight1)
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, h0: torch.Tensor) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
+                  h0: torch.Tensor) -> torch.Tensor:
         s = (1.0 - self.alpha) * (graph.operator("gcn") @ z) + self.alpha * graph.target_rows(h0)
+        rows.add(s.shape[0])
         return (1.0 - self.beta) * s + self.beta * (s @ self.weight1)
 
 
@@ -59,18 +62,29 @@ class GCNII(MessagePassingModel):
         return [self.lin_in]
 
     @property
+    def input_site(self) -> int:
+        return len(self.convs)
+
+    @property
     def blocks(self) -> list[Block]:
         return [Block(None, [self.lin_in], self._input), *(self._conv_block(i) for i in range(len(self.convs))),
-                row_block([self.lin_out], lambda h: self.lin_out(self._dropout(h)))]
+                row_block([self.lin_out], self._output)]
 
-    def _input(self, x: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-        h0 = F.relu(project(self.lin_in, self._dropout(x)))
+    def _input(self, x: torch.Tensor | Projected, extra: Extra, graph: LocalGraph,
+               halo: HaloSource) -> tuple[torch.Tensor, Extra]:
+        if not isinstance(x, Projected):
+            rows.add(x.shape[0])
+            x = self.drop_input(x, graph.global_ids[: x.shape[0]])
+        h0 = F.relu(project(self.lin_in, x))
         return h0, {**extra, "h0": h0}
+
+    def _output(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        return self.lin_out(self.dropout_at(len(self.convs) + 1)(h, graph.global_ids[: h.shape[0]]))
 
     def _conv_block(self, i: int) -> Block:
         conv = self.convs[i]
 
         def run(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-            return F.relu(propagate(conv, h, i, graph, halo, self._dropout, extra["h0"])), extra
+            return F.relu(propagate(conv, h, i, graph, halo, self.dropout_at(i), extra["h0"])), extra
 
         return Block(i, [conv], run, carries=("h0",))

@@ -3,18 +3,32 @@
 ``layers`` counts message-passing layers from input to output, as the papers count them: a
 2-layer GCN is ``in -> hidden -> classes``. Each layer obtains the halo rows of its input from
 ``halo`` (whatever the strategy supplies: fresh, stale, sampled or quantized rows), applies
-dropout (:func:`gnntrain.random16.dropout`) to its inner rows and to the received halo rows separately (the receiver draws the
-halo rows' masks, so a stale halo never carries an old mask and forward and backward masks
-agree; PipeGCN, Appendix F), then aggregates; every layer but the last is followed by the
-optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`) and the activation.
-The model never sees global node ids or how the halo rows were obtained.
+dropout to its inner rows and to the received halo rows, then aggregates; every layer but the
+last is followed by the optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`)
+and the activation. The model never sees how the halo rows were obtained.
+
+Dropout is keyed (:func:`gnntrain.random16.dropout`): the mask of a row is a function of the
+step's key (:meth:`MessagePassingModel.begin_step`: seed, epoch, iteration), the dropout *site*
+(each place of the model that drops, e.g. the input of layer ``i``) and the row's global node
+id. So the owner of a row and every rank that reads it as a halo row apply the same mask, and a
+distributed step equals the single-process step with dropout on. A halo row's mask is drawn
+where it is read: a stale halo gets the current step's mask (forward and backward masks agree;
+PipeGCN, Appendix F).
 
 Every model is a sequence of :class:`Block` s, ``(h, extra) -> (h, extra)``, run in order by
 :meth:`MessagePassingModel.forward`: a block runs one message-passing layer (and what follows
 it up to the next layer's input) or a row-wise map (input and output linear maps); ``extra``
 holds per-node state that later blocks read besides ``h`` (GCNII's initial residual ``h0``).
 A pipeline stage is a slice of the blocks; a mini-batch step runs the same blocks on a
-sampled graph.
+sampled graph. The rows of ``h`` are always the first rows of the graph's local ids (the inner
+rows, or every source of a sampled block's first layer), so ``graph.global_ids[:len(h)]`` are
+their node ids.
+
+Evaluation order (:func:`transform_first`): a layer whose message map is linear (GCN, SAGE)
+applies it before aggregating or after, whichever costs fewer multiply-adds for the rows at
+hand: one rule for every strategy's graphs (a partition with its halo, a pipeline chunk, a
+sampled block). Each layer counts the rows it passes through its dense map
+(:mod:`gnntrain.models.rows`).
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain import keyed
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 from gnntrain.models.projection import Projected
@@ -37,12 +52,26 @@ class HaloSource(Protocol):
         ...
 
 
+Dropout = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``(rows, their global node ids) -> rows with one dropout site's keyed mask applied``."""
+
+
+def transform_first(sources: int, targets: int, entries: int, in_dim: int, out_dim: int) -> bool:
+    """Whether ``A (H W)`` costs fewer multiply-adds than ``(A H) W`` for an aggregation matrix
+    ``A`` of ``targets x sources`` with ``entries`` non-zeros and a map ``W`` of ``in_dim x
+    out_dim``: ``sources in out + entries out < targets in out + entries in`` (the backward
+    pass costs twice each side, so the same side wins). Ties aggregate first (fewer rows through
+    the map)."""
+    return sources * in_dim * out_dim + entries * out_dim < targets * in_dim * out_dim + entries * in_dim
+
+
 class MessagePassingLayer(nn.Module):
     """A layer in three steps, so that its output rows can be computed in pieces:
 
-    * ``message(h)``: a row-wise map of source rows (applied to inner and halo rows apart);
-    * ``aggregate(z, h_inner, graph, *extra)``: the rows of ``graph``'s targets, from the
-      messages ``z`` of all its sources (inner then halo) and the layer input's inner rows
+    * ``message(h, transform)``: a row-wise map of source rows (applied to inner and halo rows
+      apart; ``transform``: the order :meth:`transforms_first` chose, for layers that have one);
+    * ``aggregate(z, h_inner, graph, transform, *extra)``: the rows of ``graph``'s targets, from
+      the messages ``z`` of all its sources (inner then halo) and the layer input's inner rows
       (root terms take ``graph.target_rows`` of them, and of any ``extra`` per-node input);
     * ``update(a)``: a map of the assembled rows of all inner nodes (it may mix rows, as batch
       norm does).
@@ -55,40 +84,57 @@ class MessagePassingLayer(nn.Module):
         """The linear maps that read this layer's input (see :mod:`gnntrain.models.projection`)."""
         raise NotImplementedError
 
-    def message(self, h: torch.Tensor) -> torch.Tensor:
+    def transforms_first(self, graph: LocalGraph) -> bool:
+        """Whether the message map runs on the sources before aggregating over ``graph`` (the
+        rows at hand: a local graph, a pipeline stage's member graph, a sampled block). Layers
+        whose messages need each source projected (attention, modulation) or that have no
+        message map ignore it."""
+        return True
+
+    def message(self, h: torch.Tensor, transform: bool) -> torch.Tensor:
         return h
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, *extra: torch.Tensor) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
+                  *extra: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def update(self, a: torch.Tensor) -> torch.Tensor:
         return a
 
     def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph, *extra: torch.Tensor) -> torch.Tensor:
-        z = torch.cat([self.message(h_inner), self.message(h_halo)])
-        return self.update(self.aggregate(z, h_inner, graph, *extra))
+        transform = self.transforms_first(graph)
+        z = torch.cat([self.message(h_inner, transform), self.message(h_halo, transform)])
+        return self.update(self.aggregate(z, h_inner, graph, transform, *extra))
+
+
+def order(conv: MessagePassingLayer, h: torch.Tensor | Projected, graph: LocalGraph) -> bool:
+    """The order ``conv`` runs in over ``graph``'s rows; projected input rows are always
+    transformed first (their projections are all there is of them)."""
+    return isinstance(h, Projected) or conv.transforms_first(graph)
 
 
 @runtime_checkable
-class LayerwiseHaloSource(HaloSource, Protocol):
+class LayerwiseHaloSource(Protocol):
     def propagate(self, conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph,
-                  dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
+                  dropout: Dropout, *extra: torch.Tensor) -> torch.Tensor:
         """Run the whole layer, scheduling its halo exchange against its compute as it sees fit
         (each output row the same function of the same inputs as :func:`propagate`'s)."""
         ...
 
 
 def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph, halo: HaloSource,
-              dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
+              dropout: Dropout, *extra: torch.Tensor) -> torch.Tensor:
     """Layer ``layer`` (``conv``) on ``graph``: its input's halo rows from ``halo``, ``dropout``
     applied to the inner rows and, on arrival, to the halo rows, then message, aggregate and
-    update. A :class:`LayerwiseHaloSource` runs the layer itself."""
+    update in the cheaper :func:`order`. A :class:`LayerwiseHaloSource` runs the layer itself."""
     if isinstance(halo, LayerwiseHaloSource):
         return halo.propagate(conv, h, layer, graph, dropout, *extra)
     h_halo = halo(h, layer)
-    h_inner = dropout(h)
-    z = torch.cat([conv.message(h_inner), conv.message(dropout(h_halo))])
-    return conv.update(conv.aggregate(z, h_inner, graph, *extra))
+    ids, held = graph.global_ids, len(h)
+    h_inner = dropout(h, ids[:held])
+    transform = order(conv, h, graph)
+    z = torch.cat([conv.message(h_inner, transform), conv.message(dropout(h_halo, ids[held:]), transform)])
+    return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
 
 
 def no_halo(h: torch.Tensor, layer: int) -> torch.Tensor:
@@ -122,21 +168,40 @@ class Block:
             yield from module.parameters()
 
 
-def row_block(modules: list[nn.Module], fn: Callable[[torch.Tensor], torch.Tensor]) -> Block:
-    """A block applying the row-wise map ``fn`` to ``h`` (input or output maps)."""
-    return Block(None, modules, lambda h, extra, graph, halo: (fn(h), extra))
+def row_block(modules: list[nn.Module], fn: Callable[[torch.Tensor, LocalGraph], torch.Tensor]) -> Block:
+    """A block applying the row-wise map ``fn(h, graph)`` to ``h`` (input or output maps)."""
+    return Block(None, modules, lambda h, extra, graph, halo: (fn(h, graph), extra))
 
 
 LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
 """``(in_dim, out_dim, is_last) -> layer``."""
 
 
+DROPOUT_DOMAIN = 0x64726F70
+"""Keeps dropout keys apart from the other keyed draws (neighbour sampling)."""
+
+
+def step_key(seed: int, epoch: int, iteration: int = 0) -> int:
+    """The dropout key of one training step: iteration ``iteration`` of epoch ``epoch`` of the
+    run seeded ``seed`` (full-batch training has one iteration per epoch)."""
+    return keyed.key(DROPOUT_DOMAIN, seed, epoch, iteration)
+
+
 class MessagePassingModel(nn.Module):
     """What the models share: ``convs`` (message-passing layers with ``in_dim``), ``dropout``
-    and :attr:`blocks`, the sequence that :meth:`forward` runs."""
+    and :attr:`blocks`, the sequence that :meth:`forward` runs.
+
+    Dropout sites: the input of message-passing layer ``i`` is site ``i``; a model's other
+    sites (input and output maps) are numbered after its layers."""
 
     convs: nn.ModuleList
     dropout: float
+    mask_key: int = 0
+    """The current training step's dropout key (:meth:`begin_step`)."""
+
+    def begin_step(self, key: int) -> None:
+        """Draw the dropout masks of the training step ``key`` (:func:`step_key`) from now on."""
+        self.mask_key = key
 
     @property
     def blocks(self) -> list[Block]:
@@ -176,13 +241,28 @@ class MessagePassingModel(nn.Module):
         return self.dropout
 
     @property
+    def input_site(self) -> int:
+        """The dropout site of the raw input rows."""
+        return 0
+
+    @property
     def input_widths(self) -> list[int]:
         """Width of each layer's input: the width of the rows its halo exchange moves."""
         return [conv.in_dim for conv in self.convs]
 
-    def _dropout(self, h: torch.Tensor | Projected) -> torch.Tensor | Projected:
-        """Dropout; projected input rows had theirs before they were projected."""
-        return h if isinstance(h, Projected) else dropout(h, self.dropout, self.training)
+    def drop_input(self, x: torch.Tensor, ids: torch.Tensor, first_column: int = 0) -> torch.Tensor:
+        """What the model does to raw input rows ``x`` (node ids ``ids``; a column slice starting
+        at ``first_column``) before its input maps: its input dropout."""
+        return dropout(x, self.input_dropout, self.training, keyed.key(self.mask_key, self.input_site), ids, first_column)
+
+    def dropout_at(self, site: int) -> Dropout:
+        """Dropout site ``site``; projected input rows had theirs before they were projected."""
+        site_key = keyed.key(self.mask_key, site)
+
+        def drop(h: torch.Tensor | Projected, ids: torch.Tensor) -> torch.Tensor | Projected:
+            return h if isinstance(h, Projected) else dropout(h, self.dropout, self.training, site_key, ids)
+
+        return drop
 
 
 class GNN(MessagePassingModel):
@@ -210,7 +290,7 @@ class GNN(MessagePassingModel):
         conv, norm = self.convs[i], self.norms[i] if i < len(self.norms) else None
 
         def run(h: torch.Tensor, extra: Extra, graph: LocalGraph, halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-            h = propagate(conv, h, i, graph, halo, self._dropout)
+            h = propagate(conv, h, i, graph, halo, self.dropout_at(i))
             return (h if norm is None else self.activation(norm(h))), extra
 
         return Block(i, [conv] if norm is None else [conv, norm], run)

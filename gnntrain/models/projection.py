@@ -34,6 +34,9 @@ class Projected:
     def __getitem__(self, index) -> Projected:
         return Projected({m: t[index] for m, t in self.columns.items()})
 
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
 
 def project(linear: nn.Linear, h: torch.Tensor | Projected, bias: bool = True) -> torch.Tensor:
     """``linear(h)`` (``bias=False``: without its bias), read from the projections where ``h``

@@ -3,7 +3,8 @@
 ``h_i' = W_l · mean_{j in N(i)} h_j + b + W_r · h_i``, i.e. ``W · [z_i || h_i]`` as PipeGCN and
 BNS-GCN write it, with the mean over the node's full (global) in-neighbourhood. Same function,
 parameter names (``lin_l`` with bias, ``lin_r`` without) and initialisation as PyG's
-``SAGEConv(aggr="mean")``.
+``SAGEConv(aggr="mean")``. ``W_l`` runs before or after the mean, whichever is cheaper for the
+graph's rows (:func:`gnntrain.models.gnn.transform_first`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models import rows
+from gnntrain.models.gnn import MessagePassingLayer, transform_first
 from gnntrain.models.projection import Projected, project
 
 
@@ -32,15 +34,22 @@ class SAGELayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin_l, self.lin_r]
 
-    def _transform_first(self, h: torch.Tensor | Projected) -> bool:
-        return isinstance(h, Projected) or self.lin_l.out_features <= self.lin_l.in_features
+    def transforms_first(self, graph: LocalGraph) -> bool:
+        return transform_first(graph.num_local, graph.num_targets, graph.edge_src.numel(), self.in_dim,
+                               self.lin_l.out_features)
 
-    def message(self, h: torch.Tensor | Projected) -> torch.Tensor:
-        return project(self.lin_l, h, bias=False) if self._transform_first(h) else h
+    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
+        if not transform:
+            return h
+        if not isinstance(h, Projected):
+            rows.add(h.shape[0])
+        return project(self.lin_l, h, bias=False)
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph) -> torch.Tensor:
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                  transform: bool) -> torch.Tensor:
         neigh = graph.operator("mean") @ z
-        if not self._transform_first(h_inner):
+        if not transform:
+            rows.add(neigh.shape[0])
             neigh = neigh @ self.lin_l.weight.t()
         # The bias is added after aggregation: nodes without in-neighbours still get it.
         return neigh + self.lin_l.bias + project(self.lin_r, graph.target_rows(h_inner))

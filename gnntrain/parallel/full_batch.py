@@ -2,7 +2,8 @@
 parallelism and data parallelism share.
 
 One step on rank ``r``: forward over a local graph (a halo source supplies the rows owned
-elsewhere), loss summed over the rank's training rows and divided by the *global* number of
+elsewhere; dropout keyed by the run's seed and the epoch, so every rank masks a node's row as
+a single process would), loss summed over the rank's training rows and divided by the *global* number of
 training nodes, backward (halo gradients flow back to their owners), one all-reduce (sum) of
 the flattened gradients over the ranks that hold replicas of the parameters, optimizer step.
 The per-rank losses are partial sums of the full-graph mean loss, so as long as every
@@ -19,7 +20,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, step_key
 
 SPLITS = ("train", "val", "test")
 
@@ -85,6 +86,7 @@ class FullBatchStep:
         self.x = graph.x
         self.y = graph.y.to(dtype) if facts.multilabel else graph.y
         self.masks = masks if masks is not None else {k: getattr(graph, f"{k}_mask") for k in SPLITS}
+        self.seed = cfg["seed"]
         torch.manual_seed(cfg["seed"])
         self.model = build_model(cfg["model"], facts.num_features, facts.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
@@ -101,10 +103,12 @@ class FullBatchStep:
         """This rank's share of the full-graph mean training loss."""
         return loss_share(out, self.y, self.masks["train"], self.num_train, self.multilabel)
 
-    def forward_backward(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        """Forward over ``graph`` (the local graph or a sample of it with the same inner
-        nodes), loss and backward, without the gradient all-reduce; returns the local loss."""
+    def forward_backward(self, epoch: int, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        """Epoch ``epoch``'s forward over ``graph`` (the local graph or a sample of it with the
+        same inner nodes), loss and backward, without the gradient all-reduce; returns the
+        local loss."""
         self.model.train()
+        self.model.begin_step(step_key(self.seed, epoch))
         self.optimizer.zero_grad(set_to_none=False)
         loss = self.local_loss(self.model(self.x, graph, halo))
         loss.backward()
@@ -113,9 +117,10 @@ class FullBatchStep:
     def all_reduce_gradients(self) -> None:
         all_reduce_gradients(list(self.model.parameters()), self.sync)
 
-    def train(self, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
-        """One step: forward, backward, gradient sum, optimizer step; returns the local loss."""
-        loss = self.forward_backward(graph, halo)
+    def train(self, epoch: int, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
+        """Epoch ``epoch``'s step: forward, backward, gradient sum, optimizer step; returns the
+        local loss."""
+        loss = self.forward_backward(epoch, graph, halo)
         self.all_reduce_gradients()
         self.optimizer.step()
         return loss

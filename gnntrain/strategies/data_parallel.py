@@ -76,7 +76,7 @@ class DataParallel:
         self.halo = HaloExchange(graph, gp)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
-        return self.step.train(self.step.graph, self.halo)
+        return self.step.train(epoch, self.step.graph, self.halo)
 
     def evaluate(self) -> torch.Tensor:
         return self.step.local_eval_counts(self.halo)
@@ -86,6 +86,12 @@ class DataParallel:
 
     def finish(self) -> None:
         pass
+
+    def state_dict(self) -> dict:
+        return self.step.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step.load_state_dict(state)
 
 
 STRATEGIES = {"data_parallel": DataParallel}

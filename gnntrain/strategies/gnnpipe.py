@@ -7,8 +7,9 @@ workers fill nodes in rank order, as Sec. 3.2.3 advises). Stage ``s`` owns a con
 of the model's blocks (:mod:`gnntrain.parallel.stages`) and, per owned layer, the input rows of
 every node of its member graph, current and historical (:mod:`gnntrain.parallel.history`).
 
-Data layout: K = ``strategy.chunks`` chunks (default 4 S, as the paper's K = 4M) by the job's
-METIS partition; each chunk cut G ways within a stage's group (:mod:`gnntrain.data.chunks`).
+Data layout: K = ``strategy.chunks`` chunks (default 4 x workers, the paper's K = 4M for M
+GPUs, Sec. 3.2.2) by the job's METIS partition; each chunk cut G ways within a stage's group
+(:mod:`gnntrain.data.chunks`).
 
 One epoch (Algorithm 1, GPipe-like; one rank's view):
 
@@ -16,8 +17,9 @@ One epoch (Algorithm 1, GPipe-like; one rank's view):
 2. forward, chunk by chunk: receive the chunk's activations (and the ``extra`` entries later
    blocks read, e.g. GCNII's ``h0``) from the previous stage, run the stage's blocks on the
    chunk, where each layer reads current rows of chunks already processed this epoch and
-   historical rows of the rest, send the result to the next stage; the last stage adds the
-   chunk's loss share;
+   historical rows of the rest, each row's message computed once per epoch
+   (:mod:`gnntrain.parallel.history`), send the result to the next stage; the last stage adds
+   the chunk's loss share;
 3. backward, chunks in reverse order: receive the output gradient from the next stage, one
    ``autograd.backward`` for the chunk (with what later chunks sent its rows), send the input
    gradient to the previous stage;
@@ -29,7 +31,15 @@ dropout) fills it (our choice; the paper does not say; its traffic is recorded a
 ``history_*`` in epoch 1). With ``fixed_history`` (trick 3) epoch ``t`` reads the values of
 epoch ``alpha floor((t-1)/alpha)``: the history is refreshed at the end of every epoch that is
 a multiple of ``alpha``; without it, at the end of every epoch. ``detach_history`` is trick 2.
-With K = 1 nothing is historical and an epoch equals single-process full-graph training.
+With K = 1 nothing is historical and an epoch equals single-process full-graph training, with
+dropout too: masks are keyed by the node (:mod:`gnntrain.models.gnn`), so a row has one mask
+per layer and epoch whichever chunks read it, and with K > 1 the result depends only on the
+chunks and their order, not on how the layers are staged or a stage is split.
+
+Checkpoints (``train.checkpoint_every``): a rank saves the model, its stage's optimizer state
+and its layers' historical rows (and, without trick 2, the historical gradients to hand on);
+the chunk order is a function of the seed and the epoch, and the messages are rebuilt each
+epoch, so a resumed run equals the uninterrupted one.
 
 Evaluation is a fresh full-graph forward through the stages (no stale row). Bytes: ``pipe_fwd``
 and ``pipe_bwd`` between stages; ``halo_fwd``/``halo_bwd`` and ``allreduce`` within groups.
@@ -63,7 +73,8 @@ from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.parallel.history import ChunkHalo, FreshHalo, LayerHistory, carve_chunk
+from gnntrain.models.gnn import step_key
+from gnntrain.parallel.history import ChunkHalo, FreshHalo, LayerTable, carve_chunk
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import StageLink, stage_boundaries, stage_of_blocks
 
@@ -75,7 +86,7 @@ class GNNPipeConfig(StrategyConfig):
     stages: Optional[int] = None
     """Pipeline stages (null: workers / graph_parallel)."""
     chunks: Optional[int] = None
-    """Graph chunks streamed through the pipeline (null: 4 x stages)."""
+    """Graph chunks streamed through the pipeline (null: 4 x workers, the paper's K = 4M)."""
     graph_parallel: int = 1
     """Ranks per stage, which split its chunks' rows."""
     shuffle: bool = True
@@ -115,7 +126,7 @@ def pipeline_shape(cfg: dict, world_size: int) -> tuple[int, int, int]:
     if stages > layers:
         raise ConfigError(f"strategy.stages={stages} exceeds model.layers={layers}: every stage owns at least one "
                           f"message-passing layer; valid: 1..{layers}")
-    chunks = strategy["chunks"] or 4 * stages
+    chunks = strategy["chunks"] or 4 * world_size
     if cfg["model"]["norm"] == "batch" and chunks > 1:
         raise ConfigError(f"model.norm=batch with strategy.chunks={chunks} would normalise each chunk by its own "
                           "statistics; valid: model.norm=none or layer (or strategy.chunks=1)")
@@ -160,13 +171,11 @@ class GNNPipe:
         self.params = list({id(p): p for block in self.stage_blocks for p in block.parameters()}.values())
         self.optimizer = build_optimizer(self.params, cfg["train"])
 
-        widths = self.model.input_widths
-        like = self.graph.x
-        self.tables = {block.layer: LayerHistory(self.graph.num_local, widths[block.layer], like,
-                                                 not scfg["detach_history"])
+        widths, reads_input = self.model.input_widths, blocks[0]
+        self.tables = {block.layer: LayerTable(self.graph, widths[block.layer], block is reads_input,
+                                               not scfg["detach_history"])
                        for block in self.stage_blocks if block.layer is not None}
-        self.processed = torch.zeros(self.graph.num_local, dtype=torch.bool, device=ctx.device)
-        self.shuffle, self.seed = scfg["shuffle"], scfg["seed"]
+        self.shuffle, self.seed, self.model_seed = scfg["shuffle"], scfg["seed"], cfg["seed"]
         self.refresh_every = scfg["alpha"] if scfg["fixed_history"] else 1
         self.bubble_share = 0.0
 
@@ -210,10 +219,10 @@ class GNNPipe:
             with self.meter.tagged("history_"):
                 self._fresh_pass(record=True)
         self.model.train()
+        self.model.begin_step(step_key(self.model_seed, epoch))
         self.optimizer.zero_grad(set_to_none=False)
         for table in self.tables.values():
             table.begin_epoch()
-        self.processed.zero_()
         order = list(range(self.num_chunks))
         if self.shuffle:
             generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
@@ -223,10 +232,8 @@ class GNNPipe:
         passes = []
         for k in order:
             view = self.views[k]
-            self.processed[view.rows] = True
-            self.processed[view.fresh] = True
             inputs = self._receive_input(view.rows, True)
-            halo = ChunkHalo(view, self.tables, self.processed, self.exchanges[k])
+            halo = ChunkHalo(view, self.tables, self.graph, self.exchanges[k])
             h, extra = self._stage_forward(*inputs, view.graph, halo)
             if self.last:
                 rows = view.rows
@@ -274,6 +281,16 @@ class GNNPipe:
 
     def finish(self) -> None:
         self.link.flush()
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "tables": {layer: table.state_dict() for layer, table in self.tables.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        for layer, table in self.tables.items():
+            table.load_state_dict(state["tables"][layer])
 
 
 STRATEGIES = {"gnnpipe": GNNPipe}

@@ -90,7 +90,7 @@ class GraphParallel:
         self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
-        return self.step.train(*self.policy.training_view(epoch))
+        return self.step.train(epoch, *self.policy.training_view(epoch))
 
     def evaluate(self) -> torch.Tensor:
         return self.step.local_eval_counts(self.policy.evaluation_halo())

@@ -19,7 +19,7 @@ import torch
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.quantized_exchange import BitPlan
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.gnn import Dropout, MessagePassingLayer, order
 from gnntrain.parallel.halo import HaloExchange
 
 
@@ -56,16 +56,20 @@ class OverlappedHaloExchange(HaloExchange):
         return lambda: _Receive.apply(token, exchange)
 
     def propagate(self, conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph,
-                  dropout: Callable[[torch.Tensor], torch.Tensor], *extra: torch.Tensor) -> torch.Tensor:
+                  dropout: Dropout, *extra: torch.Tensor) -> torch.Tensor:
         """Layer ``layer`` with the central rows computed while the halo rows are in flight.
-        ``graph`` must be the local graph this exchange was built for."""
+        ``graph`` must be the local graph this exchange was built for; both halves run in the
+        order chosen for it."""
         receive = self.start(h, layer)
-        h_inner = dropout(h)
-        z_inner = conv.message(h_inner)
-        central, marginal, order = self.views
-        a_central = conv.aggregate(z_inner, h_inner, central, *extra)
-        z = torch.cat([z_inner, conv.message(dropout(receive()))])
-        return conv.update(torch.cat([a_central, conv.aggregate(z, h_inner, marginal, *extra)])[order])
+        ids, inner = graph.global_ids, graph.num_inner
+        h_inner = dropout(h, ids[:inner])
+        transform = order(conv, h, graph)
+        z_inner = conv.message(h_inner, transform)
+        central, marginal, permutation = self.views
+        a_central = conv.aggregate(z_inner, h_inner, central, transform, *extra)
+        z = torch.cat([z_inner, conv.message(dropout(receive(), ids[inner:]), transform)])
+        a_marginal = conv.aggregate(z, h_inner, marginal, transform, *extra)
+        return conv.update(torch.cat([a_central, a_marginal])[permutation])
 
 
 class _SplitExchange:

@@ -19,7 +19,10 @@ layer, or one per layer, input to output) by the keyed sampler of :mod:`gnntrain
 (key: seed, epoch, iteration, layer). The loss is the cross-entropy summed over the
 iteration's roots divided by its global batch size; the gradients of all ranks are summed in
 one all-reduce and every rank takes one optimizer step: the step of one process training on
-the global mini-batch, however the roots were spread over ranks and time steps.
+the global mini-batch, however the roots were spread over ranks and time steps. Dropout masks
+are keyed by the run's seed, the epoch and the iteration (:mod:`gnntrain.models.gnn`): a node
+read by several mini-batches or micrographs of one iteration gets one mask, as it would in
+that process.
 
 Reported per epoch: the loss (mean over iterations), ``miss_rate`` (remote rows fetched per
 input row the model read: a row pre-gathered once and read twice is one miss in two reads)
@@ -45,12 +48,12 @@ from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampl
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
+from gnntrain.models.gnn import step_key
 from gnntrain.models.projection import Projected, split
 from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
-from gnntrain.random16 import dropout
 
 
 @dataclass
@@ -113,6 +116,7 @@ class MiniBatchTraining:
         self.exchange = HaloExchange(self.graph, self.comm)
         self.y = self.graph.y.to(self.dtype) if self.multilabel else self.graph.y
         self.store = FeatureStore(job.part, {"x": self.graph.x, "y": self.y}, self.comm)
+        self.model_seed = cfg["seed"]
         torch.manual_seed(cfg["seed"])
         self.model = build_model(cfg["model"], data.num_features, data.num_classes).to(ctx.device, self.dtype)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
@@ -163,9 +167,10 @@ class MiniBatchTraining:
         loss.backward()
         return loss.detach()
 
-    def dropped_input(self, rows: torch.Tensor) -> torch.Tensor:
-        """Raw input rows with the model's input dropout, before they are projected."""
-        return dropout(rows, self.model.input_dropout, self.model.training)
+    def dropped_input(self, rows: torch.Tensor, ids: torch.Tensor, first_column: int = 0) -> torch.Tensor:
+        """Raw input rows (of nodes ``ids``; a column slice from ``first_column``) with the
+        model's input dropout, before they are projected."""
+        return self.model.drop_input(rows, ids, first_column)
 
     def train_on_projections(self, blocks: SampledBlocks, projections: torch.Tensor, y: torch.Tensor,
                              batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,6 +194,7 @@ class MiniBatchTraining:
         loss = self.graph.x.new_zeros(())
         for i, batch in enumerate(iterations):
             self.optimizer.zero_grad(set_to_none=False)
+            self.model.begin_step(step_key(self.model_seed, epoch, i))
             loss += self.accumulate(epoch, i, batch)
             all_reduce_gradients(self.synced, self.comm)
             self.optimizer.step()

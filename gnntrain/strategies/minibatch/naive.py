@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import torch
 
+from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
 from gnntrain.parallel.migration import migrate
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
@@ -83,8 +84,9 @@ class Naive(MiniBatchTraining):
                 ids = self._pass_ids(ids)
                 projections = self._move(1, sent, self._owned_by(ids, model, t, 1))
             own = self.store.owner[ids] == rank
-            x = self.dropped_input(self.store.tables["x"][self.store.row_of[ids[own]]])
+            x = self.dropped_input(self.store.tables["x"][self.store.row_of[ids[own]]], ids[own])
             projections[own] = x @ weight.t()
+            projected_rows.add(x.shape[0])
             visited[model] = (ids, own, x)
 
         roots = batch[(rank + 1) % world]

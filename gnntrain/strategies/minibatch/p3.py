@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import torch
 
+from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import stacked_weight, weight_gradient
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
@@ -49,6 +50,7 @@ class P3(MiniBatchTraining):
         self.columns = [slice(int(b[0]), int(b[-1]) + 1) if b.numel() else slice(0, 0) for b in bounds]
         self.own_columns = self.columns[self.rank]
         self.x_columns = job.data.x[:, self.own_columns].to(ctx.device, self.dtype)
+        self.num_features = job.data.num_features
         self.maps = self.model.input_maps
         split_weights = {id(m.weight) for m in self.maps}
         self.synced = [p for p in self.params if id(p) not in split_weights]
@@ -74,9 +76,10 @@ class P3(MiniBatchTraining):
         roots = batch[self.rank]
         blocks = self.sample(roots, epoch, iteration)
         inputs = self._input_ids_of_every_rank(blocks.input_nodes)
-        rows = [self.dropped_input(self.x_columns[ids]) for ids in inputs]
+        rows = [self.dropped_input(self.x_columns[ids], ids, self.own_columns.start) for ids in inputs]
         weight = stacked_weight(self.maps).detach()[:, self.own_columns]
         partials = [r @ weight.t() for r in rows]
+        projected_rows.add(sum(r.shape[0] for r in rows) * weight.shape[1] / self.num_features)
         own, sizes = self.rank, [ids.numel() for ids in inputs]
         others = [q for q in range(self.world) if q != own]
         send = torch.cat([partials[q] for q in others] + [partials[own][:0]])
