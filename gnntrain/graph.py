@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import Callable
 
 import torch
 
@@ -70,6 +71,10 @@ class LocalGraph:
     """For a sampled graph: the graph it was sampled from and the mask of its kept in-edges."""
     operator_build_time: float = 0.0
     """Seconds spent building this graph's aggregation matrices so far."""
+    operator_source: Callable[[str], SparseOperator] | None = field(default=None, repr=False)
+    """Supplies this graph's aggregation matrices instead of building them: for a view whose
+    layer reads some sources' rows from elsewhere (a pipeline chunk reading the other chunks'
+    rows from its message tables, :mod:`gnntrain.parallel.history`)."""
     _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
     _entry_orders: dict[str, Orders] = field(default_factory=dict, repr=False)
     _patterns: dict[str, SparsePattern] = field(default_factory=dict, repr=False)
@@ -116,6 +121,8 @@ class LocalGraph:
         In a sampled graph each edge's weight is multiplied by its ``edge_scale``; ``D`` stays
         the full graph's (self-loops keep weight 1).
         """
+        if self.operator_source is not None:
+            return self.operator_source(kind)
         if kind not in self._operators:
             start = time.perf_counter()
             self._operators[kind] = self._build_operator(kind)
@@ -155,7 +162,8 @@ class LocalGraph:
         self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
         return subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
 
-    def _build_operator(self, kind: str) -> SparseOperator:
+    def operator_entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Target row, local source id, value) of each entry of :meth:`operator`'s matrix."""
         dst, src = self._entries(kind)
         if kind == "gcn":
             dinv = (self.in_degree + 1.0).rsqrt()
@@ -166,7 +174,10 @@ class LocalGraph:
             value = 1.0 / self.target_rows(self.in_degree)[dst]
             if self.edge_scale is not None:
                 value = value * self.edge_scale
-        return SparseOperator(dst, src, value, (self.num_targets, self.num_local), self._orders(kind))
+        return dst, src, value
+
+    def _build_operator(self, kind: str) -> SparseOperator:
+        return SparseOperator(*self.operator_entries(kind), (self.num_targets, self.num_local), self._orders(kind))
 
     def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
         """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:

@@ -61,7 +61,7 @@ def dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tens
     first_column + j)``, the others scaled by the inverse of their keep probability. ``ids``:
     the rows' global node ids; ``first_column``: the position of ``h``'s first column in the
     full rows (a column slice gets the columns' masks)."""
-    if not training or p == 0.0:
+    if not training or p == 0.0 or not h.numel():
         return h
     dropped = min(round(p * LEVELS), LEVELS - 1)
     if dropped == 0:

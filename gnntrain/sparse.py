@@ -111,7 +111,7 @@ class _WeightedSum(torch.autograd.Function):
         ctx.pattern = pattern
         out = x.new_empty(pattern.shape[0], *x.shape[1:])
         for k in range(x.shape[1]):
-            out[:, k] = _spmm(pattern.matrix(weights[:, k]), x[:, k])
+            out[:, k] = spmm(pattern.matrix(weights[:, k]), x[:, k])
         return out
 
     @staticmethod
@@ -122,7 +122,7 @@ class _WeightedSum(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             grad_x = x.new_empty(x.shape)
             for k in range(x.shape[1]):
-                grad_x[:, k] = _spmm(pattern.transpose(weights[:, k]), grad[:, k])
+                grad_x[:, k] = spmm(pattern.transpose(weights[:, k]), grad[:, k])
         if ctx.needs_input_grad[0]:
             grad_weights = weights.new_empty(weights.shape)
             if weights.shape[0]:
@@ -133,7 +133,8 @@ class _WeightedSum(torch.autograd.Function):
         return grad_weights, grad_x, None
 
 
-def _spmm(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def spmm(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``matrix @ x`` for a CSR ``matrix`` (no autograd), empty shapes included."""
     if matrix.shape[0] == 0 or matrix.shape[1] == 0:
         return x.new_zeros(matrix.shape[0], x.shape[1])
     return torch.sparse.mm(matrix, x.contiguous())

@@ -33,6 +33,8 @@ from gnntrain.models.norm import AllSum, local_sum, make_norm
 
 
 class GENLayer(MessagePassingLayer):
+    reads_targets = True
+
     def __init__(self, channels: int, t: float = 1.0, learn_t: bool = True, norm: str = "layer",
                  all_sum: AllSum = local_sum, expansion: int = 2, eps: float = 1e-7) -> None:
         super().__init__()

@@ -24,6 +24,8 @@ from gnntrain.models.projection import Projected, project
 
 
 class FiLMLayer(MessagePassingLayer):
+    reads_targets = True
+
     def __init__(self, in_dim: int, out_dim: int, act: bool = True) -> None:
         super().__init__()
         self.in_dim, self.out_dim = in_dim, out_dim

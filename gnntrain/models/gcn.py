@@ -39,6 +39,9 @@ class GCNLayer(MessagePassingLayer):
         entries = graph.edge_src.numel() + graph.num_targets
         return transform_first(graph.num_local, graph.num_targets, entries, self.in_dim, self.lin.out_features)
 
+    def aggregates_rows_by_operator(self, transform: bool) -> bool:
+        return not transform
+
     def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
         if not transform:
             return h

@@ -41,6 +41,9 @@ class GCNIILayer(MessagePassingLayer):
     def reset_parameters(self) -> None:
         nn.init.xavier_uniform_(self.weight1)
 
+    def aggregates_rows_by_operator(self, transform: bool) -> bool:
+        return True
+
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   h0: torch.Tensor) -> torch.Tensor:
         s = (1.0 - self.alpha) * (graph.operator("gcn") @ z) + self.alpha * graph.target_rows(h0)

@@ -78,6 +78,8 @@ class MessagePassingLayer(nn.Module):
     """
 
     in_dim: int
+    reads_targets = False
+    """Whether :meth:`aggregate` reads ``h_inner`` beyond ``z`` (root terms of the targets)."""
 
     @property
     def input_maps(self) -> list[nn.Linear]:
@@ -90,6 +92,13 @@ class MessagePassingLayer(nn.Module):
         whose messages need each source projected (attention, modulation) or that have no
         message map ignore it."""
         return True
+
+    def aggregates_rows_by_operator(self, transform: bool) -> bool:
+        """Whether, in this order, the messages are the (dropped) input rows themselves and enter
+        :meth:`aggregate` only as ``graph.operator(kind) @ z``: then a strategy may pass the
+        messages of some sources only and let the graph's operator supply the rest (a pipeline
+        chunk reading other chunks' rows where they lie, :mod:`gnntrain.parallel.history`)."""
+        return False
 
     def message(self, h: torch.Tensor, transform: bool) -> torch.Tensor:
         return h

@@ -19,6 +19,8 @@ from gnntrain.models.projection import Projected, project
 
 
 class SAGELayer(MessagePassingLayer):
+    reads_targets = True
+
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
         self.in_dim = in_dim
@@ -37,6 +39,9 @@ class SAGELayer(MessagePassingLayer):
     def transforms_first(self, graph: LocalGraph) -> bool:
         return transform_first(graph.num_local, graph.num_targets, graph.edge_src.numel(), self.in_dim,
                                self.lin_l.out_features)
+
+    def aggregates_rows_by_operator(self, transform: bool) -> bool:
+        return not transform
 
     def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
         if not transform:

@@ -42,7 +42,7 @@ PipeGCN-style: our reading of the "historical gradients" the trick avoids).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -50,6 +50,7 @@ import torch
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.sparse import SparseOperator, SparsePattern, spmm
 
 
 @dataclass
@@ -64,6 +65,16 @@ class ChunkView:
     belongs to this chunk, read by this chunk's nodes or, later, by other chunks')."""
     others: torch.Tensor
     """Member-graph local ids of the rows of other chunks that this chunk's nodes read."""
+
+    @property
+    def own(self) -> torch.Tensor:
+        """Member-graph local ids of the rows the chunk produces: inner, then fresh."""
+        return torch.cat([self.rows, self.fresh])
+
+    @property
+    def sources(self) -> torch.Tensor:
+        """Member-graph local ids of the chunk graph's local rows, in order."""
+        return torch.cat([self.rows, self.fresh, self.others])
 
 
 def carve_chunk(graph: LocalGraph, chunk_of_local: torch.Tensor, k: int) -> ChunkView:
@@ -96,6 +107,95 @@ def carve_chunk(graph: LocalGraph, chunk_of_local: torch.Tensor, k: int) -> Chun
     return ChunkView(view, rows, fresh, others)
 
 
+Roots = list[tuple[torch.Tensor, Callable[[], torch.Tensor]]]
+"""Tensors a chunk computed that later chunks read, each with the function that gives the
+gradient those reads sent it (called when the chunk's backward starts)."""
+
+
+class Chunks:
+    """The member graph's K chunk views, and for the layers that aggregate their input rows by a
+    fixed matrix (:meth:`~gnntrain.models.gnn.MessagePassingLayer.aggregates_rows_by_operator`)
+    each chunk's aggregation matrix of a kind split by source (:meth:`split`): the chunk's own
+    rows, passed in, and the other chunks' rows, read where they lie in a layer's message table
+    (columns = member local ids), so that no other chunk's row is gathered, concatenated or
+    given a gradient per chunk. The gradient of those reads is handed back in one product per
+    chunk (:meth:`outflow`)."""
+
+    def __init__(self, member: LocalGraph, chunk_of_local: torch.Tensor, count: int) -> None:
+        self.member, self.chunk_of_local = member, chunk_of_local
+        self.views = [carve_chunk(member, chunk_of_local, k) for k in range(count)]
+        self._split: dict[str, list[tuple[SparseOperator, torch.Tensor]]] = {}
+        self._outflow: dict[str, list[torch.Tensor]] = {}
+
+    def split(self, kind: str, k: int) -> tuple[SparseOperator, torch.Tensor]:
+        """Chunk ``k``'s matrix of ``kind``: its own rows' columns (a :class:`SparseOperator`)
+        and the other chunks' columns as CSR over the member graph's local rows."""
+        if kind not in self._split:
+            self._build(kind)
+        return self._split[kind][k]
+
+    def outflow(self, kind: str, j: int) -> torch.Tensor:
+        """CSR ``[own rows of chunk j, member inner nodes]``: the entries with which other chunks'
+        aggregations of ``kind`` read chunk ``j``'s rows, so that ``outflow @ G`` (``G``: the
+        gradients of those aggregations' outputs) is the gradient they send its rows."""
+        if kind not in self._outflow:
+            self._build(kind)
+        return self._outflow[kind][j]
+
+    def _build(self, kind: str) -> None:
+        member, device = self.member, self.member.device
+        split, read_dst, read_src, read_value = [], [], [], []
+        for view in self.views:
+            dst, src, value = view.graph.operator_entries(kind)
+            own = view.rows.numel() + view.fresh.numel()
+            mine = src < own
+            split.append((SparseOperator(dst[mine], src[mine], value[mine], (view.graph.num_targets, own)),
+                          SparsePattern(dst[~mine], view.sources[src[~mine]],
+                                        (view.graph.num_targets, member.num_local)).matrix(value[~mine])))
+            read_dst.append(view.rows[dst[~mine]])
+            read_src.append(view.sources[src[~mine]])
+            read_value.append(value[~mine])
+        dst, src, value = torch.cat(read_dst), torch.cat(read_src), torch.cat(read_value)
+        position = torch.empty(member.num_local, dtype=torch.long, device=device)
+        outflow = []
+        for j, view in enumerate(self.views):
+            own = view.own
+            position[own] = torch.arange(own.numel(), device=device)
+            read = self.chunk_of_local[src] == j
+            outflow.append(SparsePattern(position[src[read]], dst[read], (own.numel(), member.num_inner))
+                           .matrix(value[read]))
+        self._split[kind], self._outflow[kind] = split, outflow
+
+
+class _SplitOperator:
+    """A chunk's aggregation of ``kind`` with its other sources read from ``table``: ``A @ z``
+    for ``z`` the messages of the chunk's own rows (module docstring of :class:`Chunks`)."""
+
+    def __init__(self, own: SparseOperator, others: torch.Tensor, table: LayerTable, targets: torch.Tensor) -> None:
+        self.own, self.others, self.table, self.targets = own, others, table, targets
+
+    def __matmul__(self, z_own: torch.Tensor) -> torch.Tensor:
+        return self.own @ z_own + _ReadOthers.apply(z_own[:0], self)
+
+
+class _ReadOthers(torch.autograd.Function):
+    """Forward: the other chunks' part of the aggregation, from the table's messages. Backward:
+    keep its output gradient in the table's ``outflow`` rows of the chunk's targets (the
+    gradient reaches the messages when their chunks take it); ``anchor`` (an empty slice of the
+    own messages) only ties the read into the graph."""
+
+    @staticmethod
+    def forward(ctx, anchor: torch.Tensor, op: _SplitOperator) -> torch.Tensor:  # type: ignore[override]
+        ctx.op = op
+        return spmm(op.others, op.table.messages)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        op = ctx.op
+        op.table.keep_outflow(op.targets, grad)
+        return grad.new_zeros(0, grad.shape[1]), None
+
+
 class LayerTable:
     """One layer's inputs and messages over the member graph's rows (module docstring).
     ``constant``: the layer reads the input features ``x`` (the member's inner rows), whose
@@ -116,11 +216,18 @@ class LayerTable:
         """Rows whose message was computed with a gradient to pass on."""
         self.messages: torch.Tensor | None = None
         self.message_grad: torch.Tensor | None = None
+        self.two_messages = False
+        """Whether a row can have two messages with a gradient in one epoch (historical, then
+        current), so that each must take its readers' gradient and leave the rest."""
+        self.outflow: torch.Tensor | None = None
+        """Gradients of the chunks' aggregation outputs (member inner rows), for the messages
+        read through :class:`_SplitOperator`."""
 
     def begin_epoch(self) -> None:
         self.ready.zero_()
-        if self.message_grad is not None:
-            self.message_grad.zero_()
+        for buffer in (self.message_grad, self.outflow):
+            if buffer is not None:
+                buffer.zero_()
         if self.history_grad is not None:
             self.stale_grad, self.history_grad = self.history_grad, self.stale_grad
             self.history_grad.zero_()
@@ -163,42 +270,65 @@ class LayerTable:
             rows.register_hook(_adding_to(self.history_grad, index))
         return rows
 
-    def store(self, index: torch.Tensor, z: torch.Tensor, roots: list) -> None:
+    def store(self, index: torch.Tensor, z: torch.Tensor, roots: Roots | None) -> None:
         """Messages ``z`` of the rows ``index``, computed now by the running chunk; where they
-        carry a gradient (from the layer's map or its inputs), a root of its backward."""
+        carry a gradient (from the layer's map or its inputs) and ``roots`` is given, a root of
+        its backward, whose gradient is what later readers added to ``message_grad``."""
         if self.messages is None:
             self.messages = z.new_zeros(self.graph.num_local, *z.shape[1:])
             self.message_grad = torch.zeros_like(self.messages)
         self.messages[index] = z.detach()
         self.ready[index] = True
         self.carries_grad[index] = z.requires_grad
-        if z.requires_grad and index.numel():
-            roots.append((z, self, index))
+        if roots is not None and z.requires_grad and index.numel():
+            roots.append((z, lambda: self.take_grad(index)))
 
-    def fetch(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor], roots: list) -> torch.Tensor:
-        """The messages of the rows ``index``: read from the table where this epoch has them
-        (their gradient added to ``message_grad`` where one can pass on), computed by
-        ``compute(missing rows)`` and stored otherwise."""
-        ready = self.ready[index]
-        missing = (~ready).nonzero().view(-1)
-        if missing.numel() == index.numel():
-            computed = compute(index)
-            self.store(index, computed, roots)
-            return computed
+    def ensure(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Compute and store the messages of the rows ``index`` that this epoch has none of
+        (messages without a gradient to pass on)."""
+        missing = index[~self.ready[index]]
+        if missing.numel():
+            self.store(missing, compute(missing), None)
+
+    def fetch(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor], roots: Roots) -> torch.Tensor:
+        """The messages of the rows ``index``: computed by ``compute(missing rows)`` and stored
+        where this epoch has none yet, then read from the table (a leaf whose gradient is added
+        to ``message_grad`` where one can pass on). Computed messages that carry a gradient
+        stay in the running chunk's graph instead of being read back."""
+        missing = (~self.ready[index]).nonzero().view(-1)
+        if missing.numel():
+            computed = compute(index[missing])
+            self.store(index[missing], computed, roots)
+            if computed.requires_grad:
+                if missing.numel() == index.numel():
+                    return computed
+                return self._read(index).index_copy(0, missing, computed)
+        return self._read(index)
+
+    def _read(self, index: torch.Tensor) -> torch.Tensor:
         read = self.messages[index]
-        if bool(self.carries_grad[index[ready]].any()):
+        if bool(self.carries_grad[index].any()):
             read.requires_grad_()
             read.register_hook(_adding_to(self.message_grad, index))
-        if not missing.numel():
-            return read
-        computed = compute(index[missing])
-        self.store(index[missing], computed, roots)
-        return read.index_copy(0, missing, computed)
+        return read
+
+    def compute_history(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """``compute(index)``, the messages of historical rows."""
+        z = compute(index)
+        self.two_messages = self.two_messages or z.requires_grad
+        return z
+
+    def keep_outflow(self, targets: torch.Tensor, grad: torch.Tensor) -> None:
+        if self.outflow is None:
+            self.outflow = grad.new_zeros(self.graph.num_inner, grad.shape[1])
+        self.outflow[targets] = grad
 
     def take_grad(self, index: torch.Tensor) -> torch.Tensor:
-        """What later chunks sent the messages of ``index``, cleared (module docstring)."""
+        """What later chunks sent the messages of ``index`` (cleared where a row has two
+        messages, module docstring)."""
         grad = self.message_grad[index]
-        self.message_grad[index] = 0
+        if self.two_messages:
+            self.message_grad[index] = 0
         return grad
 
 
@@ -212,49 +342,72 @@ def _adding_to(total: torch.Tensor, index: torch.Tensor) -> Callable[[torch.Tens
 
 
 class ChunkHalo:
-    """Runs one chunk's message-passing layers (a :class:`~gnntrain.models.gnn.LayerwiseHaloSource`):
+    """Runs chunk ``k``'s message-passing layers (a :class:`~gnntrain.models.gnn.LayerwiseHaloSource`):
     exchanges the fresh rows within the group (``exchange``; None for a group of one), records
     each layer input's rows as current, computes the messages of the rows the chunk produces
     and reads or computes the others' (:class:`LayerTable`), and keeps the tensors computed here
-    that later chunks read (:meth:`backward_roots`). ``member``: the member graph, the rows each
-    layer's order is chosen for."""
+    that later chunks read (:meth:`backward_roots`). Each layer runs in the order chosen for the
+    member graph's rows, the rows it maps over an epoch. A layer that aggregates its rows by a
+    fixed matrix, with no gradient into historical rows, reads the other chunks' rows where they
+    lie (:class:`Chunks`); any other reads them from the table as one tensor."""
 
-    def __init__(self, view: ChunkView, tables: dict[int, LayerTable], member: LocalGraph,
-                 exchange: HaloExchange | None) -> None:
-        self.view, self.tables, self.member, self.exchange = view, tables, member, exchange
-        self.roots: list[tuple[torch.Tensor, LayerTable, torch.Tensor]] = []
-        self.stale_roots: list[tuple[torch.Tensor, torch.Tensor]] = []
+    def __init__(self, chunks: Chunks, k: int, tables: dict[int, LayerTable], exchange: HaloExchange | None) -> None:
+        self.chunks, self.k, self.tables, self.exchange = chunks, k, tables, exchange
+        self.view, self.member = chunks.views[k], chunks.member
+        self.roots: Roots = []
 
     def propagate(self, conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: LocalGraph,
                   dropout: Dropout, *extra: torch.Tensor) -> torch.Tensor:
-        table, view = self.tables[layer], self.view
-        transform = conv.transforms_first(self.member)
-        ids, member_ids = graph.global_ids, self.member.global_ids
+        table, view, member = self.tables[layer], self.view, self.member
+        transform = conv.transforms_first(member)
+        ids = graph.global_ids
         rows, own = view.rows.numel(), view.rows.numel() + view.fresh.numel()
         fresh = self.exchange(h, layer) if self.exchange is not None else h[:0]
-        h_inner = dropout(h, ids[:rows])
+        by_operator = conv.aggregates_rows_by_operator(transform) and table.history_grad is None
+        # the input features' messages come from the table, so their rows are dropped here only
+        # where they are the messages or the layer reads them as root terms
+        dropped = by_operator or conv.reads_targets or not table.constant
+        h_inner = dropout(h, ids[:rows]) if dropped else h
 
         def compute(index: torch.Tensor) -> torch.Tensor:
-            return conv.message(dropout(table.inputs(index), member_ids[index]), transform)
+            return conv.message(dropout(table.inputs(index), member.global_ids[index]), transform)
 
         if table.constant:
-            table.x_halo[view.fresh - self.member.num_inner] = fresh
-            z = table.fetch(torch.cat([view.rows, view.fresh, view.others]), compute, self.roots)
+            table.x_halo[view.fresh - member.num_inner] = fresh
         else:
             table.current[view.rows] = h.detach()
             table.current[view.fresh] = fresh.detach()
             if table.stale_grad is not None:
-                self.stale_roots += [(h, table.stale_grad[view.rows]), (fresh, table.stale_grad[view.fresh])]
+                self.roots += [(h, lambda: table.stale_grad[view.rows]),
+                               (fresh, lambda: table.stale_grad[view.fresh])]
+        if by_operator:
+            z = conv.message(torch.cat([h_inner, dropout(fresh, ids[rows:own])]), transform)
+            table.store(view.own, z, None)
+            table.ensure(view.others, compute)
+            graph = replace(graph, operator_source=lambda kind: self._split_operator(kind, table, z))
+        elif table.constant:
+            z = table.fetch(view.sources, compute, self.roots)
+        else:
             z_own = conv.message(torch.cat([h_inner, dropout(fresh, ids[rows:own])]), transform)
-            table.store(torch.cat([view.rows, view.fresh]), z_own, self.roots)
-            z = torch.cat([z_own, table.fetch(view.others, compute, self.roots)])
+            table.store(view.own, z_own, self.roots)
+            z = torch.cat([z_own, table.fetch(view.others, lambda index: table.compute_history(index, compute),
+                                              self.roots)])
         return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
+
+    def _split_operator(self, kind: str, table: LayerTable, z_own: torch.Tensor) -> _SplitOperator:
+        """The chunk's matrix of ``kind`` reading its other sources from ``table``; the own
+        messages ``z_own`` become a root whose gradient is what the other chunks' reads sent."""
+        own, others = self.chunks.split(kind, self.k)
+        if z_own.requires_grad:
+            outflow = self.chunks.outflow(kind, self.k)
+            self.roots.append((z_own, lambda: spmm(outflow, table.outflow) if table.outflow is not None
+                               else torch.zeros_like(z_own)))
+        return _SplitOperator(own, others, table, self.view.rows)
 
     def backward_roots(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The tensors this chunk computed that need a gradient, and what later chunks sent them
         (plus, without trick 2, last epoch's historical gradient of the rows it produced)."""
-        roots = [(t, table.take_grad(index)) for t, table, index in self.roots]
-        roots += [(t, grad) for t, grad in self.stale_roots if t.requires_grad and t.numel()]
+        roots = [(t, grad()) for t, grad in self.roots if t.requires_grad and t.numel()]
         return [t for t, _ in roots], [g for _, g in roots]
 
 

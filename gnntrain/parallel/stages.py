@@ -12,7 +12,6 @@ and their widths, found once by running the model on a one-node graph.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +20,10 @@ from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.data.graph_data import GraphData
 from gnntrain.graph import build_local_graph
 from gnntrain.models.gnn import Block, MessagePassingModel
+
+
+PIPE_KINDS = ("pipe_fwd", "pipe_bwd")
+"""The kinds of the transfers between stages (with any prefix, e.g. ``history_``)."""
 
 
 def stage_of_blocks(blocks: list[Block], num_layers: int, stages: int) -> list[int]:
@@ -81,16 +84,15 @@ def stage_boundaries(model: MessagePassingModel, owner: list[int], num_features:
 class StageLink:
     """A rank's point-to-point traffic with the same member of the neighbouring stages, over
     the ``pp`` communicator: activations forward (``pipe_fwd``), their gradients backward
-    (``pipe_bwd``). Sends are asynchronous and completed by :meth:`flush`; receives block, and
-    the seconds blocked on them (the stage waiting for its neighbour: the pipeline bubble,
-    including any transfer still under way) add up in ``waited_s``."""
+    (``pipe_bwd``). Sends are asynchronous and completed by :meth:`flush`; receives block. The
+    meter records the seconds a rank is blocked on either (:data:`PIPE_KINDS`): the stage
+    waiting for its neighbour, the pipeline bubble, including any transfer still under way."""
 
     def __init__(self, comm: Communicator, stage: int, boundaries: list[Boundary]) -> None:
         self.comm, self.stage = comm, stage
         self.incoming = boundaries[stage - 1] if stage > 0 else None
         self.outgoing = boundaries[stage] if stage < len(boundaries) else None
         self.pending: list[InFlight] = []
-        self.waited_s = 0.0
 
     def send(self, forward: bool, tensors: list[torch.Tensor]) -> None:
         """Send ``tensors`` to the next stage (``forward``) or their gradients to the previous."""
@@ -100,10 +102,7 @@ class StageLink:
     def receive(self, forward: bool, buffers: list[torch.Tensor]) -> list[torch.Tensor]:
         """Receive into ``buffers`` from the previous stage (``forward``) or the next one."""
         peer, kind = (self.stage - 1, "pipe_fwd") if forward else (self.stage + 1, "pipe_bwd")
-        start = time.perf_counter()
-        tensors = self.comm.recv_start(peer, buffers, kind).wait()
-        self.waited_s += time.perf_counter() - start
-        return tensors
+        return self.comm.recv_start(peer, buffers, kind).wait()
 
     def flush(self) -> None:
         """Complete every send still in flight."""

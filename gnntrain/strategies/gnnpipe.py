@@ -43,8 +43,10 @@ epoch, so a resumed run equals the uninterrupted one.
 
 Evaluation is a fresh full-graph forward through the stages (no stale row). Bytes: ``pipe_fwd``
 and ``pipe_bwd`` between stages; ``halo_fwd``/``halo_bwd`` and ``allreduce`` within groups.
-``bubble_share``: the mean over ranks of the epoch's share spent blocked on a neighbouring
-stage (Fig. 8's bubble, with any transfer still under way).
+Strategy metrics (Fig. 8's breakdown): ``bubble_share``, the mean over ranks of the epoch's
+share spent blocked on a neighbouring stage (with any transfer still under way); and per stage
+``s`` (the mean over its group), ``stage<s>/compute``, ``stage<s>/communication`` (exposed
+waits on the group's halo exchanges and all-reduce) and ``stage<s>/bubble``, in seconds.
 
 The schedule is written over the communicator's point-to-point transfers rather than
 ``torch.distributed.pipelining``: its micro-batches are independent (a micro-batch's backward
@@ -64,7 +66,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.meter import CommMeter
+from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
 from gnntrain.config.schema import StrategyConfig, check
 from gnntrain.data import JobData
 from gnntrain.data.chunks import split_chunks
@@ -74,9 +76,9 @@ from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.models.gnn import step_key
-from gnntrain.parallel.history import ChunkHalo, FreshHalo, LayerTable, carve_chunk
+from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
 from gnntrain.parallel.mesh import Layout, WorkerContext
-from gnntrain.parallel.stages import StageLink, stage_boundaries, stage_of_blocks
+from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
 
 
 @dataclass
@@ -156,8 +158,8 @@ class GNNPipe:
         self.graph = build_local_graph(data, member, self.gp.rank, group, dtype).to(ctx.device)
         self.y = self.graph.y.to(dtype) if self.multilabel else self.graph.y
         chunk_of_local = job.part.to(ctx.device)[self.graph.global_ids]
-        self.views = [carve_chunk(self.graph, chunk_of_local, k) for k in range(self.num_chunks)]
-        self.exchanges = [HaloExchange(v.graph, self.gp) if group > 1 else None for v in self.views]
+        self.chunks = Chunks(self.graph, chunk_of_local, self.num_chunks)
+        self.exchanges = [HaloExchange(v.graph, self.gp) if group > 1 else None for v in self.chunks.views]
         self.member_exchange = HaloExchange(self.graph, self.gp) if group > 1 else None
 
         torch.manual_seed(cfg["seed"])
@@ -177,7 +179,7 @@ class GNNPipe:
                        for block in self.stage_blocks if block.layer is not None}
         self.shuffle, self.seed, self.model_seed = scfg["shuffle"], scfg["seed"], cfg["seed"]
         self.refresh_every = scfg["alpha"] if scfg["fixed_history"] else 1
-        self.bubble_share = 0.0
+        self.epoch_time = 0.0
 
     # -- one stage's share of a pass ------------------------------------------------------
 
@@ -213,7 +215,6 @@ class GNNPipe:
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         start = time.perf_counter()
-        self.link.waited_s = 0.0
         if epoch == 1:
             self.model.eval()
             with self.meter.tagged("history_"):
@@ -231,9 +232,9 @@ class GNNPipe:
         loss = self.graph.x.new_zeros(())
         passes = []
         for k in order:
-            view = self.views[k]
+            view = self.chunks.views[k]
             inputs = self._receive_input(view.rows, True)
-            halo = ChunkHalo(view, self.tables, self.graph, self.exchanges[k])
+            halo = ChunkHalo(self.chunks, k, self.tables, self.exchanges[k])
             h, extra = self._stage_forward(*inputs, view.graph, halo)
             if self.last:
                 rows = view.rows
@@ -262,7 +263,7 @@ class GNNPipe:
         self.optimizer.step()
         for table in self.tables.values():
             table.end_epoch(epoch % self.refresh_every == 0)
-        self.bubble_share = self.link.waited_s / (time.perf_counter() - start)
+        self.epoch_time = time.perf_counter() - start
         return loss
 
     def evaluate(self) -> torch.Tensor:
@@ -275,9 +276,21 @@ class GNNPipe:
         return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
 
     def epoch_metrics(self) -> dict[str, float]:
-        share = torch.tensor([self.bubble_share], dtype=torch.float64, device=self.graph.device)
-        self.world.reduce_untracked(share, dist.ReduceOp.SUM)
-        return {"bubble_share": float(share) / self.world.world_size}
+        """``bubble_share`` and the per-stage breakdown of the epoch just trained (module
+        docstring); every rank calls it."""
+        waits = {k: t for k, t in self.meter.wait_s.items() if category(k) in TRAINING_CATEGORIES}
+        bubble = sum(t for k, t in waits.items() if k.endswith(PIPE_KINDS))
+        communication = sum(waits.values()) - bubble
+        parts = torch.zeros(self.stages, 5, dtype=torch.float64, device=self.graph.device)
+        parts[self.stage] = torch.tensor([1.0, self.epoch_time - bubble - communication, communication, bubble,
+                                          bubble / self.epoch_time], dtype=torch.float64)
+        self.world.reduce_untracked(parts, dist.ReduceOp.SUM)
+        per_rank = parts[:, 1:] / parts[:, :1]
+        metrics = {"bubble_share": float(parts[:, 4].sum()) / self.world.world_size}
+        for stage, (compute, comm, wait, _) in enumerate(per_rank.tolist()):
+            metrics.update({f"stage{stage}/compute": compute, f"stage{stage}/communication": comm,
+                            f"stage{stage}/bubble": wait})
+        return metrics
 
     def finish(self) -> None:
         self.link.flush()
