@@ -4,7 +4,7 @@
 function as PyG's ``GCNConv`` (default ``add_self_loops=True, normalize=True``), with the same
 parameter names (``lin.weight``, ``bias``) and initialisation (Glorot weight, zero bias).
 The product is evaluated in the cheaper order for the graph's rows
-(:func:`gnntrain.models.gnn.transform_first`): ``W`` on every source row and then the
+(:class:`~gnntrain.models.gnn.LinearMessageLayer`): ``W`` on every source row and then the
 aggregation, or the aggregation and then ``W`` on the target rows.
 """
 
@@ -14,12 +14,13 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models import rows
-from gnntrain.models.gnn import MessagePassingLayer, transform_first
-from gnntrain.models.projection import Projected, project
+from gnntrain.models.gnn import LinearMessageLayer
+from gnntrain.models.projection import Projected
 
 
-class GCNLayer(MessagePassingLayer):
+class GCNLayer(LinearMessageLayer):
+    operator_kind = "gcn"
+
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()
         self.in_dim = in_dim
@@ -35,24 +36,10 @@ class GCNLayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin]
 
-    def transforms_first(self, graph: LocalGraph) -> bool:
-        entries = graph.edge_src.numel() + graph.num_targets
-        return transform_first(graph.num_local, graph.num_targets, entries, self.in_dim, self.lin.out_features)
-
-    def aggregates_rows_by_operator(self, transform: bool) -> bool:
-        return not transform
-
-    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
-        if not transform:
-            return h
-        if not isinstance(h, Projected):
-            rows.add(h.shape[0])
-        return project(self.lin, h)
+    @property
+    def message_map(self) -> nn.Linear:
+        return self.lin
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
                   transform: bool) -> torch.Tensor:
-        a = graph.operator("gcn") @ z
-        if not transform:
-            rows.add(a.shape[0])
-            a = self.lin(a)
-        return a + self.bias
+        return self.aggregate_messages(z, graph, transform) + self.bias

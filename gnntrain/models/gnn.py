@@ -42,7 +42,8 @@ from torch import nn
 from gnntrain import keyed
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
-from gnntrain.models.projection import Projected
+from gnntrain.models import rows
+from gnntrain.models.projection import Projected, project
 from gnntrain.random16 import dropout
 
 
@@ -114,6 +115,42 @@ class MessagePassingLayer(nn.Module):
         transform = self.transforms_first(graph)
         z = torch.cat([self.message(h_inner, transform), self.message(h_halo, transform)])
         return self.update(self.aggregate(z, h_inner, graph, transform, *extra))
+
+
+class LinearMessageLayer(MessagePassingLayer):
+    """A layer whose messages are a linear map of the source rows (:attr:`message_map`, its bias
+    left out) aggregated by a fixed matrix (``graph.operator(operator_kind)``): ``A (H W) =
+    (A H) W``, so it maps the sources before aggregating or the targets after, whichever
+    :func:`transform_first` finds cheaper for the graph's rows, counting the rows it maps."""
+
+    operator_kind: str
+
+    @property
+    def message_map(self) -> nn.Linear:
+        raise NotImplementedError
+
+    def transforms_first(self, graph: LocalGraph) -> bool:
+        entries = graph.edge_src.numel() + (graph.num_targets if self.operator_kind == "gcn" else 0)
+        return transform_first(graph.num_local, graph.num_targets, entries, self.in_dim,
+                               self.message_map.out_features)
+
+    def aggregates_rows_by_operator(self, transform: bool) -> bool:
+        return not transform
+
+    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
+        if not transform:
+            return h
+        if not isinstance(h, Projected):
+            rows.add(h.shape[0])
+        return project(self.message_map, h, bias=False)
+
+    def aggregate_messages(self, z: torch.Tensor, graph: LocalGraph, transform: bool) -> torch.Tensor:
+        """``A z``, mapped by ``W`` where the messages are the rows themselves."""
+        a = graph.operator(self.operator_kind) @ z
+        if transform:
+            return a
+        rows.add(a.shape[0])
+        return a @ self.message_map.weight.t()
 
 
 def order(conv: MessagePassingLayer, h: torch.Tensor | Projected, graph: LocalGraph) -> bool:

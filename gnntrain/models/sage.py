@@ -4,7 +4,7 @@
 BNS-GCN write it, with the mean over the node's full (global) in-neighbourhood. Same function,
 parameter names (``lin_l`` with bias, ``lin_r`` without) and initialisation as PyG's
 ``SAGEConv(aggr="mean")``. ``W_l`` runs before or after the mean, whichever is cheaper for the
-graph's rows (:func:`gnntrain.models.gnn.transform_first`).
+graph's rows (:class:`~gnntrain.models.gnn.LinearMessageLayer`).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models import rows
-from gnntrain.models.gnn import MessagePassingLayer, transform_first
+from gnntrain.models.gnn import LinearMessageLayer
 from gnntrain.models.projection import Projected, project
 
 
-class SAGELayer(MessagePassingLayer):
+class SAGELayer(LinearMessageLayer):
+    operator_kind = "mean"
     reads_targets = True
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
@@ -36,25 +36,12 @@ class SAGELayer(MessagePassingLayer):
     def input_maps(self) -> list[nn.Linear]:
         return [self.lin_l, self.lin_r]
 
-    def transforms_first(self, graph: LocalGraph) -> bool:
-        return transform_first(graph.num_local, graph.num_targets, graph.edge_src.numel(), self.in_dim,
-                               self.lin_l.out_features)
-
-    def aggregates_rows_by_operator(self, transform: bool) -> bool:
-        return not transform
-
-    def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
-        if not transform:
-            return h
-        if not isinstance(h, Projected):
-            rows.add(h.shape[0])
-        return project(self.lin_l, h, bias=False)
+    @property
+    def message_map(self) -> nn.Linear:
+        return self.lin_l
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
                   transform: bool) -> torch.Tensor:
-        neigh = graph.operator("mean") @ z
-        if not transform:
-            rows.add(neigh.shape[0])
-            neigh = neigh @ self.lin_l.weight.t()
         # The bias is added after aggregation: nodes without in-neighbours still get it.
-        return neigh + self.lin_l.bias + project(self.lin_r, graph.target_rows(h_inner))
+        return (self.aggregate_messages(z, graph, transform) + self.lin_l.bias
+                + project(self.lin_r, graph.target_rows(h_inner)))
