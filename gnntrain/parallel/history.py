@@ -26,13 +26,18 @@ Each owned layer keeps a :class:`LayerTable` over every row of the member graph:
   (Algorithm 1's AGGREGATE then UPDATE, lines 15-16); mapping first (narrowing layers,
   attention), each row passes through it once per epoch.
 
+Reading. A layer whose messages are its dropped rows aggregated by a fixed matrix (GCN and SAGE
+aggregating first, GCNII) reads the other chunks' messages where they lie, through its matrix
+split by source (:class:`Chunks`); any other layer reads them into one tensor per chunk.
+
 Gradients. The epoch's backward runs the chunks in reverse order, one ``autograd.backward``
 per chunk. A message that chunk ``k`` read from the table was computed by an earlier chunk
-``j``, whose backward runs later: the gradient chunk ``k`` sends it is added up in the table's
-``message_grad`` and handed to chunk ``j``'s backward, which takes it (and clears it) together
-with its output gradient, so the epoch's gradient is that of the whole epoch's (stale) forward
-pass. A row read first as history and later as current has two messages; the backward meets
-their readers in reverse order, so each message's computing chunk takes exactly its readers'
+``j``, whose backward runs later: the gradient chunk ``k`` sends it is kept (read as a tensor:
+added up per row in ``message_grad``; read through the split matrix: chunk ``k``'s output
+gradient, in ``outflow``) and handed to chunk ``j``'s backward, which takes it together with its
+output gradient, so the epoch's gradient is that of the whole epoch's (stale) forward pass. A
+row read first as history and later as current has two messages; the backward meets their
+readers in reverse order, so each message's computing chunk takes exactly its readers'
 gradient. Historical rows were produced in an earlier epoch: with ``detach_history`` (GNNPipe's
 trick 2, the default) no gradient flows into them (their messages still carry the gradient of
 the layer's own map, where it has one); without it, it is added up in ``history_grad`` and
