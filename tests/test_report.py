@@ -43,6 +43,8 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
         assert float(row["MB_per_epoch"]) == pytest.approx(summary["mean_comm_bytes_per_epoch"] / 2**20)
         assert float(row["MB_halo_fwd"]) == pytest.approx(summary["mean_comm_bytes_by_kind"]["halo_fwd"] / 2**20)
         assert float(row["test_at_best_val"]) == pytest.approx(summary["test_at_best_val"])
+        assert summary["mean_strategy_metrics"]["projected_rows"] > 0
+        assert float(row["projected_rows"]) == pytest.approx(summary["mean_strategy_metrics"]["projected_rows"])
         assert row["network"] == "none"
     text = (sweep / "report.md").read_text()
     assert "| run |" in text and "pipegcn" in text
