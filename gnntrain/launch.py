@@ -27,6 +27,7 @@ import atexit
 import ctypes
 import logging
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -163,7 +164,7 @@ def _stop_with_the_launcher(launcher: int) -> None:
 
 
 def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
-             init_method: str, launcher: int) -> None:
+             init_method: str, launcher: int, failed_at: Any) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
@@ -172,7 +173,8 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
     (the W&B run is the launcher's); it then leaves as a finished worker does, without
-    finalization, whatever error the stop caused (e.g. a peer's closed connection)."""
+    finalization, whatever error the stop caused (e.g. a peer's closed connection). A worker
+    that fails stamps the time in ``failed_at[local_rank]``, so the launcher names the first."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _stop_with_the_launcher(launcher)
     stopped: list[int] = []
@@ -187,7 +189,8 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     try:
         _run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
     except Exception:
-        if not stopped:  # a real failure: the launcher reports it
+        if not stopped:  # a real failure: the launcher reports the earliest
+            failed_at[local_rank] = time.monotonic()
             raise
         # stopped (the error may be a peer's closed connection that came first): sinks are closed
     sys.stdout.flush()
@@ -267,22 +270,40 @@ def _spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world
     first worker to fail takes the others down."""
     addr = cfg["cluster"]["master_addr"]
     port = cfg["cluster"]["master_port"] or _free_port(addr)
+    failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
-                                 args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid()))
+                                 args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
+                                       failed_at))
     try:
         while not context.join(FOLLOW_EVERY_S):
             if follower is not None:
                 with interrupts_deferred():
                     follower.poll()
     except mp.ProcessRaisedException as exc:
-        last = str(exc).strip().splitlines()[-1]
-        raise WorkerFailed(f"worker rank {exc.error_index} failed: {last}") from None
+        rank, trace = _first_failure(failed_at, context.error_files, exc)
+        last = trace.strip().splitlines()[-1]
+        raise WorkerFailed(f"worker rank {rank} failed: {last}") from None
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
                            f"the other workers were stopped") from None
     except BaseException:  # JobInterrupted from the CLI's signal handler, among others
         _stop(context.processes)
         raise
+
+
+def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaisedException) -> tuple[int, str]:
+    """The rank that failed first and its traceback.
+
+    The exception torch raises names whichever failed worker it noticed first, often a peer
+    whose collective broke because the real culprit had exited ("Connection closed by peer").
+    Each failing worker stamps the system-wide monotonic clock in ``failed_at`` before it
+    exits, and its peers notice the exit only after, so the earliest stamp is the cause."""
+    stamped = [(at, rank) for rank, at in enumerate(failed_at[:]) if at > 0 and os.path.isfile(error_files[rank])]
+    if not stamped:
+        return exc.error_index, str(exc)
+    rank = min(stamped)[1]
+    with open(error_files[rank], "rb") as fh:
+        return rank, pickle.load(fh)
 
 
 def _stop(workers: list, grace_s: float = 5.0) -> None:
