@@ -123,9 +123,28 @@ def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch
     scale = first["calibration"]["scale"]
     assert first["bandwidth_gbps"] == pytest.approx(10 * scale)
     assert first["intra_bandwidth_gbps"] == pytest.approx(96 * scale)
-    monkeypatch.setattr(calibration, "_probe", lambda cfg: pytest.fail("calibration was not reused"))
+    assert first["calibration"]["against"] == "vanilla"
+    assert abs(first["calibration"]["reached_share"] - 0.8) < 0.1
+    monkeypatch.setattr(calibration, "_probe", lambda *args: pytest.fail("calibration was not reused"))
     cfg["run_dir"] = str(tmp_path / "second")
     assert calibration.calibrated(cfg)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
+
+
+@pytest.mark.parametrize("strategy, against, baseline", [
+    ("hopgnn", None, {"name": "minibatch", "batch_size": 64, "fanout": 3, "seed": 0}),
+    ("p3", None, {"name": "minibatch", "batch_size": 64, "fanout": 3, "seed": 0}),
+    ("pipegcn", None, {"name": "vanilla"}),
+    ("gnnpipe", None, {"name": "vanilla"}),
+    ("data_parallel", None, {"name": "vanilla"}),
+    ("hopgnn", "vanilla", {"name": "vanilla"}),
+])
+def test_calibration_probes_the_family_baseline(strategy: str, against: str | None, baseline: dict) -> None:
+    overrides = [f"strategy={strategy}", "network=eth10g", "network.calibrate_share=0.6"]
+    if strategy == "hopgnn" or strategy == "p3":
+        overrides += ["strategy.batch_size=64", "strategy.fanout=3"]
+    if against:
+        overrides.append(f"network.calibrate_against={against}")
+    assert calibration.probe_strategy(make_cfg(*overrides)) == baseline
 
 
 def test_solve_inverts_the_share() -> None:
@@ -142,7 +161,18 @@ def test_solve_inverts_the_share() -> None:
     (("network=eth10g", "network.calibrate_share=1.5"), "in (0, 1)"),
     (("network=eth10g", "network.bandwidth_gbps=0"), "> 0"),
     (("network=eth10g", "network.gpus_per_node=2"), "intra_bandwidth_gbps"),
+    (("network.calibrate_against=dgl",), "network.calibrate_against=dgl is invalid"),
 ])
 def test_bad_network_settings_are_named(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         validate(make_cfg(*overrides))
+
+
+@pytest.mark.slow
+def test_hopgnn_calibrates_against_minibatch_and_reaches_the_share(tmp_path: Path) -> None:
+    cfg = make_cfg("strategy=hopgnn", "dataset.num_nodes=3000", "model.hidden=32", "strategy.batch_size=256",
+                   "strategy.fanout=5", "network=eth10g", "network.calibrate_share=0.6", "network.probe_epochs=3")
+    cfg["run_dir"] = str(tmp_path)
+    result = calibration.calibrated(cfg)["network"]["calibration"]
+    assert result["against"] == "minibatch"
+    assert abs(result["reached_share"] - 0.6) < 0.1

@@ -135,5 +135,8 @@ def label(info: dict) -> str:
         text += (f" between nodes; {info['intra_bandwidth_gbps']:.4g} Gbit/s, {info['intra_latency_us']:g} us "
                  f"within ({info['gpus_per_node']} workers per node)")
     if info.get("calibration"):
-        text += f"; calibrated to vanilla communication share {info['calibration']['share']:g}"
+        calibration = info["calibration"]
+        text += f"; calibrated to {calibration.get('against', 'vanilla')} communication share {calibration['share']:g}"
+        if "reached_share" in calibration:
+            text += f" (reached {calibration['reached_share']:.2f})"
     return text

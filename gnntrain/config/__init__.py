@@ -108,6 +108,12 @@ def validate_network(net: dict) -> None:
               "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
         check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
         check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")
+    against = net["calibrate_against"]
+    if against is not None:
+        from gnntrain.strategies import STRATEGIES
+
+        check("network.calibrate_against", against, against in STRATEGIES,
+              f"a strategy ({', '.join(sorted(STRATEGIES))}) or null")
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:

@@ -186,9 +186,11 @@ class NetworkConfig:
     intra_latency_us: float = 0.0
     """Latency within a machine in microseconds."""
     calibrate_share: Optional[float] = None
-    """Scale the bandwidths so that vanilla spends this share of its epoch in exposed communication."""
+    """Scale the bandwidths so that the calibration baseline spends this share of its epoch in exposed communication."""
+    calibrate_against: Optional[str] = None
+    """The strategy calibration probes; null: the baseline of the run's family (vanilla, or minibatch for mini-batches)."""
     probe_epochs: int = 6
-    """Epochs of the vanilla probe that measures that share (cached per setting)."""
+    """Epochs of each probe of the baseline that measures that share (cached per setting)."""
 
 
 @dataclass

@@ -2,27 +2,36 @@
 
 CPU compute here is roughly 100x slower than the papers' GPUs, so a physically equal link
 gives the wrong balance between computing and communicating. Calibration picks the link speed
-at which vanilla graph-parallel training spends the share ``s`` of its epoch in exposed
-communication, as the paper reports for its setting; every method is then compared under that
-one link.
+at which the *baseline* spends the share ``s`` of its epoch in exposed communication, as the
+paper reports for its setting; every method is then compared under that one link. The
+baseline is the run's family's (:func:`gnntrain.strategies.baseline_of`: ``vanilla`` for the
+graph-parallel, data-parallel and pipeline strategies, whose papers quote graph parallelism's
+share; ``minibatch``, DGL's, for the mini-batch family, as HopGNN Sec. 3.1 quotes DGL's time
+gathering features), or the strategy ``network.calibrate_against`` names. It runs with the
+options it shares with the run's strategy (batch size, fan-out, seed) and its own defaults
+for the rest.
 
-A vanilla probe of ``network.probe_epochs`` epochs (the first excluded) runs on the same
+A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline on the same
 dataset, model, workers and partition under the preset network, and measures per epoch the
 compute time ``C`` (epoch less exposed communication), the exposed communication ``X`` and,
 within it, the links' busy time ``B`` (bytes / bandwidth); the rest, ``X - B`` (latency, the
-real transfer, waiting for a slower peer), does not depend on the bandwidth. Vanilla overlaps
-nothing, so with every bandwidth scaled by ``f`` its exposed communication is
+real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
+overlap nothing, so with every bandwidth scaled by ``f`` the exposed communication is
 ``X - B + B / f``, and asking it to be the share ``s`` of the epoch, ``s C / (1 - s)``, gives
 
     f = B / (s C / (1 - s) - (X - B)).
 
-The result is cached per setting and machine (``<partition.cache_dir>/calibration/``), so every
-job of a sweep runs under the same link; delete the file to measure again.
+A second probe under the calibrated link measures the share reached, which is printed and
+recorded with the calibration (``network.calibration`` in ``summary.json``: ``against``,
+``share``, ``reached_share``, ``scale``, the probes' figures). The result is cached per setting
+and machine (``<partition.cache_dir>/calibration/``), so every job of a sweep runs under the
+same link; delete the file to measure again.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,10 +41,12 @@ from pathlib import Path
 from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
 from gnntrain.launch import launch, under_torchrun
+from gnntrain.strategies import baseline_of, schema_of
 
 SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "parts"),
                 "train": ("dtype",), "seed": None}
-"""What shapes vanilla's epoch, hence the calibration (``None``: the whole section)."""
+"""What shapes the baseline's epoch besides its own options, hence the calibration (``None``:
+the whole section)."""
 
 
 def calibrated(cfg: dict) -> dict:
@@ -48,47 +59,80 @@ def calibrated(cfg: dict) -> dict:
     if under_torchrun():
         raise ConfigError("network.calibrate_share runs a local probe; under torchrun pass the bandwidth a local "
                           "run printed instead: network.bandwidth_gbps=<Gbit/s>")
-    path = Path(cfg["partition"]["cache_dir"]) / "calibration" / f"{_setting_key(cfg)}.json"
+    baseline = probe_strategy(cfg)
+    path = Path(cfg["partition"]["cache_dir"]) / "calibration" / f"{_setting_key(cfg, baseline)}.json"
     if path.exists():
         result = json.loads(path.read_text())
     else:
-        print(f"network: calibrating {net['name']} to vanilla communication share {share:g} "
-              f"({net['probe_epochs']}-epoch vanilla probe)", flush=True)
-        result = _solve(_probe(cfg), cfg)
+        print(f"network: calibrating {net['name']} to {baseline['name']} communication share {share:g} "
+              f"({net['probe_epochs']}-epoch {baseline['name']} probes)", flush=True)
+        result = _solve(_probe(cfg, baseline, 1.0, "preset"), cfg)
+        reached = _probe(cfg, baseline, result["scale"], "calibrated")
+        result.update(against=baseline["name"], reached_share=_share(reached), check_epoch_s=reached["mean_epoch_time"])
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(result, indent=2) + "\n")
         tmp.replace(path)
-    out = copy.deepcopy(cfg)
-    scale = result["scale"]
-    out["network"]["bandwidth_gbps"] = net["bandwidth_gbps"] * scale
-    if net["gpus_per_node"]:
-        out["network"]["intra_bandwidth_gbps"] = net["intra_bandwidth_gbps"] * scale
+    out = _scaled(cfg, result["scale"])
     out["network"]["calibration"] = result
-    print(f"network: calibrated to vanilla communication share {share:g}: {net['name']} bandwidths x {scale:.4g} "
-          f"= {out['network']['bandwidth_gbps']:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
+    print(f"network: calibrated to {result['against']} communication share {share:g} (reached "
+          f"{result['reached_share']:.3f}): {net['name']} bandwidths x {result['scale']:.4g} = "
+          f"{out['network']['bandwidth_gbps']:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
           f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
     return out
 
 
-def _setting_key(cfg: dict) -> str:
+def probe_strategy(cfg: dict) -> dict:
+    """The strategy section the probes run: the baseline, with the options it shares with the
+    run's strategy and its own defaults for the others."""
+    name = cfg["network"]["calibrate_against"] or baseline_of(cfg["strategy"]["name"])
+    section = {"name": name}
+    for field in dataclasses.fields(schema_of(name)):
+        if field.name == "name":
+            continue
+        if field.name in cfg["strategy"]:
+            section[field.name] = cfg["strategy"][field.name]
+        elif field.default is not dataclasses.MISSING:
+            section[field.name] = field.default
+        else:
+            section[field.name] = field.default_factory()  # type: ignore[misc]
+    return json.loads(json.dumps(section, default=str))
+
+
+def _scaled(cfg: dict, scale: float) -> dict:
+    """``cfg`` with every bandwidth of its network scaled by ``scale``."""
+    out = copy.deepcopy(cfg)
+    net = out["network"]
+    net["bandwidth_gbps"] = cfg["network"]["bandwidth_gbps"] * scale
+    if net["gpus_per_node"]:
+        net["intra_bandwidth_gbps"] = cfg["network"]["intra_bandwidth_gbps"] * scale
+    return out
+
+
+def _setting_key(cfg: dict, baseline: dict) -> str:
     setting = {section: cfg[section] if keys is None else {k: cfg[section][k] for k in keys}
                for section, keys in SETTING_KEYS.items()}
-    net = {k: v for k, v in cfg["network"].items() if k != "calibration"}
-    text = json.dumps({"setting": setting, "network": net, "host": socket.gethostname()}, sort_keys=True)
-    return f"{cfg['dataset']['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    net = {k: v for k, v in cfg["network"].items() if k not in ("calibration", "calibrate_against")}
+    text = json.dumps({"setting": setting, "baseline": baseline, "network": net, "host": socket.gethostname()},
+                      sort_keys=True)
+    return f"{cfg['dataset']['name']}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
-def _probe(cfg: dict) -> dict:
-    """Run the vanilla probe under the preset network; its summary."""
-    probe = copy.deepcopy(cfg)
+def _share(summary: dict) -> float:
+    """The exposed communication's share of a probe's epoch."""
+    return (summary["mean_epoch_time"] - summary["mean_compute_time"]) / summary["mean_epoch_time"]
+
+
+def _probe(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
+    """Run the baseline under the preset network with its bandwidths scaled by ``scale``; its summary."""
+    probe = _scaled(cfg, scale)
     epochs = cfg["network"]["probe_epochs"]
-    probe["strategy"] = {"name": "vanilla"}
+    probe["strategy"] = baseline
     probe["network"]["calibrate_share"] = None
     probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs, checkpoint_every=0, resume=False)
     probe["wandb"]["mode"] = "disabled"
     probe["fault"] = {"rank": None, "epoch": None}
-    probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe")
+    probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe" / name)
     launch(probe, run_training)
     return json.loads((Path(probe["run_dir"]) / "summary.json").read_text())
 
@@ -97,7 +141,7 @@ def _solve(summary: dict, cfg: dict) -> dict:
     share = cfg["network"]["calibrate_share"]
     compute, busy, epoch = (summary[f"mean_{k}"] for k in ("compute_time", "link_busy_time", "epoch_time"))
     if busy <= 0:
-        raise ConfigError(f"network.calibrate_share={share}: vanilla moves no bytes in this setting "
+        raise ConfigError(f"network.calibrate_share={share}: {summary['strategy']} moves no bytes in this setting "
                           f"(cluster.world_size={summary['world_size']}); valid: a setting with 2 or more workers")
     fixed = (epoch - compute) - busy
     room = share * compute / (1 - share) - fixed

@@ -14,7 +14,8 @@
 
 A family module exposes ``STRATEGIES`` (strategy name -> class implementing
 :class:`~gnntrain.strategies.base.Strategy`), ``SCHEMAS`` (config schemas, stored as
-``schema/strategy/<name>``) and ``validate(strategy_cfg)``. A new family is one line below.
+``schema/strategy/<name>``), ``BASELINE`` (the strategy that network calibration probes for
+its members) and ``validate(strategy_cfg)``. A new family is one line below.
 """
 
 from __future__ import annotations
@@ -46,3 +47,15 @@ def loads_parts(name: str) -> bool:
     attribute ``loads_parts = True``), so that they can load it from a partitioned dataset
     (:mod:`gnntrain.data.parted`) and never hold the whole graph."""
     return bool(getattr(strategy_class(name), "loads_parts", False))
+
+
+def baseline_of(name: str) -> str:
+    """The baseline of strategy ``name``'s family (``BASELINE``)."""
+    return family_of(name).BASELINE
+
+
+def schema_of(name: str) -> type:
+    """The config schema of strategy ``name`` (the plain strategy schema where it has no options)."""
+    from gnntrain.config.schema import StrategyConfig
+
+    return getattr(family_of(name), "SCHEMAS", {}).get(name, StrategyConfig)

@@ -40,6 +40,8 @@ class DataParallelConfig(StrategyConfig):
     """Ranks per model replica, which split the graph between them (1: every rank holds the whole graph)."""
 
 
+BASELINE = "vanilla"
+"""The baseline network calibration probes: graph parallelism, the full-graph family's."""
 SCHEMAS = {"data_parallel": DataParallelConfig}
 
 

@@ -103,6 +103,8 @@ class GNNPipeConfig(StrategyConfig):
     """Seed of the shuffles."""
 
 
+BASELINE = "vanilla"
+"""The baseline network calibration probes: graph parallelism, which the paper's Table 3 compares against."""
 SCHEMAS = {"gnnpipe": GNNPipeConfig}
 
 

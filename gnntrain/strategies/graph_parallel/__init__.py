@@ -110,4 +110,7 @@ class GraphParallel:
 
 
 STRATEGIES = dict.fromkeys(POLICIES, GraphParallel)
-__all__ = ["GraphParallel", "POLICIES", "SCHEMAS", "STRATEGIES", "validate"]
+BASELINE = "vanilla"
+"""The family's baseline (network calibration probes it): synchronous graph parallelism."""
+
+__all__ = ["BASELINE", "GraphParallel", "POLICIES", "SCHEMAS", "STRATEGIES", "validate"]

@@ -20,6 +20,8 @@ from gnntrain.strategies.minibatch.naive import Naive
 from gnntrain.strategies.minibatch.p3 import P3
 
 STRATEGIES = {"minibatch": MiniBatch, "lo": LocalityOptimised, "p3": P3, "hopgnn": HopGNN, "naive": Naive}
+BASELINE = "minibatch"
+"""The family's baseline (network calibration probes it): DGL-style mini-batch training."""
 SCHEMAS = {"minibatch": common.MiniBatchConfig, "lo": common.MiniBatchConfig, "p3": common.MiniBatchConfig,
            "hopgnn": HopGNNConfig, "naive": common.MiniBatchConfig}
 
