@@ -11,14 +11,15 @@ from conftest import make_cfg, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
 from gnntrain.config import validate
 from gnntrain.data import prepare_job_data
-from gnntrain.data.sampling import Topology, sample_blocks, sampling_key
+from gnntrain.data.sampling import Topology, pack, sample_blocks, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout
 from gnntrain.models import build_model
 from gnntrain.models.gnn import no_halo
 from gnntrain.models.projection import projection_width, split, stacked_weight
-from gnntrain.strategies.minibatch.hopgnn import plan
+from gnntrain.strategies.minibatch.data_centric import local_batches
+from gnntrain.strategies.minibatch.hopgnn import chosen_merges, plan
 
 MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
 STRATEGIES = ["minibatch", "lo", "p3", "hopgnn", "naive"]
@@ -139,9 +140,9 @@ def test_hopgnn_iterations_equal_the_model_centric_ones(runs, variant: str) -> N
         assert torch.equal(got, want)
 
 
-def _split_weights() -> set[str]:
-    """The names of the default model's input-map weights (P3 splits them by columns)."""
-    cfg = make_cfg("strategy=minibatch", *SMALL)
+def _split_weights(model: str = "gcn") -> set[str]:
+    """The names of a model's input-map weights (P3 splits them by columns)."""
+    cfg = make_cfg("strategy=minibatch", f"model={model}", *SMALL)
     net = build_model(cfg["model"], 8, 2)
     return {n for n, p in net.named_parameters() if any(p is m.weight for m in net.input_maps)}
 
@@ -166,6 +167,23 @@ def test_the_locality_optimised_baseline_trains_on_other_batches(runs) -> None:
     assert runs["lo"][0]["loss"][0] != pytest.approx(runs["minibatch"][0]["loss"][0], rel=1e-6)
 
 
+def test_locality_optimised_batches_draw_equal_shares_from_own_nodes_only() -> None:
+    """Rank 0 owns 10 training nodes, rank 1 owns 30: with batches of 8 over 5 iterations,
+    each rank trains on 4 own roots per iteration, so rank 0's nodes come twice and a third of
+    rank 1's never: the bias of the locality-optimised systems."""
+    owner = torch.tensor([0] * 10 + [1] * 30)
+    train = torch.arange(40)
+    iterations = local_batches(train, owner, 2, 8, 5, seed=3)
+    assert len(iterations) == 5
+    for batch in iterations:
+        for rank, roots in enumerate(batch):
+            assert roots.numel() == 4 and bool((owner[roots] == rank).all())
+    seen = torch.bincount(torch.cat([batch[0] for batch in iterations]), minlength=40)
+    assert bool((seen[:10] == 2).all())
+    seen = torch.bincount(torch.cat([batch[1] for batch in iterations]), minlength=40)
+    assert int((seen[10:] == 1).sum()) == 20 and int((seen[10:] == 0).sum()) == 10
+
+
 def _epoch_bytes(traces: list[dict], kind: str, epoch: int = 0) -> int:
     return sum(t["bytes"][epoch].get(kind, 0) for t in traces)
 
@@ -180,13 +198,8 @@ def _first_epoch():
     for i, start in enumerate(range(0, order.numel(), 300)):
         keys = [sampling_key(0, 1, i, layer) for layer in range(2)]
         batch = torch.tensor_split(order[start: start + 300], 3)
-        iterations.append([(roots, sample_blocks(topology, roots, [3, 5], keys).nodes) for roots in batch])
+        iterations.append([(roots, sample_blocks(topology, roots, [3, 5], keys)) for roots in batch])
     return job, iterations
-
-
-def _projection_width(job) -> int:
-    torch.manual_seed(0)
-    return projection_width(build_model(make_cfg("strategy=minibatch", *SMALL)["model"], job.data.num_features, job.data.num_classes).input_maps)
 
 
 def test_fetched_bytes_are_the_remote_inputs_of_each_mini_batch(runs) -> None:
@@ -195,42 +208,66 @@ def test_fetched_bytes_are_the_remote_inputs_of_each_mini_batch(runs) -> None:
     job, iterations = _first_epoch()
     remote_inputs = remote_roots = 0
     for batch in iterations:
-        for rank, (roots, nodes) in enumerate(batch):
-            remote_inputs += int((job.part[nodes] != rank).sum())
+        for rank, (roots, sample) in enumerate(batch):
+            remote_inputs += int((job.part[sample.nodes] != rank).sum())
             remote_roots += int((job.part[roots] != rank).sum())
     assert _epoch_bytes(runs["minibatch"], "feat_fetch") == remote_inputs * job.data.num_features * 8
     assert _epoch_bytes(runs["minibatch"], "label_fetch") == remote_roots * 8
 
 
-def test_p3_moves_partial_projections_not_features(runs) -> None:
-    """``p3_partial`` = 2 (W - 1) sum |V_d| H x 8 per iteration; no feature row travels, and the
-    column-split input weights are not all-reduced."""
+def test_p3_moves_partial_activations_of_the_first_layer_targets(runs) -> None:
+    """GCN's first layer sums over its input rows, so P3 reduces the partial activations of the
+    layer-1 targets: ``p3_partial = 2 (W - 1) sum |T_d| hidden x 8`` per iteration, and each
+    mini-batch's first-layer graph is pushed to the W - 1 other ranks; no feature row travels,
+    and the column-split input weights are not all-reduced."""
     job, iterations = _first_epoch()
-    inputs = sum(nodes.numel() for batch in iterations for _, nodes in batch)
-    assert _epoch_bytes(runs["p3"], "p3_partial") == 2 * 2 * inputs * _projection_width(job) * 8
+    hidden = make_cfg("strategy=minibatch", *SMALL)["model"]["hidden"]
+    targets = sum(sample.hop_sizes[1] for batch in iterations for _, sample in batch)
+    graphs = sum(pack(sample, layers=1).numel() for batch in iterations for _, sample in batch)
+    assert _epoch_bytes(runs["p3"], "p3_partial") == 2 * 2 * targets * hidden * 8
+    assert _epoch_bytes(runs["p3"], "topology") == 2 * graphs * 8
     assert _epoch_bytes(runs["p3"], "feat_fetch") == 0
-    split_weight = job.data.num_features * make_cfg("strategy=minibatch", *SMALL)["model"]["hidden"]
+    split_weight = job.data.num_features * hidden
     assert (_epoch_bytes(runs["minibatch"], "allreduce") - _epoch_bytes(runs["p3"], "allreduce")
             == 3 * len(iterations) * split_weight * 8)
 
 
-def test_naive_carries_the_partial_results_with_the_model(runs) -> None:
-    """Model d's forward hop t carries the projections of the inputs owned by ranks d..d+t-1,
-    its backward hop k the gradients of those not owned by ranks d-1..d-k; the model migrates
-    2 (W - 1) times per iteration; no feature row travels."""
+def test_naive_carries_partial_aggregations_and_topology_with_the_model(runs) -> None:
+    """Model d's hops carry the partial aggregation of its layer-1 targets (input-wide, for
+    GCN) and its subgraph's topology; the model migrates W - 1 times per iteration and the
+    backward pass runs where the aggregation completes; no feature row travels."""
+    job, iterations = _first_epoch()
+    world = 3
+    targets = sum(sample.hop_sizes[1] for batch in iterations for _, sample in batch)
+    topology = sum(pack(sample).numel() for batch in iterations for _, sample in batch)
+    assert _epoch_bytes(runs["naive"], "naive_partial") == (world - 1) * targets * job.data.num_features * 8
+    assert _epoch_bytes(runs["naive"], "topology") == (world - 1) * topology * 8
+    params = sum(g.numel() for g in runs["naive"][0]["grads"][0].values())
+    assert _epoch_bytes(runs["naive"], "model_migrate") == world * (world - 1) * 2 * params * 8 * len(iterations)
+    assert _epoch_bytes(runs["naive"], "feat_fetch") == 0
+    assert _epoch_bytes(runs["naive"], "allreduce") == _epoch_bytes(runs["minibatch"], "allreduce")
+
+
+def test_naive_with_attention_carries_projections_out_and_gradients_back(tmp_path) -> None:
+    """GAT's first layer cannot aggregate before its weights: model d's forward hop t carries
+    the projections of the inputs owned by ranks d..d+t-1, its backward hop k the gradients of
+    those not owned by ranks d-1..d-k; 2 (W - 1) migrations per iteration."""
+    traces = trace_job(tmp_path, "gat", "strategy=naive", "model=gat", *SMALL, "cluster.world_size=3",
+                       "train.epochs=1", worker=trace_minibatch)
     job, iterations = _first_epoch()
     world, rows = 3, 0
     for batch in iterations:
-        for d, (_, nodes) in enumerate(batch):
-            owner = job.part[nodes]
+        for d, (_, sample) in enumerate(batch):
+            owner = job.part[sample.nodes]
             for hop in range(1, world):
                 rows += int(torch.isin(owner, torch.tensor([(d + k) % world for k in range(hop)])).sum())
                 rows += int((~torch.isin(owner, torch.tensor([(d - 1 - k) % world for k in range(hop)]))).sum())
-    assert _epoch_bytes(runs["naive"], "naive_partial") == rows * _projection_width(job) * 8
-    params = sum(g.numel() for g in runs["naive"][0]["grads"][0].values())
-    assert _epoch_bytes(runs["naive"], "model_migrate") == world * 2 * (world - 1) * 2 * params * 8 * len(iterations)
-    assert _epoch_bytes(runs["naive"], "feat_fetch") == 0
-    assert _epoch_bytes(runs["naive"], "allreduce") == _epoch_bytes(runs["minibatch"], "allreduce")
+    torch.manual_seed(0)
+    gat = make_cfg("strategy=naive", "model=gat", *SMALL)["model"]
+    width = projection_width(build_model(gat, job.data.num_features, job.data.num_classes).input_maps)
+    assert _epoch_bytes(traces, "naive_partial") == rows * width * 8
+    params = sum(g.numel() for g in traces[0]["grads"][0].values())
+    assert _epoch_bytes(traces, "model_migrate") == world * 2 * (world - 1) * 2 * params * 8 * len(iterations)
 
 
 def test_pregathering_never_moves_more_and_micrographs_move_less(runs) -> None:
@@ -305,3 +342,41 @@ def test_hopgnn_reaches_the_same_accuracy_as_minibatch_on_cora(tmp_path) -> None
     assert hopgnn[0]["loss"] == pytest.approx(reference[0]["loss"], rel=1e-9)
     for got, want in zip(hopgnn[0]["counts"], reference[0]["counts"]):
         assert torch.equal(got, want)
+
+
+def test_the_examination_keeps_merging_while_the_next_count_is_faster() -> None:
+    assert chosen_merges([1.0, 0.8, 0.7, 0.9]) == 2
+    assert chosen_merges([1.0, 1.1, 0.5, 0.4]) == 0
+    assert chosen_merges([1.0, 0.9, 0.8, 0.7]) == 3
+
+
+FOUR_WORKERS = ("train.dtype=float64", "model.dropout=0.5", "dataset.num_nodes=800", "strategy.batch_size=40",
+                "strategy.fanout=[3,5]", "model.layers=2", "cluster.world_size=4")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
+def test_four_workers_equal_minibatch_and_hopgnn_examines_and_merges(model: str, tmp_path) -> None:
+    """HopGNN (with its examination in epoch 2, then the merge count it chose), P3 and Naive
+    compute minibatch's gradients and losses on 4 workers (float64, dropout 0.5)."""
+    run = lambda name, *o: trace_job(tmp_path, name, *o, f"model={model}", *FOUR_WORKERS,  # noqa: E731
+                                     "train.epochs=3", worker=trace_minibatch)
+    reference = run("minibatch", "strategy=minibatch")
+    runs = {"hopgnn": run("hopgnn", "strategy=hopgnn"), "p3": run("p3", "strategy=p3"),
+            "naive": run("naive", "strategy=naive")}
+    split = _split_weights(model)
+    for name, traces in runs.items():
+        for step, want in enumerate(reference[0]["grads"]):
+            got = dict(traces[0]["grads"][step])
+            if name == "p3":
+                for weight in split:
+                    got[weight] = sum(t["grads"][step][weight] for t in traces)
+            assert_gradients_close(got, want, 1e-9, f"{name}, {model}, step {step}")
+        assert traces[0]["loss"] == pytest.approx(reference[0]["loss"], rel=1e-12)
+    metrics = runs["hopgnn"][0]["metrics"]
+    iterations = len(reference[0]["grads"]) // 3
+    assert iterations >= 12
+    assert [m["examination"] for m in metrics] == [0.0, 1.0, 0.0]
+    assert metrics[0]["merges"] == 0 and 0 < metrics[1]["merges"] < 3
+    assert metrics[2]["merges"] in (0.0, 1.0, 2.0, 3.0)
+    assert runs["hopgnn"][0]["bytes"][1]["merge_time"] > 0

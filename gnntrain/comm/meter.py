@@ -14,7 +14,8 @@ time or byte count means the same thing whichever strategy produced it:
 * ``data`` — what a method moves to compute: halo rows and their gradients, activations and
   their gradients between pipeline stages, remote features and labels of sampled nodes,
   migrating models (parameters and accumulated gradients), projections of input features
-  and their gradients (P3's partial activations, Naive's intermediate data);
+  and their gradients (P3's partial activations, Naive's intermediate data), the topology of
+  subgraphs that travel to where the features are (P3's and Naive's ``topology``);
 * ``sync`` — keeping replicas consistent: gradient all-reduces, cross-rank statistics (batch
   norm), assembling weights split over ranks;
 * ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces,
@@ -42,6 +43,7 @@ KIND_CATEGORIES: dict[str, str] = {
     "model_migrate": "data",
     "p3_partial": "data",
     "naive_partial": "data",
+    "topology": "data",
     "allreduce": "sync",
     "bn_stats": "sync",
     "bn_stats_grad": "sync",

@@ -131,8 +131,41 @@ def sample_blocks(topology: Topology, roots: torch.Tensor, fanouts: list[int], k
         nodes = torch.cat([nodes, fresh])
         hop_sizes.append(nodes.numel())
         edges[layer] = (local_of_unique[inverse[known:]], dst)
+    return _blocks_of(nodes, hop_sizes, edges, topology, fanouts, dtype)
+
+
+def _blocks_of(nodes: torch.Tensor, hop_sizes: list[int], edges: list[tuple[torch.Tensor, torch.Tensor]],
+               topology: Topology, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
+    """The sample of ``nodes`` (by hop) with the (source, target) local edges of its first
+    ``len(edges)`` layers."""
+    layers = len(hop_sizes) - 1
     blocks = []
     for layer, (src, dst) in enumerate(edges):
         width = hop_sizes[layers - layer]
         blocks.append(_block(nodes[:width], hop_sizes[layers - 1 - layer], src, dst, topology, fanouts[layer], dtype))
     return SampledBlocks(nodes, hop_sizes, blocks)
+
+
+def pack(sample: SampledBlocks, layers: int | None = None) -> torch.Tensor:
+    """The topology of ``sample``'s first ``layers`` blocks (all by default) as one int64
+    tensor: what a method sends when a subgraph's structure travels (:func:`unpack`)."""
+    blocks = sample.blocks[:layers]
+    head = [len(sample.hop_sizes), len(blocks), *sample.hop_sizes, *(b.edge_src.numel() for b in blocks)]
+    edges = [t for b in blocks for t in (b.edge_src, b.edge_dst)]
+    return torch.cat([torch.tensor(head, dtype=torch.long), sample.nodes.cpu(), *(e.cpu() for e in edges)])
+
+
+def unpack(packed: torch.Tensor, topology: Topology, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
+    """The :class:`SampledBlocks` of a :func:`pack`, rebuilt against the (replicated) topology."""
+    values = packed.cpu()
+    hops, count = int(values[0]), int(values[1])
+    hop_sizes = values[2: 2 + hops].tolist()
+    sizes = values[2 + hops: 2 + hops + count].tolist()
+    start = 2 + hops + count
+    nodes = values[start: start + hop_sizes[-1]]
+    start += hop_sizes[-1]
+    edges = []
+    for size in sizes:
+        edges.append((values[start: start + size], values[start + size: start + 2 * size]))
+        start += 2 * size
+    return _blocks_of(nodes, hop_sizes, edges, topology, fanouts, dtype)

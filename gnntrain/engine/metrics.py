@@ -238,6 +238,7 @@ class ConsoleProgress:
         test = "-" if s["test_at_best_val"] is None else f"{s['test_at_best_val']:.4f}"
         print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
               f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
+              f"{'and ' + str(s['examination_epochs']) + ' examination ' if s['examination_epochs'] else ''}"
               f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch; results in {self.run_dir}",
               flush=True)
 
@@ -277,11 +278,16 @@ def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> i
 
 
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
-    """Best validation score, test score at that epoch, and per-epoch means over the epochs
-    after the first ``warmup_epochs`` (all epochs if there are no others)."""
+    """Best validation score, test score at that epoch, and per-epoch means over the steady
+    epochs: those after the first ``warmup_epochs`` that are not part of a strategy's
+    examination (``strategy_metrics["examination"]``, e.g. HopGNN timing its merge counts),
+    all epochs if there are no others. The examination epochs' mean time is reported apart."""
     evaluated = [r for r in records if r.val_acc is not None]
     best = max(evaluated, key=lambda r: r.val_acc, default=None)
-    steady = records[warmup_epochs:] or records
+    examined = [r for r in records if r.strategy_metrics.get("examination")]
+    steady = [r for r in records[warmup_epochs:] if not r.strategy_metrics.get("examination")]
+    warmed = min(warmup_epochs, len(records)) if steady else 0
+    steady = steady or records
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
     return {
         "epochs": len(records),
@@ -289,7 +295,9 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         "test_at_best_val": best.test_acc if best else None,
         "best_epoch": best.epoch if best else None,
         "final_loss": records[-1].loss if records else None,
-        "warmup_epochs_excluded": len(records) - len(steady),
+        "warmup_epochs_excluded": warmed,
+        "examination_epochs": len(examined),
+        "mean_examination_epoch_time": mean([r.epoch_time for r in examined]),
         "mean_epoch_time": mean([r.epoch_time for r in steady]),
         "mean_compute_time": mean([r.compute_time for r in steady]),
         "mean_comm_time": mean([r.comm_time for r in steady]),

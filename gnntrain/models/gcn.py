@@ -40,6 +40,10 @@ class GCNLayer(LinearMessageLayer):
     def message_map(self) -> nn.Linear:
         return self.lin
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                  transform: bool) -> torch.Tensor:
-        return self.aggregate_messages(z, graph, transform) + self.bias
+    @property
+    def output_bias(self) -> torch.Tensor:
+        return self.bias
+
+    def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                    transform: bool) -> torch.Tensor:
+        return self.aggregate_messages(z, graph, transform)

@@ -33,6 +33,7 @@ sampled block). Each layer counts the rows it passes through its dense map
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Iterator, Protocol, runtime_checkable
 
 import torch
@@ -152,6 +153,32 @@ class LinearMessageLayer(MessagePassingLayer):
         rows.add(a.shape[0])
         return a @ self.message_map.weight.t()
 
+    @property
+    def output_bias(self) -> torch.Tensor:
+        """The bias added to the aggregated rows."""
+        raise NotImplementedError
+
+    def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                    transform: bool) -> torch.Tensor:
+        """The output rows less :attr:`output_bias`: a sum of one term per input row, so the
+        terms of disjoint parts of the rows (or of the columns, through their projections) add
+        up to it."""
+        raise NotImplementedError
+
+    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                  transform: bool) -> torch.Tensor:
+        return self.linear_part(z, h_inner, graph, transform) + self.output_bias
+
+    def aggregated_inputs(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        """The input rows aggregated for the targets, before any map: ``A h`` (and the targets'
+        own rows where the layer reads them), linear in ``h``."""
+        return graph.operator(self.operator_kind) @ h
+
+    def from_aggregated(self, a: torch.Tensor) -> torch.Tensor:
+        """:meth:`linear_part` from :meth:`aggregated_inputs`."""
+        rows.add(a.shape[0])
+        return a @ self.message_map.weight.t()
+
 
 def order(conv: MessagePassingLayer, h: torch.Tensor | Projected, graph: LocalGraph) -> bool:
     """The order ``conv`` runs in over ``graph``'s rows; projected input rows are always
@@ -172,7 +199,10 @@ def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: Loc
               dropout: Dropout, *extra: torch.Tensor) -> torch.Tensor:
     """Layer ``layer`` (``conv``) on ``graph``: its input's halo rows from ``halo``, ``dropout``
     applied to the inner rows and, on arrival, to the halo rows, then message, aggregate and
-    update in the cheaper :func:`order`. A :class:`LayerwiseHaloSource` runs the layer itself."""
+    update in the cheaper :func:`order`. A :class:`LayerwiseHaloSource` runs the layer itself;
+    a :class:`LinearPart` input is the layer's own output less its bias, computed elsewhere."""
+    if isinstance(h, LinearPart):
+        return conv.update(h.rows + conv.output_bias)
     if isinstance(halo, LayerwiseHaloSource):
         return halo.propagate(conv, h, layer, graph, dropout, *extra)
     h_halo = halo(h, layer)
@@ -181,6 +211,15 @@ def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: Loc
     transform = order(conv, h, graph)
     z = torch.cat([conv.message(h_inner, transform), conv.message(dropout(h_halo, ids[held:]), transform)])
     return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
+
+
+@dataclass
+class LinearPart:
+    """The first layer's output rows less their bias (:meth:`LinearMessageLayer.linear_part`),
+    assembled from partial sums where the input rows lie (P3's and Naive's partial
+    aggregations): :meth:`MessagePassingModel.forward_blocks` takes it in place of the input."""
+
+    rows: torch.Tensor
 
 
 def no_halo(h: torch.Tensor, layer: int) -> torch.Tensor:
@@ -262,10 +301,11 @@ class MessagePassingModel(nn.Module):
             h, extra = block(h, extra, graph, halo)
         return h
 
-    def forward_blocks(self, x: torch.Tensor | Projected, blocks: list[LocalGraph]) -> torch.Tensor:
+    def forward_blocks(self, x: torch.Tensor | Projected | LinearPart, blocks: list[LocalGraph]) -> torch.Tensor:
         """The output rows of the last block's targets, each message-passing layer on its own
         sampled block (:mod:`gnntrain.data.sampling`; ``x``: the rows of the first block's
-        sources, or their projections by :attr:`input_maps`). A row-wise map runs on the block
+        sources, their projections by :attr:`input_maps`, or the :attr:`summed_input_layer`'s
+        :class:`LinearPart` on the first block's targets). A row-wise map runs on the block
         of the layer before it (the first block before any); no row comes from a halo
         exchange."""
         h, extra, graph = x, {}, blocks[0]
@@ -280,6 +320,14 @@ class MessagePassingModel(nn.Module):
         """The linear maps that read the raw input features: all the model needs of them
         (:mod:`gnntrain.models.projection`)."""
         raise NotImplementedError
+
+    @property
+    def summed_input_layer(self) -> LinearMessageLayer | None:
+        """The layer reading the raw input when its output is a bias plus one term per input row
+        (:class:`LinearMessageLayer`: GCN, SAGE), so partial outputs computed where parts of the
+        input lie add up to it; None where the input is read otherwise (attention, a row-wise
+        input map)."""
+        return None
 
     @property
     def input_dropout(self) -> float:
@@ -326,6 +374,10 @@ class GNN(MessagePassingModel):
     @property
     def input_maps(self) -> list[nn.Linear]:
         return self.convs[0].input_maps
+
+    @property
+    def summed_input_layer(self) -> LinearMessageLayer | None:
+        return self.convs[0] if isinstance(self.convs[0], LinearMessageLayer) else None
 
     @property
     def blocks(self) -> list[Block]:

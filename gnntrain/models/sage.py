@@ -40,8 +40,19 @@ class SAGELayer(LinearMessageLayer):
     def message_map(self) -> nn.Linear:
         return self.lin_l
 
-    def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                  transform: bool) -> torch.Tensor:
-        # The bias is added after aggregation: nodes without in-neighbours still get it.
-        return (self.aggregate_messages(z, graph, transform) + self.lin_l.bias
-                + project(self.lin_r, graph.target_rows(h_inner)))
+    @property
+    def output_bias(self) -> torch.Tensor:
+        # added after aggregation: nodes without in-neighbours still get it
+        return self.lin_l.bias
+
+    def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
+                    transform: bool) -> torch.Tensor:
+        return self.aggregate_messages(z, graph, transform) + project(self.lin_r, graph.target_rows(h_inner))
+
+    def aggregated_inputs(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
+        """``[mean_j h_j || h_i]``: the mean over the in-neighbours beside the target's own row."""
+        return torch.cat([super().aggregated_inputs(h, graph), graph.target_rows(h)], dim=1)
+
+    def from_aggregated(self, a: torch.Tensor) -> torch.Tensor:
+        neighbours, own = a.split(self.in_dim, dim=1)
+        return super().from_aggregated(neighbours) + own @ self.lin_r.weight.t()

@@ -28,6 +28,10 @@ class FeatureStore:
     def is_remote(self, ids: torch.Tensor) -> torch.Tensor:
         return self.owner[ids] != self.comm.rank
 
+    def local(self, ids: torch.Tensor, table: str) -> torch.Tensor:
+        """The ``table`` rows of ``ids``, all owned by this rank (no communication)."""
+        return self.tables[table][self.row_of[ids]]
+
     def fetch(self, ids: torch.Tensor, table: str, kind: str) -> torch.Tensor:
         """The ``table`` rows of the global ids ``ids`` (collective)."""
         source = self.tables[table]

@@ -34,6 +34,7 @@ synchronous halo exchange (``eval_halo_fwd``), exactly the full-graph model.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +45,11 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import StrategyConfig, check
 from gnntrain.data import JobData
-from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampling_key
+from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampling_key, unpack
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.models.gnn import step_key
+from gnntrain.models.gnn import LinearPart, step_key
 from gnntrain.models.projection import Projected, split
 from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
@@ -126,6 +127,8 @@ class MiniBatchTraining:
         self.synced = self.params
         """The parameters whose gradients are all-reduced (all but those split over ranks)."""
         self.looked_up = self.missed = 0
+        self.iteration_times: list[float] = []
+        """This rank's wall time of each iteration of the last epoch."""
 
     # -- mini-batches and one step's pieces ----------------------------------------------
 
@@ -172,14 +175,34 @@ class MiniBatchTraining:
         model's input dropout, before they are projected."""
         return self.model.drop_input(rows, ids, first_column)
 
-    def train_on_projections(self, blocks: SampledBlocks, projections: torch.Tensor, y: torch.Tensor,
-                             batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`train_on` from the stacked projections of the input rows by the model's input
-        maps (:mod:`gnntrain.models.projection`); the loss and the projections' gradient."""
-        projections.requires_grad_()
-        loss = self.train_on(blocks, split(self.model.input_maps, projections), y, batch_size)
-        grad = projections.grad if projections.grad is not None else torch.zeros_like(projections)
+    def train_on_partials(self, blocks: SampledBlocks, assembled: torch.Tensor, y: torch.Tensor,
+                          batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`train_on` from what partial computations where the input lies add up to: the
+        :attr:`~gnntrain.models.gnn.MessagePassingModel.summed_input_layer`'s linear part on the
+        first block's targets where the model has one, the stacked projections of the input rows
+        by its input maps otherwise (:mod:`gnntrain.models.projection`); the loss and the
+        gradient of ``assembled``."""
+        assembled.requires_grad_()
+        x = (LinearPart(assembled) if self.model.summed_input_layer is not None
+             else split(self.model.input_maps, assembled))
+        loss = self.train_on(blocks, x, y, batch_size)
+        grad = assembled.grad if assembled.grad is not None else torch.zeros_like(assembled)
         return loss, grad
+
+    def pass_on(self, payload: torch.Tensor, shift: int, kind: str) -> torch.Tensor:
+        """Send ``payload`` ``shift`` ranks on and receive what comes from ``shift`` ranks back
+        (its row count first, as ``fetch_ids``)."""
+        to, source = (self.rank + shift) % self.world, (self.rank - shift) % self.world
+        count = torch.tensor([payload.shape[0]], device=self.comm.device)
+        arriving = self.comm.p2p_start([(to, count)], [(source, torch.empty_like(count))], "fetch_ids").wait()[0]
+        buffer = payload.new_empty((int(arriving[0]),) + tuple(payload.shape[1:]))
+        return self.comm.p2p_start([(to, payload)], [(source, buffer)], kind).wait()[0]
+
+    def unpack(self, packed: torch.Tensor) -> SampledBlocks:
+        """The sampled blocks whose topology arrived as ``packed`` (:func:`~gnntrain.data.sampling.pack`)."""
+        blocks = unpack(packed, self.topology, self.fanouts, self.dtype)
+        blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
+        return blocks
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         """One iteration's forward and backward on this rank; its share of the iteration loss."""
@@ -192,12 +215,15 @@ class MiniBatchTraining:
         self.looked_up = self.missed = 0
         iterations = self.iterations(epoch)
         loss = self.graph.x.new_zeros(())
+        self.iteration_times = []
         for i, batch in enumerate(iterations):
+            start = time.perf_counter()
             self.optimizer.zero_grad(set_to_none=False)
             self.model.begin_step(step_key(self.model_seed, epoch, i))
             loss += self.accumulate(epoch, i, batch)
             all_reduce_gradients(self.synced, self.comm)
             self.optimizer.step()
+            self.iteration_times.append(time.perf_counter() - start)
         return loss / len(iterations)
 
     @torch.no_grad()

@@ -24,19 +24,31 @@ time steps once per iteration instead of once per step.
 ``strategy.merge`` (Sec. 5.3): a merge removes the time step with the fewest roots (the
 paper's proxy for input rows, known before sampling) and deals each model's roots of that
 step as evenly as possible over the same model's other steps (which run on other ranks:
-those roots' features are then remote). Merges repeat per iteration a number of times chosen
-by examination: from the second epoch on, each epoch merges once more than the previous while
-its time (the slowest rank's) falls; the first epoch that is not faster reverts to the previous
-count, which all later epochs keep (Fig. 17). ``strategy.time_steps`` fixes the number of steps
-instead (W - time_steps merges, no examination). Merging never changes what a model trains on,
-only where and when.
+those roots' features are then remote). How many merges an iteration makes is chosen by the
+examination period, from the second epoch on (epoch 1, unmerged, warms up). The paper times
+one epoch per merge count and keeps merging while the epoch gets faster (Fig. 17); a single
+epoch's time is too noisy for that on a shared CPU, so our examination times *iterations*:
+the examination epochs cycle their iterations through the merge counts ``0 .. W-1`` (iteration
+``j`` of the period merges ``j mod W`` times), until every count has
+:data:`EXAMINATION_SAMPLES` iteration times (the slowest rank's); then, as the paper's rule,
+the count rises from 0 while the next count's median iteration time is lower, and every later
+epoch keeps it. Interleaving the counts exposes them to the same drift; with ``>= 3 W``
+iterations per epoch the examination ends with epoch 2. Examination epochs report
+``examination = 1`` and are left out of the run's steady means (reported apart in
+``summary.json``). ``strategy.time_steps`` fixes the number of steps instead (W - time_steps
+merges, no examination). Merging never changes what a model trains on, only where and when.
 
-Reported per epoch: ``time_steps`` per iteration, ``merges``, and the family's ``miss_rate``.
+Labels. A root's label is its home's, so an unmerged step reads it locally; the iteration
+fetches labels (``label_fetch``, one collective per iteration) only when its plan puts a
+root on a rank that does not own it, which every rank knows from the plan.
+
+Reported per epoch: ``time_steps`` per iteration, ``merges`` (mean per iteration),
+``examination`` and the family's ``miss_rate``.
 """
 
 from __future__ import annotations
 
-import time
+import statistics
 from dataclasses import dataclass
 from typing import Optional
 
@@ -109,6 +121,19 @@ def plan(batch: list[torch.Tensor], owner: torch.Tensor, merges: int) -> list[Ti
     return steps
 
 
+EXAMINATION_SAMPLES = 3
+"""Iteration times per merge count the examination decides on."""
+
+
+def chosen_merges(medians: list[float]) -> int:
+    """The paper's rule over the merge counts' median iteration times: keep merging while the
+    next count is faster."""
+    merges = 0
+    while merges + 1 < len(medians) and medians[merges + 1] < medians[merges]:
+        merges += 1
+    return merges
+
+
 class HopGNN(MiniBatchTraining):
     @staticmethod
     def layout(cfg: dict, world_size: int) -> Layout:
@@ -125,56 +150,72 @@ class HopGNN(MiniBatchTraining):
         fixed = scfg["time_steps"]
         self.merges = 0 if fixed is None else max(self.world - fixed, 0)
         self.examining = scfg["merge"] and fixed is None and self.world > 1
-        self.previous_time: float | None = None
-        self.steps_run = self.iterations_run = 0
+        self.samples: list[list[float]] = [[] for _ in range(self.world)]
+        """Per merge count, the examination's iteration times."""
+        self.examined = 0
+        """Iterations the examination has run."""
+        self.merges_run: list[int] = []
+
+    def _merges_at(self, epoch: int) -> int:
+        """The merges of the next iteration: the examination's round robin, or the count kept."""
+        if self.examining and epoch >= 2:
+            return (self.examined + len(self.merges_run)) % self.world
+        return self.merges
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         size = sum(b.numel() for b in batch)
-        steps = plan(batch, self.owner, self.merges)
+        merges = self._merges_at(epoch)
+        self.merges_run.append(merges)
+        steps = plan(batch, self.owner, merges)
         mine = [(step.offset, step.roots[(self.rank - step.offset) % self.world]) for step in steps]
         sampled = [self.sample(roots, epoch, iteration) for _, roots in mine]
+        all_roots = torch.cat([roots for _, roots in mine])
+        if self._roots_away_from_home(steps):
+            labels = self.fetch_labels(all_roots)
+        else:
+            labels = self.store.local(all_roots, "y")
         if self.pregather:
             inputs = torch.unique(torch.cat([s.input_nodes for s in sampled]))
             rows = self.fetch_features(inputs)
-            all_roots = torch.cat([roots for _, roots in mine])
-            labels = self.fetch_labels(all_roots)
         loss = self.graph.x.new_zeros(())
+        start = 0
         for index, ((offset, roots), blocks) in enumerate(zip(mine, sampled)):
             if index:
                 migrate(self.params, self.comm, offset - mine[index - 1][0])
             if self.pregather:
                 x = rows[torch.searchsorted(inputs, blocks.input_nodes)]
-                start = sum(r.numel() for _, r in mine[:index])
-                y = labels[start: start + roots.numel()]
             else:
-                x, y = self.fetch_features(blocks.input_nodes), self.fetch_labels(roots)
-            loss += self.train_on(blocks, x, y, size)
-        self.steps_run += len(steps)
-        self.iterations_run += 1
+                x = self.fetch_features(blocks.input_nodes)
+            loss += self.train_on(blocks, x, labels[start: start + roots.numel()], size)
+            start += roots.numel()
         return loss
+
+    def _roots_away_from_home(self, steps: list[TimeStep]) -> bool:
+        """Whether any rank trains, in ``steps``, on a root it does not own (known to all ranks)."""
+        return any(bool((self.owner[step.roots[(rank - step.offset) % self.world]] != rank).any())
+                   for step in steps for rank in range(self.world))
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
-        self.steps_run = self.iterations_run = 0
-        self.merges_this_epoch = self.merges
-        start = time.perf_counter()
+        self.merges_run = []
+        self.examination = self.examining and epoch >= 2
         loss = super().train_epoch(epoch)
-        if self.examining and epoch >= 2:
-            self._examine(time.perf_counter() - start)
+        if self.examination:
+            self._examine()
         return loss
 
-    def _examine(self, elapsed: float) -> None:
-        """One step of the examination period: keep merging while epochs get faster."""
-        slowest = torch.tensor([elapsed], dtype=torch.float64, device=self.comm.device)
-        slowest = float(self.comm.all_reduce(slowest, "merge_time", dist.ReduceOp.MAX))
-        if self.previous_time is not None and slowest >= self.previous_time:
-            self.merges -= 1
-            self.examining = False
-        elif self.merges + 1 < self.world:
-            self.previous_time = slowest
-            self.merges += 1
-        else:
+    def _examine(self) -> None:
+        """Add the epoch's iteration times (the slowest rank's) to their merge counts' samples;
+        decide once every count has enough."""
+        times = torch.tensor(self.iteration_times, dtype=torch.float64, device=self.comm.device)
+        slowest = self.comm.all_reduce(times, "merge_time", dist.ReduceOp.MAX).tolist()
+        for merges, seconds in zip(self.merges_run, slowest):
+            self.samples[merges].append(seconds)
+        self.examined += len(self.merges_run)
+        if min(len(s) for s in self.samples) >= EXAMINATION_SAMPLES:
+            self.merges = chosen_merges([statistics.median(s) for s in self.samples])
             self.examining = False
 
     def epoch_metrics(self) -> dict[str, float]:
-        return {**super().epoch_metrics(), "time_steps": self.steps_run / max(self.iterations_run, 1),
-                "merges": float(self.merges_this_epoch)}
+        merges = self.merges_run or [self.merges]
+        return {**super().epoch_metrics(), "time_steps": self.world - sum(merges) / len(merges),
+                "merges": sum(merges) / len(merges), "examination": float(self.examination)}

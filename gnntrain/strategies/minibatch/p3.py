@@ -8,26 +8,30 @@ partitioning) and the roots' labels are fetched as in ``minibatch``.
 
 One iteration, rank ``d`` training mini-batch ``d`` (the roots dealt as in ``minibatch``):
 
-1. rank ``d`` samples its blocks and sends the ids of their input nodes ``V_d`` to every other
-   rank (P3 pushes the layer-1 computation graph; ``fetch_ids``, control);
-2. every rank ``r`` computes its partial projections ``x[V_d, c_r] @ W[:, c_r]^T`` of every
-   mini-batch's inputs (``W``: the model's input maps, :mod:`gnntrain.models.projection`; the
-   raw rows get the model's input dropout first) and sends them to rank ``d``, which sums the
-   W partials into the projections of ``V_d`` (``p3_partial``);
-3. rank ``d`` runs the rest of the model on them, data-parallel, to the loss and back to the
-   projections' gradient, which it sends to every other rank (``p3_partial`` again);
-4. rank ``r`` adds ``grad_d^T @ x[V_d, c_r]`` to the columns ``c_r`` of the input maps' weight
-   gradients: the whole gradient of its slice, so the slices are never all-reduced; every other
-   parameter (the input maps' biases included) is all-reduced as in ``minibatch``.
+1. rank ``d`` samples its blocks and pushes the first layer's computation graph (its input
+   ids ``V_d``, the layer-1 targets ``T_d`` and the sampled edges between them) to every other
+   rank (``topology``);
+2. every rank ``r`` computes, for every mini-batch, the first layer's *partial activations*
+   from its columns: the layer's output less its bias on ``T_d`` with ``x[V_d, c_r] @ W[:,
+   c_r]^T`` in place of the projected inputs (``W``: the layer's input maps; the raw rows get
+   the model's input dropout first). The layer's output is its bias plus one term per input
+   row (:attr:`~gnntrain.models.gnn.MessagePassingModel.summed_input_layer`: GCN, SAGE), so
+   the W partials sum to it. Each rank sends its partials to the mini-batch's owner, which
+   adds them up (``p3_partial``: ``|T_d|`` rows of the layer's width);
+3. rank ``d`` adds the bias and runs the rest of the model, data-parallel, to the loss and
+   back to the partial activations' gradient, which it sends to every other rank
+   (``p3_partial`` again);
+4. rank ``r`` back-propagates it through its partials to the columns ``c_r`` of the input
+   maps' weight gradients: the whole gradient of its slice, so the slices are never
+   all-reduced; every other parameter (the input maps' biases included) is all-reduced as in
+   ``minibatch``.
 
-Bytes per iteration: ``p3_partial = 2 (W - 1) sum_d |V_d| H x element size`` with ``H`` the
-projection width (``hidden`` for GCN and GAT, ``2 hidden`` for SAGE, ``6 hidden`` for FiLM's
-four input maps). Our reading where the paper is open: the first layer's model-parallel part
-is exactly its input maps, so every model runs unchanged after them (P3 describes GCN's
-``A X W``; pushing the partial projections of the sources rather than partially aggregated
-targets makes it hold for attention and FiLM too, at the cost of ``|V_d|`` instead of the
-targets' count rows). P3's pipelining of mini-batches is left out: each iteration's exchanges
-are synchronous.
+Where the first layer's output is not a sum over input rows (GAT's attention, FiLM's
+modulation, GCNII's and DeepGCN's row-wise input maps), the partial results are the
+projections ``x[V_d, c_r] @ W[:, c_r]^T`` of all the input rows, ``|V_d|`` rows of the
+projection width (``hidden x heads`` for GAT, ``6 hidden`` for FiLM's four input maps):
+everything the model needs of ``x``, so it runs unchanged after them. P3's pipelining of
+mini-batches is left out: each iteration's exchanges are synchronous.
 
 Each rank steps its whole copy of the input maps' weights, but only its own columns are right;
 before evaluation the ranks assemble the full weights from the owners' columns
@@ -38,8 +42,9 @@ from __future__ import annotations
 
 import torch
 
+from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
-from gnntrain.models.projection import stacked_weight, weight_gradient
+from gnntrain.models.projection import split, stacked_weight
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
@@ -67,30 +72,40 @@ class P3(MiniBatchTraining):
         pieces[self.rank] = mine
         return pieces
 
-    def _input_ids_of_every_rank(self, ids: torch.Tensor) -> list[torch.Tensor]:
-        count = torch.tensor([ids.numel()], device=self.comm.device)
-        counts = self._from_every_rank(count, [1] * self.world, "fetch_ids")
-        return self._from_every_rank(ids, [int(c) for c in counts], "fetch_ids")
+    def _graphs_of_every_rank(self, blocks: SampledBlocks) -> list[SampledBlocks]:
+        """Every mini-batch's first-layer computation graph, this rank's pushed to the others."""
+        packed = pack(blocks, layers=1)
+        counts = self._from_every_rank(torch.tensor([packed.numel()], device=self.comm.device), [1] * self.world,
+                                       "fetch_ids")
+        graphs = self._from_every_rank(packed.to(self.comm.device), [int(c) for c in counts], "topology")
+        return [blocks if q == self.rank else self.unpack(g) for q, g in enumerate(graphs)]
+
+    def _partial(self, graph: SampledBlocks) -> torch.Tensor:
+        """This rank's partial first-layer result for one mini-batch, from its columns (with autograd)."""
+        ids = graph.input_nodes
+        rows = self.dropped_input(self.x_columns[ids], ids, self.own_columns.start)
+        projections = rows @ stacked_weight(self.maps)[:, self.own_columns].t()
+        projected_rows.add(rows.shape[0] * rows.shape[1] / self.num_features)
+        layer = self.model.summed_input_layer
+        if layer is None:
+            return projections
+        inputs = split(self.maps, projections)
+        return layer.linear_part(layer.message(inputs, True), inputs, graph.blocks[0], True)
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         roots = batch[self.rank]
         blocks = self.sample(roots, epoch, iteration)
-        inputs = self._input_ids_of_every_rank(blocks.input_nodes)
-        rows = [self.dropped_input(self.x_columns[ids], ids, self.own_columns.start) for ids in inputs]
-        weight = stacked_weight(self.maps).detach()[:, self.own_columns]
-        partials = [r @ weight.t() for r in rows]
-        projected_rows.add(sum(r.shape[0] for r in rows) * weight.shape[1] / self.num_features)
-        own, sizes = self.rank, [ids.numel() for ids in inputs]
+        partials = [self._partial(graph) for graph in self._graphs_of_every_rank(blocks)]
+        own, sizes = self.rank, [p.shape[0] for p in partials]
         others = [q for q in range(self.world) if q != own]
-        send = torch.cat([partials[q] for q in others] + [partials[own][:0]])
+        send = torch.cat([partials[q].detach() for q in others] + [partials[own][:0].detach()])
         send_splits = [0 if q == own else sizes[q] for q in range(self.world)]
         recv_splits = [0 if q == own else sizes[own] for q in range(self.world)]
         received = self.comm.all_to_all_start(send, send_splits, recv_splits, "p3_partial").wait()
-        projections = partials[own] + received.view(len(others), sizes[own], weight.shape[0]).sum(0)
-        loss, grad = self.train_on_projections(blocks, projections, self.fetch_labels(roots),
-                                               sum(b.numel() for b in batch))
-        for q, g in enumerate(self._from_every_rank(grad, sizes, "p3_partial")):
-            weight_gradient(self.maps, g, rows[q], self.own_columns)
+        assembled = partials[own].detach() + received.view(len(others), *partials[own].shape).sum(0)
+        loss, grad = self.train_on_partials(blocks, assembled, self.fetch_labels(roots),
+                                            sum(b.numel() for b in batch))
+        torch.autograd.backward(partials, self._from_every_rank(grad, sizes, "p3_partial"))
         return loss
 
     @torch.no_grad()
