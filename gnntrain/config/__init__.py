@@ -76,20 +76,11 @@ def validate(cfg: dict) -> None:
 
 
 def validate_checkpointing(cfg: dict) -> None:
-    from gnntrain.strategies import STRATEGIES
-    from gnntrain.strategies.base import checkpointable
-
     train = cfg["train"]
     check("train.checkpoint_every", train["checkpoint_every"], train["checkpoint_every"] >= 0, ">= 0 (0: none)")
     resume = train["resume"]
     check("train.resume", resume, isinstance(resume, bool) or (isinstance(resume, str) and resume != ""),
           "true, false or a run dir")
-    if train["checkpoint_every"] or resume is not False:
-        able = sorted(name for name, cls in STRATEGIES.items() if checkpointable(cls))
-        name = cfg["strategy"]["name"]
-        key = "resume" if resume is not False else "checkpoint_every"
-        check(f"train.{key}", train[key], name in able,
-              f"unset for strategy={name}: checkpoints are implemented for strategy in {{{', '.join(able)}}}")
 
 
 def validate_network(net: dict) -> None:

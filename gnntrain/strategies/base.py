@@ -53,19 +53,12 @@ class Strategy(Protocol):
         """Complete whatever is still in flight after the last epoch."""
         ...
 
-
-class Checkpointable(Protocol):
-    """A strategy whose runs can be checkpointed and resumed (:mod:`gnntrain.engine.checkpoint`)."""
-
     def state_dict(self) -> dict:
         """Everything the next epoch depends on besides the global generators: model,
-        optimizer and the method's own state (after the epoch just trained)."""
+        optimizer and the method's own state (after the epoch just trained), for checkpoints
+        (:mod:`gnntrain.engine.checkpoint`)."""
         ...
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict`'s result (tensors on the CPU)."""
         ...
-
-
-def checkpointable(cls: type) -> bool:
-    return callable(getattr(cls, "state_dict", None)) and callable(getattr(cls, "load_state_dict", None))

@@ -239,5 +239,14 @@ class MiniBatchTraining:
         self.comm.reduce_untracked(counts, dist.ReduceOp.SUM)
         return {"miss_rate": float(counts[1] / counts[0]) if counts[0] else 0.0}
 
+    def state_dict(self) -> dict:
+        """Model and optimizer: the mini-batches, samples and dropout masks are keyed by the
+        seed, epoch and iteration, so nothing else carries over between epochs."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
     def finish(self) -> None:
         pass

@@ -215,6 +215,16 @@ class HopGNN(MiniBatchTraining):
             self.merges = chosen_merges([statistics.median(s) for s in self.samples])
             self.examining = False
 
+    def state_dict(self) -> dict:
+        """The family's state and the merge state: the count kept, or the examination's samples so far."""
+        return {**super().state_dict(), "merges": self.merges, "examining": self.examining,
+                "samples": self.samples, "examined": self.examined}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.merges, self.examining = state["merges"], state["examining"]
+        self.samples, self.examined = state["samples"], state["examined"]
+
     def epoch_metrics(self) -> dict[str, float]:
         merges = self.merges_run or [self.merges]
         return {**super().epoch_metrics(), "time_steps": self.world - sum(merges) / len(merges),
