@@ -146,14 +146,16 @@ def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:
 
 def test_hopgnn_runs_out_of_the_box_and_refuses_a_bad_fanout(tmp_path) -> None:
     """``gnntrain strategy=hopgnn`` on the default graph and cluster, shortened to 2 epochs: the
-    models migrate every iteration, the features fetched are reported by kind."""
+    models migrate every iteration, the features fetched are reported by kind; epoch 1 runs one
+    time step per worker, epoch 2 examines the merge counts."""
     run_dir = tmp_path / "run"
     res = run([GNNTRAIN, "strategy=hopgnn", "train.epochs=2", f"hydra.run.dir={run_dir}"], tmp_path)
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all(r["comm_bytes_by_kind"]["model_migrate"] > 0 and r["comm_bytes_by_kind"]["feat_fetch"] > 0
                for r in records)
-    assert records[-1]["strategy_metrics"]["time_steps"] == 2
+    assert records[0]["strategy_metrics"]["time_steps"] == 2
+    assert [r["strategy_metrics"]["examination"] for r in records] == [0, 1]
     bad = run([GNNTRAIN, "strategy=hopgnn", "strategy.fanout=[10,10,10]"], tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].endswith(
