@@ -140,7 +140,7 @@ def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch
 ])
 def test_calibration_probes_the_family_baseline(strategy: str, against: str | None, baseline: dict) -> None:
     overrides = [f"strategy={strategy}", "network=eth10g", "network.calibrate_share=0.6"]
-    if strategy == "hopgnn" or strategy == "p3":
+    if strategy in ("hopgnn", "p3"):
         overrides += ["strategy.batch_size=64", "strategy.fanout=3"]
     if against:
         overrides.append(f"network.calibrate_against={against}")

@@ -58,4 +58,4 @@ def schema_of(name: str) -> type:
     """The config schema of strategy ``name`` (the plain strategy schema where it has no options)."""
     from gnntrain.config.schema import StrategyConfig
 
-    return getattr(family_of(name), "SCHEMAS", {}).get(name, StrategyConfig)
+    return family_of(name).SCHEMAS.get(name, StrategyConfig)

@@ -198,7 +198,7 @@ class MiniBatchTraining:
         buffer = payload.new_empty((int(arriving[0]),) + tuple(payload.shape[1:]))
         return self.comm.p2p_start([(to, payload)], [(source, buffer)], kind).wait()[0]
 
-    def unpack(self, packed: torch.Tensor) -> SampledBlocks:
+    def blocks_from(self, packed: torch.Tensor) -> SampledBlocks:
         """The sampled blocks whose topology arrived as ``packed`` (:func:`~gnntrain.data.sampling.pack`)."""
         blocks = unpack(packed, self.topology, self.fanouts, self.dtype)
         blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]

@@ -71,7 +71,7 @@ class Naive(MiniBatchTraining):
         packed = self.pass_on(pack(subgraph).to(self.comm.device), 1, "topology")
         arrived = self.pass_on(partial, 1, "naive_partial")
         migrate(self.params, self.comm, 1)
-        return self.unpack(packed), arrived
+        return self.blocks_from(packed), arrived
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         if self.model.summed_input_layer is None:

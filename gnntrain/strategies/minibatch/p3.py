@@ -78,7 +78,7 @@ class P3(MiniBatchTraining):
         counts = self._from_every_rank(torch.tensor([packed.numel()], device=self.comm.device), [1] * self.world,
                                        "fetch_ids")
         graphs = self._from_every_rank(packed.to(self.comm.device), [int(c) for c in counts], "topology")
-        return [blocks if q == self.rank else self.unpack(g) for q, g in enumerate(graphs)]
+        return [blocks if q == self.rank else self.blocks_from(g) for q, g in enumerate(graphs)]
 
     def _partial(self, graph: SampledBlocks) -> torch.Tensor:
         """This rank's partial first-layer result for one mini-batch, from its columns (with autograd)."""
