@@ -3,13 +3,17 @@
 For a partition of the graph into ``S`` parts (the job's METIS partition, as ``gnntrain``
 caches it) and node-wise sampling with fan-out 10 per layer:
 
-* ``R_micro``: per root of the first iteration of epoch 1, the micrograph's non-root nodes that
-  share the root's part, over all the micrograph's nodes (Sec. 4); the mean over roots;
-* ``R_sub``: per mini-batch (the model-centric baseline's rank ``d`` trains mini-batch ``d``),
-  the subgraph's non-root nodes owned by the rank that trains it, over all its nodes; the mean
-  over the iteration's mini-batches.
+* ``R_micro``: per root of the first iteration of epoch 1 (the first :data:`MICROGRAPHS`
+  roots), the micrograph's non-root nodes that share the root's part, over all the
+  micrograph's nodes (Sec. 4); the mean over roots;
+* ``R_sub``: per root of a mini-batch's subgraph (the model-centric baseline's rank ``d`` trains
+  mini-batch ``d``), the subgraph's non-root nodes that share that root's part, over all the
+  subgraph's nodes (Sec. 4: "the count of non-root vertices co-located with a specified root
+  vertex by the total number of vertices in the subgraph"); the mean over the iteration's roots.
+  A subgraph spreads over all ``S`` parts, so it lands near ``1 / S``, as the paper's 50, 25,
+  12 and 6% for 2 to 16 servers.
 
-Usage: ``python scripts/locality.py [dataset ...]`` prints the table; ``make repro-hopgnn``
+Usage: ``python scripts/locality.py [cora|citeseer|synthetic ...]`` prints the table; ``make repro-hopgnn``
 writes it to ``results/hopgnn/``.
 """
 
@@ -24,20 +28,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import compose_config  # noqa: E402
 
-from gnntrain.data import prepare_job_data  # noqa: E402
+from gnntrain.data import JobData, prepare_job_data  # noqa: E402
 from gnntrain.data.sampling import Topology, sample_blocks, sampling_key  # noqa: E402
 
 PARTS = (2, 4, 8)
 LAYERS = (2, 10)
 FANOUT = 10
 BATCH = 1024
-MAX_ROOTS = 256
-"""Micrographs measured per setting (the first roots of the iteration)."""
+MICROGRAPHS = {2: 256, 10: 32}
+"""Micrographs measured per depth (the first roots of the iteration): a 10-layer micrograph
+reaches most of a 100k-node graph, so fewer of them are sampled."""
+GRAPHS = {"cora": ["dataset=cora"], "citeseer": ["dataset=citeseer"], "synthetic": ["experiment=hopgnn_fig13"]}
+"""The graphs measured by default, with the overrides that compose them (synthetic: Figs. 11 and 13's graph)."""
+PAPER = {2: ("75/73", "95/88", 50), 4: ("66/45", "92/79", 25), 8: ("59/27", "88/68", 12)}
+"""HopGNN Table 1, node-wise sampling, METIS: R_micro 2L/10L (%) on Arxiv and on Products, and R_sub (%), per
+number of servers."""
 
 
-def locality(cfg: dict, parts: int, layers: int) -> tuple[float, float]:
-    """(mean R_micro, mean R_sub) of the dataset of ``cfg`` in ``parts`` parts, ``layers`` layers."""
-    job = prepare_job_data(cfg, parts)
+def locality(job: JobData, parts: int, layers: int) -> tuple[float, float]:
+    """(mean R_micro, mean R_sub) of a job's graph in its ``parts`` parts, ``layers`` layers."""
     topology, part = Topology.of(job.data), job.part
     train = job.data.train_mask.nonzero().view(-1)
     order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))]
@@ -45,27 +54,32 @@ def locality(cfg: dict, parts: int, layers: int) -> tuple[float, float]:
     keys = [sampling_key(0, 1, 0, layer) for layer in range(layers)]
     fanouts = [FANOUT] * layers
     micro = []
-    for root in batch[:MAX_ROOTS]:
+    for root in batch[:MICROGRAPHS[layers]]:
         nodes = sample_blocks(topology, root.view(1), fanouts, keys).nodes
         micro.append(float((part[nodes[1:]] == part[root]).sum()) / nodes.numel())
     sub = []
-    for rank, roots in enumerate(torch.tensor_split(batch, parts)):
+    for roots in torch.tensor_split(batch, parts):
         nodes = sample_blocks(topology, roots, fanouts, keys).nodes
-        sub.append(float((part[nodes[roots.numel():]] == rank).sum()) / nodes.numel())
+        on_part = torch.bincount(part[nodes[roots.numel():]], minlength=parts)
+        sub.extend((on_part[part[roots]].double() / nodes.numel()).tolist())
     return sum(micro) / len(micro), sum(sub) / len(sub)
 
 
-def locality_table(datasets: list[str]) -> list[dict]:
-    """One row per (dataset, parts): R_micro and R_sub at each depth."""
+def locality_table(graphs: list[str]) -> list[dict]:
+    """One row per (graph of :data:`GRAPHS`, parts): R_micro and R_sub at each depth, the paper's beside them."""
     rows = []
-    for name in datasets:
-        cfg = compose_config([f"dataset={name}"])
+    for name in graphs:
+        cfg = compose_config(GRAPHS[name])
         for parts in PARTS:
-            row: dict = {"dataset": name, "parts": parts}
+            job = prepare_job_data(cfg, parts)
+            row: dict = {"graph": f"{name} ({job.data.num_nodes} nodes, {job.data.edge_index.size(1)} edges)",
+                         "parts": parts}
             for layers in LAYERS:
-                r_micro, r_sub = locality(cfg, parts, layers)
+                r_micro, r_sub = locality(job, parts, layers)
                 row[f"R_micro {layers}L (%)"] = round(100 * r_micro, 1)
                 row[f"R_sub {layers}L (%)"] = round(100 * r_sub, 1)
+            arxiv, products, r_sub = PAPER[parts]
+            row.update({"paper R_micro 2L/10L: Arxiv": arxiv, "Products": products, "paper R_sub": r_sub})
             rows.append(row)
     return rows
 
@@ -73,4 +87,8 @@ def locality_table(datasets: list[str]) -> list[dict]:
 if __name__ == "__main__":
     from gnntrain.report import markdown
 
-    print(markdown(locality_table(sys.argv[1:] or ["cora", "citeseer", "synthetic"])))
+    names = sys.argv[1:] or list(GRAPHS)
+    unknown = set(names) - set(GRAPHS)
+    if unknown:
+        sys.exit(f"locality.py: unknown graph {', '.join(sorted(unknown))}; valid: {', '.join(GRAPHS)}")
+    print(markdown(locality_table(names)))

@@ -32,13 +32,25 @@ class FeatureStore:
         """The ``table`` rows of ``ids``, all owned by this rank (no communication)."""
         return self.tables[table][self.row_of[ids]]
 
-    def fetch(self, ids: torch.Tensor, table: str, kind: str) -> torch.Tensor:
-        """The ``table`` rows of the global ids ``ids`` (collective)."""
+    def _owned_read(self, ids: torch.Tensor, table: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """A buffer for the ``table`` rows of ``ids`` with the owned ones read in, and the mask of the others."""
         source = self.tables[table]
         rows = source.new_empty((ids.numel(),) + tuple(source.shape[1:]))
         remote = self.is_remote(ids)
-        local = ~remote
-        rows[local] = source[self.row_of[ids[local]]]
+        rows[~remote] = source[self.row_of[ids[~remote]]]
+        return rows, remote
+
+    def assemble(self, ids: torch.Tensor, table: str, fetched_ids: torch.Tensor, fetched: torch.Tensor) -> torch.Tensor:
+        """The ``table`` rows of ``ids`` with no communication: owned rows read in place, the others
+        looked up in rows fetched earlier (``fetched``: the rows of the sorted ids ``fetched_ids``)."""
+        rows, remote = self._owned_read(ids, table)
+        rows[remote] = fetched[torch.searchsorted(fetched_ids, ids[remote])]
+        return rows
+
+    def fetch(self, ids: torch.Tensor, table: str, kind: str) -> torch.Tensor:
+        """The ``table`` rows of the global ids ``ids`` (collective)."""
+        source = self.tables[table]
+        rows, remote = self._owned_read(ids, table)
         position = remote.nonzero().view(-1)
         owners = self.owner[ids[position]]
         order = torch.argsort(owners, stable=True)

@@ -19,7 +19,8 @@ iteration equals ``strategy=minibatch``'s. (The public artifact all-reduces at e
 averages per sub-batch, which is not.)
 
 ``strategy.pregather`` (Sec. 5.2): a rank fetches the union of the remote inputs of all its
-time steps once per iteration instead of once per step.
+time steps once per iteration instead of once per step, and keeps only those remote rows;
+each step reads its own inputs' rows in place and the others from that buffer.
 
 ``strategy.merge`` (Sec. 5.3): a merge removes the time step with the fewest roots (the
 paper's proxy for input rows, known before sampling) and deals each model's roots of that
@@ -176,14 +177,15 @@ class HopGNN(MiniBatchTraining):
             labels = self.store.local(all_roots, "y")
         if self.pregather:
             inputs = torch.unique(torch.cat([s.input_nodes for s in sampled]))
-            rows = self.fetch_features(inputs)
+            remote_inputs = inputs[self.store.is_remote(inputs)]
+            fetched = self.fetch_features(remote_inputs)
         loss = self.graph.x.new_zeros(())
         start = 0
         for index, ((offset, roots), blocks) in enumerate(zip(mine, sampled)):
             if index:
                 migrate(self.params, self.comm, offset - mine[index - 1][0])
             if self.pregather:
-                x = rows[torch.searchsorted(inputs, blocks.input_nodes)]
+                x = self.store.assemble(blocks.input_nodes, "x", remote_inputs, fetched)
             else:
                 x = self.fetch_features(blocks.input_nodes)
             loss += self.train_on(blocks, x, labels[start: start + roots.numel()], size)
