@@ -62,6 +62,10 @@ def validate(cfg: dict) -> None:
     for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
         check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
     check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
+    if cfg["train"]["dtype"] == "bfloat16" and cfg["cluster"]["device"] != "cuda":
+        raise ConfigError(f"train.dtype=bfloat16 on cluster.device={cfg['cluster']['device']}: torch's CPU sparse "
+                          "matmul has no bfloat16 kernel; valid there: float32, float64 (or strategy.halo_dtype="
+                          "bfloat16 for 16-bit halos)")
     validate_checkpointing(cfg)
     if "heads" in model:
         check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,

@@ -23,7 +23,7 @@ def choices(name: str, *values: str) -> type[Enum]:
 
 PartitionMethod = choices("PartitionMethod", "metis", "random")
 Optimizer = choices("Optimizer", "adam", "sgd")
-Precision = choices("Precision", "float32", "float64")
+Precision = choices("Precision", "float32", "float64", "bfloat16")
 WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
 Backend = choices("Backend", "gloo", "nccl")
@@ -224,7 +224,7 @@ class TrainConfig:
     warmup_epochs: int = 2
     """First epochs left out of the timing means."""
     dtype: Precision = Precision.float32
-    """Floating-point type of features, parameters and messages (float64 for numerical checks)."""
+    """Floating-point type of features, parameters and messages (float64 for numerical checks; bfloat16 on cuda only)."""
     checkpoint_every: int = 0
     """Write a checkpoint every k epochs and after the last, under <run dir>/checkpoints (0: none)."""
     resume: Any = False

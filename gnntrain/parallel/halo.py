@@ -10,7 +10,9 @@ input does not require a gradient (the input features), no backward message is s
 :class:`HaloExchange` is the synchronous exchange of the graph-parallel baseline; its
 ``start_*`` halves are what strategies with other timing (stale, overlapped, pipelined) build
 on. Given a :class:`~gnntrain.comm.quantized_exchange.BitPlan`, every exchange (either
-direction, any timing) sends its rows quantized to the plan's per-row bit-widths.
+direction, any timing) sends its rows quantized to the plan's per-row bit-widths; given a
+``wire`` dtype (bfloat16 or float16, :mod:`gnntrain.comm.half_precision`), it sends them in
+that format, both directions.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
+from gnntrain.comm.half_precision import start_half
 from gnntrain.comm.quantized_exchange import BitPlan, start_quantized
 from gnntrain.graph import LocalGraph
 
@@ -26,9 +29,11 @@ class HaloExchange:
     """Exchange of a local graph's halo rows over ``comm``."""
 
     def __init__(self, graph: LocalGraph, comm: Communicator, plan: BitPlan | None = None,
-                 generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None, wire: torch.dtype | None = None) -> None:
+        if plan is not None and wire is not None:
+            raise ValueError("a halo exchange sends either quantized rows (a bit plan) or 16-bit rows, not both")
         self.comm = comm
-        self.plan, self.generator = plan, generator
+        self.plan, self.generator, self.wire = plan, generator, wire
         self.send_index = graph.send_index.to(comm.device)
         self.send_splits = graph.send_splits
         self.recv_splits = graph.recv_splits
@@ -47,10 +52,12 @@ class HaloExchange:
 
     def _start(self, rows: torch.Tensor, layer: int, direction: str, send_splits: list[int],
                recv_splits: list[int], kind: str) -> InFlight:
-        if self.plan is None:
-            return self.comm.all_to_all_start(rows, send_splits, recv_splits, kind)
-        return start_quantized(self.comm, rows, self.plan, layer, direction, send_splits, recv_splits, kind,
-                               self.generator)
+        if self.plan is not None:
+            return start_quantized(self.comm, rows, self.plan, layer, direction, send_splits, recv_splits, kind,
+                                   self.generator)
+        if self.wire is not None:
+            return start_half(self.comm, rows, self.wire, send_splits, recv_splits, kind)
+        return self.comm.all_to_all_start(rows, send_splits, recv_splits, kind)
 
     def gradient_of_sent_rows(self, grad_sent: torch.Tensor) -> torch.Tensor:
         """Sum the gradients that came back for the sent rows into an ``[inner, width]`` gradient."""

@@ -4,14 +4,34 @@ by :func:`gnntrain.config.register_schemas`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from gnntrain.comm.half_precision import HALF_DTYPES
 from gnntrain.config.schema import StrategyConfig, check, choices
+from gnntrain.errors import ConfigError
 
-
+HaloDtype = choices("HaloDtype", *HALF_DTYPES)
 Smoothing = choices("Smoothing", "none", "f", "g", "gf")
 
 
 @dataclass
-class PipeGCNConfig(StrategyConfig):
+class GraphParallelConfig(StrategyConfig):
+    """Graph parallelism (``vanilla``); every graph-parallel strategy's schema extends it."""
+
+    halo_dtype: Optional[HaloDtype] = None
+    """Format of the training halo rows on the wire, both directions: null (train.dtype), bfloat16 or float16."""
+
+
+def halo_wire(strategy: dict) -> torch.dtype | None:
+    """The 16-bit dtype ``strategy.halo_dtype`` sends training halo rows in; None for train.dtype."""
+    name = strategy["halo_dtype"]
+    return None if name is None else HALF_DTYPES[str(name)]
+
+
+@dataclass
+class PipeGCNConfig(GraphParallelConfig):
     """PipeGCN: halo exchanges one epoch stale, overlapped with compute."""
 
     smooth: Smoothing = Smoothing.none
@@ -27,7 +47,7 @@ class PipeGCNConfig(StrategyConfig):
 
 
 @dataclass
-class SamplingConfig(StrategyConfig):
+class SamplingConfig(GraphParallelConfig):
     """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``)."""
 
     p: float = 0.1
@@ -40,7 +60,7 @@ BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed")
 
 
 @dataclass
-class AdaQPConfig(StrategyConfig):
+class AdaQPConfig(GraphParallelConfig):
     """AdaQP: quantized halo messages with adaptively assigned bit-widths."""
 
     assign: BitAssignment = BitAssignment.adaptive
@@ -61,11 +81,16 @@ class AdaQPConfig(StrategyConfig):
     """Seed of the stochastic rounding and the uniform assignment."""
 
 
-SCHEMAS = {"pipegcn": PipeGCNConfig, "sampling": SamplingConfig, "adaqp": AdaQPConfig}
+SCHEMAS = {"graph_parallel": GraphParallelConfig, "pipegcn": PipeGCNConfig, "sampling": SamplingConfig, "adaqp": AdaQPConfig}
 
 
 def validate(strategy: dict) -> None:
     """The family's range checks (the schemas give the types)."""
+    quantized = strategy.get("assign", "fixed") != "fixed" or strategy.get("bits", 32) != 32
+    if strategy["halo_dtype"] is not None and quantized:
+        raise ConfigError(f"strategy.halo_dtype={strategy['halo_dtype']} with quantized halos (strategy.assign="
+                          f"{strategy.get('assign', 'fixed')}, strategy.bits={strategy.get('bits', 32)}) is "
+                          "ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
     if "gamma" in strategy:
         check("strategy.gamma", strategy["gamma"], 0.0 <= strategy["gamma"] < 1.0, "in [0, 1)")
     if "p" in strategy:

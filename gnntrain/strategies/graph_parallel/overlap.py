@@ -45,8 +45,8 @@ class OverlappedHaloExchange(HaloExchange):
     """
 
     def __init__(self, graph: LocalGraph, comm: Communicator, plan: BitPlan | None = None,
-                 generator: torch.Generator | None = None) -> None:
-        super().__init__(graph, comm, plan, generator)
+                 generator: torch.Generator | None = None, wire: torch.dtype | None = None) -> None:
+        super().__init__(graph, comm, plan, generator, wire)
         self.views = central_marginal(graph)
 
     def start(self, h: torch.Tensor, layer: int) -> Callable[[], torch.Tensor]:

@@ -34,6 +34,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
+from gnntrain.strategies.graph_parallel.config import halo_wire
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 
 
@@ -52,7 +53,7 @@ class Quantized:
         self.plan = make_plan(cfg, graph, comm)
         self.period = cfg["period"]
         exchange = OverlappedHaloExchange if cfg["overlap"] else HaloExchange
-        self.exchange = exchange(graph, comm, self.plan, rounding_generator(cfg, comm))
+        self.exchange = exchange(graph, comm, self.plan, rounding_generator(cfg, comm), halo_wire(cfg))
         self.full = HaloExchange(graph, comm)
         self.assign_time: float | None = None
 

@@ -45,6 +45,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.graph_parallel.config import halo_wire
 
 
 def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
@@ -92,6 +93,8 @@ class BoundarySampling:
         self.method, self.p = cfg["name"], cfg["p"]
         self.graph, self.comm = graph, comm
         self.full = HaloExchange(graph, comm)
+        self.wire = halo_wire(cfg)
+        self.training_full = self.full if self.wire is None else HaloExchange(graph, comm, wire=self.wire)
         self.generator = torch.Generator().manual_seed(cfg["seed"] * 65_536 + comm.rank)
         self.is_cut = graph.edge_src >= graph.num_inner
         self.keep_prob = self.p
@@ -109,14 +112,14 @@ class BoundarySampling:
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         if self.keep_prob == 1.0:
-            return self.graph, self.full
+            return self.graph, self.training_full
         start = time.perf_counter()
         edge_keep, halo_keep = self._sample()
         send_index, send_splits = self._rows_peers_kept(halo_keep)
         self.sampled = sampled_graph(self.graph, edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
         self.sample_time = time.perf_counter() - start
         self.dropped_edges = int(edge_keep.numel() - edge_keep.sum())
-        return self.sampled, HaloExchange(self.sampled, self.comm)
+        return self.sampled, HaloExchange(self.sampled, self.comm, wire=self.wire)
 
     def evaluation_halo(self) -> HaloSource:
         return self.full

@@ -39,6 +39,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
+from gnntrain.strategies.graph_parallel.config import halo_wire
 
 
 @dataclass
@@ -87,7 +88,8 @@ class Stale:
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
-        self.pipe = HaloExchange(graph, self.side, fixed_bits(cfg["bits"], graph), rounding_generator(cfg, comm))
+        self.pipe = HaloExchange(graph, self.side, fixed_bits(cfg["bits"], graph), rounding_generator(cfg, comm),
+                                 halo_wire(cfg))
         gamma = cfg["gamma"]
         self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma))
         self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma))

@@ -1,5 +1,7 @@
 """``vanilla``: the graph-parallel baseline of every paper. Each layer waits for a fresh,
-full-precision exchange of all halo rows (forward features, backward gradients)."""
+full-precision exchange of all halo rows (forward features, backward gradients); with
+``strategy.halo_dtype`` the training exchanges send them in 16 bits and evaluation stays at
+full precision."""
 
 from __future__ import annotations
 
@@ -7,15 +9,18 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource
+from gnntrain.strategies.graph_parallel.config import halo_wire
 
 
 class Synchronous:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
         self.graph = graph
         self.exchange = HaloExchange(graph, comm)
+        wire = halo_wire(cfg)
+        self.training = self.exchange if wire is None else HaloExchange(graph, comm, wire=wire)
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
-        return self.graph, self.exchange
+        return self.graph, self.training
 
     def evaluation_halo(self) -> HaloSource:
         return self.exchange
