@@ -6,8 +6,10 @@ of each row it receives; sender and receiver of a row always hold the same width
 * :class:`FixedBits`: every message at ``bits`` (2, 4 or 8; :func:`fixed_bits` gives no plan
   at 32 bits, so those rows go unencoded).
 * :class:`UniformBits`: each message's width drawn uniformly from {2, 4, 8} (Table 6's
-  baseline), once per run; both ends draw the same widths from a generator seeded by
-  (seed, layer, direction, sender, receiver), so no message is needed to agree.
+  baseline: "samples a bit-width from {2, 4, 8} for each message uniformly and randomly",
+  Sec. 5.1), afresh every epoch (our reading of "each message": a row sent in one layer,
+  direction and epoch); both ends draw the same widths from a generator seeded by
+  (seed, epoch, layer, direction, sender, receiver), so no message is needed to agree.
 * :class:`AdaptiveBits`: every ``period`` epochs, AdaQP's assigner. Each receiver traces, per
   received message ``k``, ``beta_k = c_k D (max h_k - min h_k)^2 / 6`` from the rows that
   arrived last (``c_k``: forward, the sum over ``k``'s local out-neighbours ``v`` of the squared
@@ -28,6 +30,7 @@ import time
 import numpy as np
 import torch
 
+from gnntrain import keyed
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import FULL, WIDTHS
 from gnntrain.graph import LocalGraph
@@ -73,6 +76,9 @@ class _Plan:
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
         pass
 
+    def start_epoch(self, epoch: int) -> None:
+        """Called before each training epoch (plans that change widths between epochs)."""
+
 
 class FixedBits(_Plan):
     def __init__(self, bits: int, graph: LocalGraph) -> None:
@@ -98,11 +104,16 @@ class UniformBits(_Plan):
     def __init__(self, seed: int, graph: LocalGraph) -> None:
         super().__init__(graph)
         self.seed = seed
+        self.epoch = 0
+
+    def start_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.issued.clear()
 
     def _draw(self, layer: int, direction: str, sender: int, receiver: int, n: int) -> torch.Tensor:
         world = self.graph.world_size
-        key = (((self.seed * 4096 + layer) * 2 + (direction == "bwd")) * world + sender) * world + receiver
-        choice = torch.randint(len(WIDTHS), (n,), generator=torch.Generator().manual_seed(key))
+        key = keyed.key(self.seed, self.epoch, layer, direction == "bwd", sender * world + receiver)
+        choice = torch.randint(len(WIDTHS), (n,), generator=torch.Generator().manual_seed(key % (1 << 63)))
         return torch.tensor(WIDTHS)[choice].to(self.graph.device)
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:

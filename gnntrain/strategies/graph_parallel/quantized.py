@@ -4,7 +4,7 @@ Every layer's forward (features) and backward (gradients) halo exchange is synch
 the vanilla strategy, but each message row travels as stochastic integer codes
 (:mod:`gnntrain.comm.quantize`; unbiased, Theorem 1) at the bit-width the plan assigns
 (:mod:`.bit_plans`): ``strategy.assign=fixed`` (``strategy.bits``, 32 = unquantized),
-``uniform`` (random over {2, 4, 8}, Table 6's baseline) or ``adaptive`` (the
+``uniform`` (random over {2, 4, 8} per message and epoch, Table 6's baseline) or ``adaptive`` (the
 variance-time MILP every ``strategy.period`` epochs, weight ``strategy.lambda_``, groups of
 ``strategy.group_size`` messages, solved to within ``strategy.assign_gap`` of its optimum).
 Evaluation exchanges full-precision rows.
@@ -58,6 +58,8 @@ class Quantized:
         self.assign_time: float | None = None
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        if self.plan is not None:
+            self.plan.start_epoch(epoch)
         if isinstance(self.plan, AdaptiveBits):
             self.assign_time = self.plan.solve_time = self.plan.solve_gap = 0.0
             if epoch > 1 and (epoch - 1) % self.period == 0:
