@@ -98,3 +98,31 @@ def test_pipegcn_with_quantized_stale_halos(tmp_path) -> None:
     for kind in ("halo_fwd", "halo_bwd"):
         assert job_bytes(pipe, kind) == job_bytes(adaqp, kind) == _expected_halo_bytes(adaqp, 4)[kind]
     assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in pipe)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gcnii"])
+def test_variance_coefficients_are_the_layers_own_squared_weights(kind: str) -> None:
+    """``c_k`` of Eq. 11 for a halo row: its squared aggregation weights summed over this
+    rank's targets, from the global graph's degrees (GCN: symmetric with self-loops; SAGE: the
+    mean; GCNII: (1 - alpha) x GCN's)."""
+    from gnntrain.data import prepare_job_data
+    from gnntrain.graph import build_local_graph
+    from gnntrain.models.gcn import GCNLayer
+    from gnntrain.models.gcnii import GCNIILayer
+    from gnntrain.models.sage import SAGELayer
+    from conftest import make_cfg
+
+    data = prepare_job_data(make_cfg("dataset.num_nodes=600"), 1).data
+    part = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(0))
+    graph = build_local_graph(data, part, 1, 3)
+    layer = {"gcn": GCNLayer(8, 8), "sage": SAGELayer(8, 8), "gcnii": GCNIILayer(8, 0.1, 0.5, 1)}[kind]
+    src, dst = data.edge_index
+    degree = torch.bincount(dst, minlength=data.num_nodes).double()
+    weight = 1.0 / degree[dst] if kind == "sage" else ((degree[src] + 1) * (degree[dst] + 1)).rsqrt()
+    if kind == "gcnii":
+        weight = 0.9 * weight
+    into_rank = part[dst] == 1
+    expected = torch.zeros(data.num_nodes, dtype=torch.float64).index_add_(0, src[into_rank], weight[into_rank] ** 2)
+    halo = graph.global_ids[graph.num_inner:]
+    torch.testing.assert_close(layer.squared_weight_sums(graph)[graph.num_inner:].double(), expected[halo], rtol=1e-5,
+                               atol=0)

@@ -1,11 +1,13 @@
 """AdaQP's bit-width assignment MILP (Eq. 12): optimal against brute force on small instances
-when solved exactly, within the asked gap otherwise, the certified gap a true bound, the
-rounded relaxation enough on large instances, and lam = 0 / lam = 1 reduce to the single
-objectives."""
+(pairs in two ring rounds, the paper's raw terms and the normalised variant) when solved
+exactly, within the asked gap otherwise, the certified gap a true bound, the rounded
+relaxation enough on large instances, branch and bound bounded in time, and lam = 0 /
+lam = 1 reduce to the single objectives."""
 
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -16,33 +18,42 @@ from gnntrain.strategies.graph_parallel.bit_assignment import (
 
 
 def _instance(seed: int) -> list[PairGroups]:
+    """Three pairs in two ring rounds; variance terms scaled so that the raw terms trade off."""
     rng = np.random.default_rng(seed)
-    return [PairGroups(beta=rng.uniform(0.1, 10.0, n), size=rng.integers(64, 4096, n).astype(float),
-                       theta=rng.uniform(1e-9, 4e-9), gamma=rng.uniform(1e-5, 1e-4))
-            for n in (3, 2, 2)]
+    return [PairGroups(beta=rng.uniform(0.1, 10.0, n) * 1e-4, size=rng.integers(64, 4096, n).astype(float),
+                       theta=rng.uniform(1e-9, 4e-9), gamma=rng.uniform(1e-5, 1e-4), round=r)
+            for n, r in ((3, 1), (2, 2), (2, 1))]
 
 
-def _brute_force(pairs: list[PairGroups], lam: float) -> float:
+def _brute_force(pairs: list[PairGroups], lam: float, normalize: bool) -> float:
     counts = [len(p.beta) for p in pairs]
     best = np.inf
     for combo in itertools.product(WIDTHS, repeat=sum(counts)):
         bits = np.split(np.array(combo), np.cumsum(counts)[:-1])
-        best = min(best, objective(pairs, bits, lam))
+        best = min(best, objective(pairs, bits, lam, normalize))
     return best
 
 
+def test_rounds_add_up_and_pairs_of_a_round_wait_for_the_slowest() -> None:
+    pairs = _instance(0)
+    bits = [np.full(len(p.beta), 4) for p in pairs]
+    times = [p.theta * float((p.size * 4).sum()) + p.gamma for p in pairs]
+    assert objective_parts(pairs, bits)[1] == pytest.approx(max(times[0], times[2]) + times[1], rel=1e-12)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("lam", [0.0, 0.25, 0.5, 0.9, 1.0])
-def test_optimum_matches_brute_force(seed: int, lam: float) -> None:
+def test_optimum_matches_brute_force(seed: int, lam: float, normalize: bool) -> None:
     pairs = _instance(seed)
-    best = _brute_force(pairs, lam)
-    exact = assign_bits(pairs, lam, gap=0.0)
+    best = _brute_force(pairs, lam, normalize)
+    exact = assign_bits(pairs, lam, gap=0.0, normalize=normalize)
     assert [len(b) for b in exact.bits] == [len(p.beta) for p in pairs]
     assert all(set(b.tolist()) <= set(WIDTHS) for b in exact.bits)
-    assert objective(pairs, exact.bits, lam) == pytest.approx(best, rel=1e-6, abs=1e-9)
-    near = assign_bits(pairs, lam, gap=0.01)
-    assert near.objective == pytest.approx(objective(pairs, near.bits, lam), rel=1e-12)
-    assert near.bound <= best * (1 + 1e-9) + 1e-12 and best <= near.objective * (1 + 1e-9) + 1e-12
+    assert objective(pairs, exact.bits, lam, normalize) == pytest.approx(best, rel=1e-6, abs=1e-12)
+    near = assign_bits(pairs, lam, gap=0.01, normalize=normalize)
+    assert near.objective == pytest.approx(objective(pairs, near.bits, lam, normalize), rel=1e-12)
+    assert near.bound <= best * (1 + 1e-9) + 1e-15 and best <= near.objective * (1 + 1e-9) + 1e-15
     assert near.gap <= 0.01
 
 
@@ -61,9 +72,10 @@ def _large_instance(seed: int, pairs: int = 12, messages: int = 2000, group_size
 @pytest.mark.parametrize("lam", [0.1, 0.5, 0.9])
 def test_rounded_relaxation_is_within_one_percent_on_large_instances(lam: float) -> None:
     pairs = _large_instance(5)
-    rounded = assign_bits(pairs, lam, gap=0.01)
+    rounded = assign_bits(pairs, lam, gap=0.01, normalize=True)
     assert rounded.relaxed and rounded.gap <= 0.01
-    branched = assign_bits(pairs, lam, gap=1e-4)
+    assert len({int(b) for bits in rounded.bits for b in bits}) > 1  # a real trade-off, not one width
+    branched = assign_bits(pairs, lam, gap=1e-4, normalize=True)
     assert rounded.objective <= branched.objective / (1 - 0.01)
     assert rounded.bound <= branched.objective * (1 + 1e-9)
 
@@ -83,6 +95,18 @@ def test_mid_lambda_trades_variance_for_time() -> None:
     fast = objective_parts(pairs, assign_bits(pairs, 0.0).bits)
     assert fast[1] <= balanced[1] <= precise[1]
     assert precise[0] <= balanced[0] <= fast[0]
+
+
+def test_branch_and_bound_stops_at_its_time_limit_with_a_feasible_plan() -> None:
+    pairs = _large_instance(7, pairs=12, messages=4000, group_size=10)
+    start = time.perf_counter()
+    cut = assign_bits(pairs, 0.5, gap=1e-9, time_limit=0.2, normalize=True)
+    assert time.perf_counter() - start < 10
+    assert cut.timed_out
+    assert all(set(b.tolist()) <= set(WIDTHS) for b in cut.bits)
+    rounded = assign_bits(pairs, 0.5, gap=1.0, normalize=True)
+    assert cut.objective <= rounded.objective * (1 + 1e-12)
+    assert cut.bound <= cut.objective
 
 
 def test_groups_follow_beta_order() -> None:

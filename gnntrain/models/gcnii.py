@@ -24,7 +24,7 @@ from torch import nn
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.gnn import (
-    Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block,
+    Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block, squared_weight_sums,
 )
 from gnntrain.models.projection import Projected, project
 
@@ -43,6 +43,9 @@ class GCNIILayer(MessagePassingLayer):
 
     def aggregates_rows_by_operator(self, transform: bool) -> bool:
         return True
+
+    def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
+        return squared_weight_sums(graph, "gcn", 1.0 - self.alpha)
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   h0: torch.Tensor) -> torch.Tensor:

@@ -105,6 +105,13 @@ class MessagePassingLayer(nn.Module):
     def message(self, h: torch.Tensor, transform: bool) -> torch.Tensor:
         return h
 
+    def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
+        """Per local row ``k``, ``sum_v alpha_kv^2`` over the targets ``v`` it is aggregated
+        into: what scales the variance a noisy row adds to the layer's output (AdaQP Eq. 11).
+        Here the mean's ``1 / in-degree``: layers whose weights are attention or softmax
+        scores, which change with the data every step, take the mean as a stand-in."""
+        return squared_weight_sums(graph, "mean")
+
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   *extra: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -116,6 +123,13 @@ class MessagePassingLayer(nn.Module):
         transform = self.transforms_first(graph)
         z = torch.cat([self.message(h_inner, transform), self.message(h_halo, transform)])
         return self.update(self.aggregate(z, h_inner, graph, transform, *extra))
+
+
+def squared_weight_sums(graph: LocalGraph, kind: str, scale: float = 1.0) -> torch.Tensor:
+    """Per local row, the sum of its squared entries in ``scale`` x ``graph.operator(kind)``."""
+    _, src, value = graph.operator_entries(kind)
+    sums = torch.zeros(graph.num_local, dtype=value.dtype, device=value.device)
+    return sums.index_add_(0, src, (scale * value) ** 2)
 
 
 class LinearMessageLayer(MessagePassingLayer):
@@ -137,6 +151,9 @@ class LinearMessageLayer(MessagePassingLayer):
 
     def aggregates_rows_by_operator(self, transform: bool) -> bool:
         return not transform
+
+    def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
+        return squared_weight_sums(graph, self.operator_kind)
 
     def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
         if not transform:

@@ -41,6 +41,8 @@ from gnntrain.strategies.graph_parallel.synchronous import Synchronous
 
 
 class HaloPolicy(Protocol):
+    """Built as ``policy(strategy config, local graph, communicator, model)``."""
+
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
         the same inner nodes) and the source of its layers' halo rows."""
@@ -87,7 +89,7 @@ class GraphParallel:
         dtype = getattr(torch, cfg["train"]["dtype"])
         self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
         self.step = FullBatchStep(cfg, job.facts, self.graph, stats=self.comm, sync=self.comm)
-        self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm)
+        self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm, self.step.model)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         return self.step.train(epoch, *self.policy.training_view(epoch))

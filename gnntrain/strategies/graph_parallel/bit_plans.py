@@ -12,20 +12,28 @@ of each row it receives; sender and receiver of a row always hold the same width
   (seed, epoch, layer, direction, sender, receiver), so no message is needed to agree.
 * :class:`AdaptiveBits`: every ``period`` epochs, AdaQP's assigner. Each receiver traces, per
   received message ``k``, ``beta_k = c_k D (max h_k - min h_k)^2 / 6`` from the rows that
-  arrived last (``c_k``: forward, the sum over ``k``'s local out-neighbours ``v`` of the squared
-  aggregation weight ``alpha_kv^2``; the strategy does not know the model's aggregation, so
-  GCN's symmetric normalised weights stand in for every model; backward, 1: a gradient row is
-  added unscaled). Rank 0 gathers the traces, groups each device pair's messages by ``beta``
-  (``group_size``) and solves Eq. 12 per layer and direction to within ``assign_gap`` of its
-  optimum (:mod:`.bit_assignment`) with the per-pair alpha-beta cost model
-  profiled at start-up, then sends each receiver its widths; receivers pass them on to the
-  senders. Until the first assignment (after ``period`` epochs) every message uses 8 bits.
-  The traffic of tracing and assigning is counted under the ``assign`` kind.
+  arrived last (Eq. 11). ``c_k = sum_v alpha_kv^2`` over ``k``'s out-neighbours ``v`` on the
+  rank that holds ``k`` as a halo row, with the layer's own aggregation weights
+  (:meth:`~gnntrain.models.gnn.MessagePassingLayer.squared_weight_sums`: GCN's symmetric
+  normalised weights, SAGE's and FiLM's mean, GCNII's (1 - alpha) times GCN's; attention and
+  softmax layers, whose weights change with the data, the mean's as a stand-in). A backward
+  message is the gradient of ``k``'s row, which entered the loss through the same weights, so
+  it gets the same ``c_k`` (the alpha^2 of Eq. 23 and 27); its receiver, ``k``'s owner, learns
+  the coefficients once at start-up from the halo holders. Rank 0 gathers the traces, groups
+  each device pair's messages by ``beta`` (``group_size``) and solves Eq. 12 per layer and
+  direction (:mod:`.bit_assignment`: one time variable per ring round, the per-pair
+  alpha-beta cost model profiled round by round at start-up; ``normalize`` for the scaled
+  variant) to within ``assign_gap`` of its optimum, at most ``solve_time_limit`` seconds of
+  branch and bound each, the problems solved concurrently by a thread pool (Sec. 3.3: the
+  layers' problems share nothing); then it sends each receiver its widths, and receivers pass
+  them on to the senders. Until the first assignment (after ``period`` epochs) every message
+  uses 8 bits. The traffic of tracing and assigning is counted under the ``assign`` kind.
 """
 
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -34,7 +42,8 @@ from gnntrain import keyed
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import FULL, WIDTHS
 from gnntrain.graph import LocalGraph
-from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
+from gnntrain.models.gnn import MessagePassingModel
+from gnntrain.strategies.graph_parallel.bit_assignment import Assignment, PairGroups, assign_bits, group_messages
 
 Key = tuple[int, str]
 
@@ -124,13 +133,14 @@ class UniformBits(_Plan):
 
 
 class AdaptiveBits(_Plan):
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         super().__init__(graph)
         self.comm = comm
         self.lam, self.group_size, self.gap = cfg["lambda_"], cfg["group_size"], cfg["assign_gap"]
+        self.time_limit, self.normalize = cfg["solve_time_limit"], cfg["normalize"]
         self.traced: dict[Key, torch.Tensor] = {}
         self.widths: dict[Key, int] = {}
-        self.coefficient = self._forward_coefficients(graph)
+        self.coefficients = self._coefficients(model)
         world = comm.world_size
         own = torch.zeros(world, 2, world)
         own[comm.rank] = torch.tensor([graph.recv_splits, graph.send_splits], dtype=torch.float32)
@@ -141,15 +151,18 @@ class AdaptiveBits(_Plan):
         self.solve_time = 0.0
         self.solve_gap = 0.0
         """The largest certified relative gap to the optimum of the last assignment's programs."""
+        self.timed_out = 0
+        """How many of the last assignment's programs ran into the time limit."""
 
-    @staticmethod
-    def _forward_coefficients(graph: LocalGraph) -> torch.Tensor:
-        """Per halo row: sum of its squared GCN aggregation weights into this rank's nodes."""
-        src, dst = graph.edge_src, graph.edge_dst
-        dinv = (graph.in_degree + 1.0).rsqrt()
-        squares = torch.zeros(graph.num_local, dtype=dinv.dtype, device=graph.device)
-        squares.index_add_(0, src, (dinv[src] * dinv[dst]) ** 2)
-        return squares[graph.num_inner:].float()
+    def _coefficients(self, model: MessagePassingModel) -> dict[Key, torch.Tensor]:
+        """``c_k`` per layer and direction, in the order the messages arrive: forward, this
+        rank's halo rows; backward, its sent rows (the halo holders' ``c_k``, exchanged once)."""
+        graph = self.graph
+        forward = torch.stack([conv.squared_weight_sums(graph)[graph.num_inner:] for conv in model.convs], dim=1)
+        backward = self.comm.all_to_all_start(forward.float().contiguous(), graph.recv_splits, graph.send_splits,
+                                              "assign").wait()
+        return {**{(layer, "fwd"): forward[:, layer].float().cpu() for layer in range(forward.shape[1])},
+                **{(layer, "bwd"): backward[:, layer].cpu() for layer in range(forward.shape[1])}}
 
     def _profile(self, sizes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 3) -> torch.Tensor:
         """Fit ``time = theta * bits + gamma`` for every (sender -> receiver) pair from timed
@@ -186,8 +199,8 @@ class AdaptiveBits(_Plan):
 
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
         spread = (received.amax(dim=1) - received.amin(dim=1)).float() if received.numel() else received.new_zeros(0)
-        coefficient = self.coefficient if direction == "fwd" else 1.0
-        self.traced[layer, direction] = (coefficient * received.shape[1] * spread ** 2 / 6).cpu()
+        coefficient = self.coefficients[layer, direction]
+        self.traced[layer, direction] = coefficient * received.shape[1] * spread.cpu() ** 2 / 6
         self.widths[layer, direction] = received.shape[1]
 
     def _incoming(self, rank: int, direction: str) -> torch.Tensor:
@@ -227,11 +240,11 @@ class AdaptiveBits(_Plan):
             self.issued[k] = (torch.cat(sent[k]).long(), block.long())
 
     def _solve(self, keys: list[Key], traces: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
-        """Rank 0: every rank's received widths, in the order of its traces."""
+        """Rank 0: every rank's received widths, in the order of its traces; the problems of
+        the layers and directions solved concurrently."""
         world = self.comm.world_size
-        per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
         offsets = [0] * world
-        self.solve_gap = 0.0
+        problems = []
         for layer, direction in keys:
             pairs, slots = [], []
             for r in range(world):
@@ -244,15 +257,23 @@ class AdaptiveBits(_Plan):
                         theta, gamma = self.cost[r, q].tolist()
                         pairs.append(PairGroups(np.array([part[g].sum().item() for g in groups]),
                                                 np.array([len(g) * self.widths[layer, direction] for g in groups],
-                                                         dtype=float), theta, gamma))
+                                                         dtype=float), theta, gamma, round=(r - q) % world))
                         slots.append((r, q, groups, part.numel()))
-                per_rank[r].append(torch.zeros(sum(counts), dtype=torch.uint8))
-            assignment = assign_bits(pairs, self.lam, self.gap)
-            self.solve_gap = max(self.solve_gap, assignment.gap)
+            problems.append((direction, pairs, slots))
+        with ThreadPoolExecutor(max_workers=max(len(problems), 1)) as pool:
+            solved = list(pool.map(lambda p: self._assign(p[1]), problems))
+        self.solve_gap = max((a.gap for a in solved), default=0.0)
+        self.timed_out = sum(a.timed_out for a in solved)
+        per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
+        for (direction, _, slots), assignment in zip(problems, solved):
+            blocks = [torch.zeros(int(self._incoming(r, direction).sum()), dtype=torch.uint8) for r in range(world)]
             for (r, q, groups, n), group_bits in zip(slots, assignment.bits):
                 start = int(self._incoming(r, direction)[:q].sum())
-                message_bits = torch.zeros(n, dtype=torch.uint8)
                 for g, b in zip(groups, group_bits):
-                    message_bits[torch.from_numpy(g)] = int(b)
-                per_rank[r][-1][start: start + n] = message_bits
+                    blocks[r][start + torch.from_numpy(g)] = int(b)
+            for r in range(world):
+                per_rank[r].append(blocks[r])
         return [torch.cat(blocks) if blocks else torch.zeros(0, dtype=torch.uint8) for blocks in per_rank]
+
+    def _assign(self, pairs: list[PairGroups]) -> Assignment:
+        return assign_bits(pairs, self.lam, self.gap, self.time_limit, self.normalize)

@@ -72,9 +72,13 @@ class AdaQPConfig(GraphParallelConfig):
     group_size: int = 100
     """Messages per group that share one bit-width in the assignment."""
     lambda_: float = 0.5
-    """Weight of the variance term against the time term in the assignment's objective."""
+    """Weight of the variance term against the time term in the assignment's objective (Eq. 12)."""
+    normalize: bool = False
+    """Divide the objective's two terms by their worst cases (false: the paper's raw terms, variance and seconds)."""
     assign_gap: float = 0.01
     """Largest relative gap to the MILP optimum an assignment may have (0 solves it exactly by branch and bound)."""
+    solve_time_limit: float = 10.0
+    """Seconds of branch and bound per problem; then the best plan found (at worst the rounded relaxation)."""
     overlap: bool = False
     """Compute the central nodes while the marginal nodes' halo rows are in flight."""
     seed: int = 0
@@ -102,5 +106,7 @@ def validate(strategy: dict) -> None:
             check(f"strategy.{key}", strategy[key], strategy[key] >= 1, ">= 1")
     if "lambda_" in strategy:
         check("strategy.lambda_", strategy["lambda_"], 0.0 <= strategy["lambda_"] <= 1.0, "in [0, 1]")
+    if "solve_time_limit" in strategy:
+        check("strategy.solve_time_limit", strategy["solve_time_limit"], strategy["solve_time_limit"] > 0, "> 0")
     if "assign_gap" in strategy:
         check("strategy.assign_gap", strategy["assign_gap"], 0.0 <= strategy["assign_gap"] < 1.0, "in [0, 1)")

@@ -11,8 +11,9 @@ Evaluation exchanges full-precision rows.
 
 Per epoch it reports ``mean_bits`` (over all message rows sent, both directions) and, with
 adaptive widths, ``assign_time`` (gathering the traces, solving and distributing the widths;
-slowest rank; 0 on epochs that keep the widths), ``solve_time`` (rank 0's solves) and
-``assign_gap`` (the largest certified relative gap of those solves to the MILP optimum).
+slowest rank; 0 on epochs that keep the widths), ``solve_time`` (rank 0's solves, run
+concurrently), ``assign_gap`` (the largest certified relative gap of those solves to the MILP
+optimum) and ``assign_timeouts`` (how many of them ran into ``strategy.solve_time_limit``).
 
 ``strategy.overlap=true`` is the central/marginal split of Sec. 3.4: each layer starts its
 exchange, computes the rows of the central nodes (no halo in-neighbour) while the halo is in
@@ -31,26 +32,26 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import halo_wire
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 
 
-def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator):
+def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
     """The bit plan ``cfg['assign']`` names; None for fixed 32 bits (rows go unencoded)."""
     if cfg["assign"] == "fixed":
         return fixed_bits(cfg["bits"], graph)
     if cfg["assign"] == "uniform":
         return UniformBits(cfg["seed"], graph)
-    return AdaptiveBits(cfg, graph, comm)
+    return AdaptiveBits(cfg, graph, comm, model)
 
 
 class Quantized:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.graph, self.comm = graph, comm
-        self.plan = make_plan(cfg, graph, comm)
+        self.plan = make_plan(cfg, graph, comm, model)
         self.period = cfg["period"]
         exchange = OverlappedHaloExchange if cfg["overlap"] else HaloExchange
         self.exchange = exchange(graph, comm, self.plan, rounding_generator(cfg, comm), halo_wire(cfg))
@@ -62,6 +63,7 @@ class Quantized:
             self.plan.start_epoch(epoch)
         if isinstance(self.plan, AdaptiveBits):
             self.assign_time = self.plan.solve_time = self.plan.solve_gap = 0.0
+            self.plan.timed_out = 0
             if epoch > 1 and (epoch - 1) % self.period == 0:
                 start = time.perf_counter()
                 self.plan.reassign()
@@ -82,10 +84,10 @@ class Quantized:
         total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
         metrics = {"mean_bits": total / rows} if rows else {}
         if self.assign_time is not None:
-            times = torch.tensor([self.assign_time, self.plan.solve_time, self.plan.solve_gap], dtype=torch.float64,
-                                 device=self.comm.device)
+            times = torch.tensor([self.assign_time, self.plan.solve_time, self.plan.solve_gap, self.plan.timed_out],
+                                 dtype=torch.float64, device=self.comm.device)
             reduced = self.comm.reduce_untracked(times, dist.ReduceOp.MAX).tolist()
-            metrics["assign_time"], metrics["solve_time"], metrics["assign_gap"] = reduced
+            metrics["assign_time"], metrics["solve_time"], metrics["assign_gap"], metrics["assign_timeouts"] = reduced
         return metrics
 
     def finish(self) -> None:

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.config import halo_wire
 
@@ -89,7 +89,7 @@ def _inverse(q: float) -> float:
 class BoundarySampling:
     """``strategy.name`` in {bns, bes, dropedge}; ``strategy.p`` as in the module docstring."""
 
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.method, self.p = cfg["name"], cfg["p"]
         self.graph, self.comm = graph, comm
         self.full = HaloExchange(graph, comm)

@@ -36,7 +36,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import halo_wire
@@ -83,7 +83,7 @@ class _StaleStream:
 
 
 class Stale:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.comm = comm
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)

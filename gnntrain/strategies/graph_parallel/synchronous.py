@@ -8,12 +8,12 @@ from __future__ import annotations
 from gnntrain.comm.communicator import Communicator
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import HaloSource
+from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.strategies.graph_parallel.config import halo_wire
 
 
 class Synchronous:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator) -> None:
+    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.graph = graph
         self.exchange = HaloExchange(graph, comm)
         wire = halo_wire(cfg)
