@@ -104,6 +104,8 @@ def figures(summary: dict) -> dict:
     }
     for kind, nbytes in summary.get("mean_comm_bytes_by_kind", {}).items():
         row[f"MB_{kind}"] = nbytes / 2**20
+    for name, value in summary.get("mean_strategy_metrics", {}).items():
+        row.setdefault(name, value)
     row.update(best_val=summary["best_val"], test_at_best_val=summary["test_at_best_val"],
                peak_mem_mb=summary["peak_mem_mb"], network=network_label(summary))
     return row

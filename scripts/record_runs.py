@@ -3,7 +3,8 @@
 per-epoch losses, accuracies and bytes.
 
 Re-record only when the random streams change on purpose, and first check that the code with
-the old streams still reproduces the old figures. Usage: ``python scripts/record_runs.py``.
+the old streams still reproduces the old figures. Usage: ``python scripts/record_runs.py
+[NAME ...]`` (the named runs only; all by default).
 """
 
 from __future__ import annotations
@@ -26,7 +27,12 @@ KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "comm_bytes", "comm
 
 def main() -> None:
     recorded = json.loads(RECORDED.read_text())
-    for name, run in recorded["runs"].items():
+    names = sys.argv[1:] or list(recorded["runs"])
+    unknown = set(names) - set(recorded["runs"])
+    if unknown:
+        sys.exit(f"record_runs: unknown run {', '.join(sorted(unknown))}; valid: {', '.join(recorded['runs'])}")
+    for name in names:
+        run = recorded["runs"][name]
         with tempfile.TemporaryDirectory() as run_dir:
             cfg = make_cfg(*recorded["common"], *run["overrides"])
             cfg["run_dir"] = run_dir

@@ -10,7 +10,8 @@ and when dropout masks became keyed by the node (:mod:`gnntrain.keyed`). With ma
 the generator's stream put back, the code of that change still gave the recorded losses in
 every run and the recorded accuracies in 8 of the 9 (vanilla SAGE with batch norm on 3 workers:
 two training nodes' predictions flipped in epoch 4, the rounding of the layers' new evaluation
-order); the bytes did not change.
+order); the bytes did not change. The AdaQP uniform run alone was re-recorded when its widths
+became drawn afresh every epoch (the other runs, unchanged, still give their figures).
 
 Losses are compared to 1e-4 relative (the same float32 arithmetic; a single-process rerun of
 the recording differed by 1.5e-7), accuracies to half a node of the smallest split, bytes

@@ -153,6 +153,8 @@ class AdaptiveBits(_Plan):
         """The largest certified relative gap to the optimum of the last assignment's programs."""
         self.timed_out = 0
         """How many of the last assignment's programs ran into the time limit."""
+        self.trace_time = 0.0
+        """Seconds spent computing variance terms since the epoch began."""
 
     def _coefficients(self, model: MessagePassingModel) -> dict[Key, torch.Tensor]:
         """``c_k`` per layer and direction, in the order the messages arrive: forward, this
@@ -198,9 +200,11 @@ class AdaptiveBits(_Plan):
         self.traced, self.widths, self.cost = dict(state["traced"]), dict(state["widths"]), state["cost"]
 
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
+        start = time.perf_counter()
         spread = (received.amax(dim=1) - received.amin(dim=1)).float() if received.numel() else received.new_zeros(0)
         coefficient = self.coefficients[layer, direction]
         self.traced[layer, direction] = coefficient * received.shape[1] * spread.cpu() ** 2 / 6
+        self.trace_time += time.perf_counter() - start
         self.widths[layer, direction] = received.shape[1]
 
     def _incoming(self, rank: int, direction: str) -> torch.Tensor:

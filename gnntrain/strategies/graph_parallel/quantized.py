@@ -11,9 +11,13 @@ Evaluation exchanges full-precision rows.
 
 Per epoch it reports ``mean_bits`` (over all message rows sent, both directions) and, with
 adaptive widths, ``assign_time`` (gathering the traces, solving and distributing the widths;
-slowest rank; 0 on epochs that keep the widths), ``solve_time`` (rank 0's solves, run
-concurrently), ``assign_gap`` (the largest certified relative gap of those solves to the MILP
-optimum) and ``assign_timeouts`` (how many of them ran into ``strategy.solve_time_limit``).
+slowest rank; 0 on epochs that keep the widths, so its mean is the cost per epoch) and
+``trace_time`` (computing the variance terms of the rows received). Epochs that reassign add
+``reassign_time`` (their ``assign_time``, so its mean is the cost per reassignment),
+``solve_time`` (rank 0's solves, run concurrently), ``gather_time`` (the rest: gathering the
+traces and handing out the widths), ``assign_gap`` (the largest certified relative gap of the
+solves to the MILP optimum) and ``assign_timeouts`` (how many ran into
+``strategy.solve_time_limit``).
 
 ``strategy.overlap=true`` is the central/marginal split of Sec. 3.4: each layer starts its
 exchange, computes the rows of the central nodes (no halo in-neighbour) while the halo is in
@@ -62,7 +66,7 @@ class Quantized:
         if self.plan is not None:
             self.plan.start_epoch(epoch)
         if isinstance(self.plan, AdaptiveBits):
-            self.assign_time = self.plan.solve_time = self.plan.solve_gap = 0.0
+            self.assign_time = self.plan.solve_time = self.plan.solve_gap = self.plan.trace_time = 0.0
             self.plan.timed_out = 0
             if epoch > 1 and (epoch - 1) % self.period == 0:
                 start = time.perf_counter()
@@ -84,10 +88,13 @@ class Quantized:
         total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
         metrics = {"mean_bits": total / rows} if rows else {}
         if self.assign_time is not None:
-            times = torch.tensor([self.assign_time, self.plan.solve_time, self.plan.solve_gap, self.plan.timed_out],
-                                 dtype=torch.float64, device=self.comm.device)
-            reduced = self.comm.reduce_untracked(times, dist.ReduceOp.MAX).tolist()
-            metrics["assign_time"], metrics["solve_time"], metrics["assign_gap"], metrics["assign_timeouts"] = reduced
+            figures = torch.tensor([self.assign_time, self.plan.trace_time, self.plan.solve_time, self.plan.solve_gap,
+                                    self.plan.timed_out], dtype=torch.float64, device=self.comm.device)
+            assign, trace, solve, gap, timeouts = self.comm.reduce_untracked(figures, dist.ReduceOp.MAX).tolist()
+            metrics.update(assign_time=assign, trace_time=trace)
+            if assign > 0:
+                metrics.update(reassign_time=assign, solve_time=solve, gather_time=assign - solve, assign_gap=gap,
+                               assign_timeouts=timeouts)
         return metrics
 
     def finish(self) -> None:
