@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn clean
+.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -51,6 +51,10 @@ repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
 	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE)
 
 repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
+
+# Fails when a results/<paper>/table.md is older than the code it measures (rebuild it then).
+check-tables: install
+	$(BIN)/python scripts/check_tables.py
 
 clean:
 	rm -rf outputs multirun .pytest_cache

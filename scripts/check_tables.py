@@ -1,0 +1,84 @@
+"""Which ``results/<paper>/table.md`` are older than the code they measure (``make check-tables``).
+
+Every table's header names the commit it was built at. A table is *stale* when, between that
+commit and ``HEAD``, the code of a file it measures changed: the package (``gnntrain/``), the
+configs (``conf/``) and the scripts that run and tabulate the sweeps. Python files are compared
+as their syntax trees with docstrings dropped and YAML files as their parsed values, so an edit
+to a docstring or a comment does not make a table stale; any other change does. The check is
+conservative: a change to a module every run imports (a model's base class, the launcher) marks
+every table stale although it may move no figure, since only a rebuild can tell. Prints one line
+per table and exits 1 if any is stale.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/locality.py")
+BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
+
+
+def git(*args: str, repo: Path = REPO) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def _show(commit: str, path: str, repo: Path) -> str | None:
+    """``path``'s text at ``commit``; None where it did not exist."""
+    done = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=repo, capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+def normalised(path: str, text: str | None) -> object:
+    """What of a file's text can change a figure: a Python file's syntax tree without docstrings,
+    a YAML file's values, any other file's text."""
+    if text is None:
+        return None
+    if path.endswith(".py"):
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        return ast.dump(tree)
+    if path.endswith((".yaml", ".yml")):
+        return yaml.safe_load(text)
+    return text
+
+
+def changed_code(commit: str, paths: tuple[str, ...] = MEASURED, repo: Path = REPO) -> list[str]:
+    """The files under ``paths`` whose code differs between ``commit`` and HEAD."""
+    names = git("diff", "--name-only", commit, "HEAD", "--", *paths, repo=repo).split()
+    return [name for name in names
+            if normalised(name, _show(commit, name, repo)) != normalised(name, _show("HEAD", name, repo))]
+
+
+def main() -> int:
+    stale = 0
+    for table in sorted(REPO.glob("results/**/table.md")):
+        name = table.relative_to(REPO)
+        found = BUILT_AT.search(table.read_text().splitlines()[0])
+        if found is None:
+            print(f"{name}: names no commit it was built at; rebuild it")
+            stale += 1
+            continue
+        changed = changed_code(found.group(1))
+        if changed:
+            stale += 1
+            shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+            print(f"{name}: stale: built at {found.group(1)}; code changed since in {shown} "
+                  f"(rebuild: make repro-{table.parent.name})")
+        else:
+            print(f"{name}: built at {found.group(1)}; the code it measures is unchanged")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

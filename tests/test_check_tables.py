@@ -1,0 +1,34 @@
+"""The stale-table check: a docstring or comment edit leaves a table fresh, a code or config
+value change makes it stale (on a scratch repository)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from check_tables import changed_code  # noqa: E402
+
+
+def _commit(repo: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=repo, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+
+
+def test_only_code_and_config_values_make_a_table_stale(tmp_path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    built = _commit(tmp_path, {"pkg/a.py": '"""Doc."""\n\ndef f():\n    """One."""\n    return 1  # one\n',
+                               "conf/x.yaml": "lr: 0.01  # the paper's\n"})
+    _commit(tmp_path, {"pkg/a.py": '"""Doc, reworded."""\n\ndef f():\n    """Uno."""\n    return 1\n',
+                       "conf/x.yaml": "# a comment\nlr: 0.01\n"})
+    assert changed_code(built, ("pkg", "conf"), tmp_path) == []
+    _commit(tmp_path, {"pkg/a.py": '"""Doc."""\n\ndef f():\n    return 2\n', "pkg/b.py": "X = 1\n"})
+    assert changed_code(built, ("pkg", "conf"), tmp_path) == ["pkg/a.py", "pkg/b.py"]
+    _commit(tmp_path, {"conf/x.yaml": "lr: 0.02\n"})
+    assert "conf/x.yaml" in changed_code(built, ("pkg", "conf"), tmp_path)
