@@ -133,10 +133,10 @@ def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch
 @pytest.mark.parametrize("strategy, against, baseline", [
     ("hopgnn", None, {"name": "minibatch", "batch_size": 64, "fanout": 3, "seed": 0}),
     ("p3", None, {"name": "minibatch", "batch_size": 64, "fanout": 3, "seed": 0}),
-    ("pipegcn", None, {"name": "vanilla"}),
-    ("gnnpipe", None, {"name": "vanilla"}),
-    ("data_parallel", None, {"name": "vanilla"}),
-    ("hopgnn", "vanilla", {"name": "vanilla"}),
+    ("pipegcn", None, {"name": "vanilla", "halo_dtype": None}),
+    ("gnnpipe", None, {"name": "vanilla", "halo_dtype": None}),
+    ("data_parallel", None, {"name": "vanilla", "halo_dtype": None}),
+    ("hopgnn", "vanilla", {"name": "vanilla", "halo_dtype": None}),
 ])
 def test_calibration_probes_the_family_baseline(strategy: str, against: str | None, baseline: dict) -> None:
     overrides = [f"strategy={strategy}", "network=eth10g", "network.calibrate_share=0.6"]

@@ -85,7 +85,7 @@ class AdaQPConfig(GraphParallelConfig):
     """Seed of the stochastic rounding and the uniform assignment."""
 
 
-SCHEMAS = {"graph_parallel": GraphParallelConfig, "pipegcn": PipeGCNConfig, "sampling": SamplingConfig, "adaqp": AdaQPConfig}
+SCHEMAS = {"vanilla": GraphParallelConfig, "pipegcn": PipeGCNConfig, "sampling": SamplingConfig, "adaqp": AdaQPConfig}
 
 
 def validate(strategy: dict) -> None:
