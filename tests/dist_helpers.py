@@ -250,3 +250,14 @@ def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
         _record_epoch(trace, ctx, loss, strategy.evaluate())
     strategy.finish()
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def save_variance_coefficients(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    """Build an adaptive AdaQP strategy and write its plan's ``c_k`` per layer and direction,
+    with the global ids of the halo rows (forward order) and of the sent rows (backward order)."""
+    strategy = GraphParallel(cfg, ctx, job)
+    graph = strategy.graph
+    trace = {"coefficients": strategy.policy.plan.coefficients, "send_splits": graph.send_splits,
+             "recv_splits": graph.recv_splits, "halo": graph.global_ids[graph.num_inner:].cpu(),
+             "sent": graph.global_ids[graph.send_index].cpu()}
+    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")

@@ -7,8 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dist_helpers import job_bytes, trace_job
+from conftest import make_cfg
+from dist_helpers import job_bytes, save_variance_coefficients, trace_job
 from gnntrain.comm.quantize import record_bytes
+from gnntrain.data import prepare_job_data
+from gnntrain.graph import build_local_graph
+from gnntrain.models.gcn import GCNLayer
+from gnntrain.models.gcnii import GCNIILayer
+from gnntrain.models.sage import SAGELayer
 
 EPOCHS = 3
 COMMON = ("model=gcn", "model.layers=2", "model.hidden=16", "model.dropout=0", "cluster.world_size=2",
@@ -105,13 +111,6 @@ def test_variance_coefficients_are_the_layers_own_squared_weights(kind: str) -> 
     """``c_k`` of Eq. 11 for a halo row: its squared aggregation weights summed over this
     rank's targets, from the global graph's degrees (GCN: symmetric with self-loops; SAGE: the
     mean; GCNII: (1 - alpha) x GCN's)."""
-    from gnntrain.data import prepare_job_data
-    from gnntrain.graph import build_local_graph
-    from gnntrain.models.gcn import GCNLayer
-    from gnntrain.models.gcnii import GCNIILayer
-    from gnntrain.models.sage import SAGELayer
-    from conftest import make_cfg
-
     data = prepare_job_data(make_cfg("dataset.num_nodes=600"), 1).data
     part = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(0))
     graph = build_local_graph(data, part, 1, 3)
@@ -126,3 +125,23 @@ def test_variance_coefficients_are_the_layers_own_squared_weights(kind: str) -> 
     halo = graph.global_ids[graph.num_inner:]
     torch.testing.assert_close(layer.squared_weight_sums(graph)[graph.num_inner:].double(), expected[halo], rtol=1e-5,
                                atol=0)
+
+
+def test_a_gradient_message_gets_the_coefficient_its_row_had_forward(tmp_path) -> None:
+    """Eq. 23/27: the gradient of halo row ``k`` sent back to ``k``'s owner carries the ``c_k``
+    the halo holder computed for ``k`` in the forward direction, for every layer and pair."""
+    traces = trace_job(tmp_path, "coefficients", *COMMON, "cluster.world_size=3", "strategy=adaqp",
+                       worker=save_variance_coefficients)
+    assert len(traces) == 3
+    for owner, t in enumerate(traces):
+        sent_to = t["sent"].split(t["send_splits"])
+        for holder, h in enumerate(traces):
+            if holder == owner or not t["send_splits"][holder]:
+                continue
+            held_from = h["halo"].split(h["recv_splits"])[owner]
+            assert torch.equal(sent_to[holder], held_from)
+            for (layer, direction), backward in t["coefficients"].items():
+                if direction == "bwd":
+                    forward = h["coefficients"][layer, "fwd"].split(h["recv_splits"])[owner]
+                    assert torch.equal(backward.split(t["send_splits"])[holder], forward)
+                    assert forward.abs().sum() > 0

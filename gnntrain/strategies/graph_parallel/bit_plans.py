@@ -262,7 +262,7 @@ class AdaptiveBits(_Plan):
                         pairs.append(PairGroups(np.array([part[g].sum().item() for g in groups]),
                                                 np.array([len(g) * self.widths[layer, direction] for g in groups],
                                                          dtype=float), theta, gamma, round=(r - q) % world))
-                        slots.append((r, q, groups, part.numel()))
+                        slots.append((r, q, groups))
             problems.append((direction, pairs, slots))
         with ThreadPoolExecutor(max_workers=max(len(problems), 1)) as pool:
             solved = list(pool.map(lambda p: self._assign(p[1]), problems))
@@ -271,7 +271,7 @@ class AdaptiveBits(_Plan):
         per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
         for (direction, _, slots), assignment in zip(problems, solved):
             blocks = [torch.zeros(int(self._incoming(r, direction).sum()), dtype=torch.uint8) for r in range(world)]
-            for (r, q, groups, n), group_bits in zip(slots, assignment.bits):
+            for (r, q, groups), group_bits in zip(slots, assignment.bits):
                 start = int(self._incoming(r, direction)[:q].sum())
                 for g, b in zip(groups, group_bits):
                     blocks[r][start + torch.from_numpy(g)] = int(b)

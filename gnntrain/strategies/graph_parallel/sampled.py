@@ -94,7 +94,7 @@ class BoundarySampling:
         self.graph, self.comm = graph, comm
         self.full = HaloExchange(graph, comm)
         self.wire = halo_wire(cfg)
-        self.training_full = self.full if self.wire is None else HaloExchange(graph, comm, wire=self.wire)
+        self.training_full = HaloExchange(graph, comm, wire=self.wire)
         self.generator = torch.Generator().manual_seed(cfg["seed"] * 65_536 + comm.rank)
         self.is_cut = graph.edge_src >= graph.num_inner
         self.keep_prob = self.p

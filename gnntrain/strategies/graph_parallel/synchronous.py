@@ -16,8 +16,7 @@ class Synchronous:
     def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.graph = graph
         self.exchange = HaloExchange(graph, comm)
-        wire = halo_wire(cfg)
-        self.training = self.exchange if wire is None else HaloExchange(graph, comm, wire=wire)
+        self.training = HaloExchange(graph, comm, wire=halo_wire(cfg))
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         return self.graph, self.training
