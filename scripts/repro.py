@@ -28,19 +28,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import git_commit  # noqa: E402
 from repro_tables import TABLES  # noqa: E402
 
+from gnntrain.comm.network import link_overrides  # noqa: E402
 from gnntrain.report import Run, find_runs, markdown, table_rows, write_csv  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
 """Where the real graphs are read from when ``GNNTRAIN_DATA`` is unset (as the tests do)."""
 
-ADAQP_VARIANTS = [["strategy=vanilla"],
-                  ["strategy.assign=fixed", "strategy.bits=2", "strategy.overlap=false,true"],
-                  ["strategy.assign=uniform,adaptive", "strategy.overlap=false,true", "strategy.period=5"]]
-"""The small AdaQP sweep runs 22 epochs, so widths are reassigned every 5 (the paper: every 50
-of 500): adaptive widths are in use from epoch 6 on, and the assignment's cost, charged to
-the epochs it runs in, weighs 10x the paper's."""
+ADAQP_SPEED = ["experiment=adaqp_table4", "seed=0,1,2"]
 ADAQP_2M2D = ["cluster.world_size=4", "network=two_level", "network.calibrate_share=0.75"]
+ADAQP_CORA = ["experiment=accuracy", "seed=0,1,2"]
+ADAQP_VANILLA = ["strategy=vanilla", "strategy.halo_dtype=null,bfloat16"]
+ADAQP_METHODS = ["strategy.assign=fixed,uniform,adaptive", "strategy.bits=2", "strategy.overlap=true"]
+"""The rows of AdaQP's tables: vanilla with float32 and bfloat16 halos, and AdaQP with its
+central/marginal overlap (the paper's AdaQP) at fixed 2 bits, uniform and adaptive widths."""
 
 GNNPIPE_ACCURACY = ["experiment=gnnpipe_accuracy", "seed=0,1,2"]
 
@@ -60,12 +61,15 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_bns": ["experiment=accuracy", "strategy=bns", "strategy.p=1,0.1,0.01,0"],
         "accuracy_edges": ["experiment=accuracy", "strategy=bes,dropedge"],
     },
+    # Tables 4, 6 and 9 from the same runs (3 seeds each); Cora's accuracy on 4 workers under the
+    # very link the 2M-2D rows were calibrated to (SAME_LINK), so adaptive picks the widths it would
     "adaqp": {
-        **{f"2m1d_{i}": ["experiment=adaqp_table4", *v] for i, v in enumerate(ADAQP_VARIANTS)},
-        **{f"2m2d_{i}": ["experiment=adaqp_table4", *ADAQP_2M2D, *v] for i, v in enumerate(ADAQP_VARIANTS)},
-        "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
-        "accuracy_adaqp_2bit": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
-        "accuracy_adaqp": ["experiment=accuracy", "strategy=adaqp", "strategy.assign=uniform,adaptive"],
+        "2m1d_vanilla": [*ADAQP_SPEED, *ADAQP_VANILLA],
+        "2m1d_adaqp": [*ADAQP_SPEED, *ADAQP_METHODS],
+        "2m2d_vanilla": [*ADAQP_SPEED, *ADAQP_2M2D, *ADAQP_VANILLA],
+        "2m2d_adaqp": [*ADAQP_SPEED, *ADAQP_2M2D, *ADAQP_METHODS],
+        "cora_vanilla": [*ADAQP_CORA, *ADAQP_VANILLA],
+        "cora_adaqp": [*ADAQP_CORA, "strategy=adaqp", *ADAQP_METHODS],
     },
     "gnnpipe": {
         "volume_graph": ["experiment=gnnpipe_table4", "model=gcn,sage,gcnii", "strategy=vanilla"],
@@ -104,6 +108,8 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_minibatch": [*HOPGNN_ACCURACY, "strategy=minibatch,p3,hopgnn,naive,lo", "strategy.batch_size=choice(64)"],
     },
 }
+SAME_LINK = {"adaqp": {"cora_vanilla": "2m2d_vanilla", "cora_adaqp": "2m2d_vanilla"}}
+"""Sweeps run under exactly the (calibrated) link of another sweep's runs, passed as numbers."""
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
 
 
@@ -158,6 +164,9 @@ def main() -> None:
             overrides = paper_sized(overrides)
             if overrides is None:
                 continue
+        source = SAME_LINK.get(args.paper, {}).get(name)
+        if source is not None:
+            overrides = [*overrides, *link_overrides(find_runs(runs_root / source)[0].summary["network"])]
         sweeps[name] = overrides
         if not args.tables_only and (args.only is None or name in args.only.split(",")):
             run_sweep(name, overrides, runs_root / name)

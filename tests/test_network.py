@@ -11,7 +11,7 @@ import torch
 
 from conftest import make_cfg
 from dist_helpers import late_one_sided_send, timed_transfers
-from gnntrain.comm.network import GBIT, EmulatedNetwork
+from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
 from gnntrain.engine import calibration
 from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
@@ -114,7 +114,8 @@ def test_emulation_changes_timing_only(tmp_path: Path) -> None:
         assert a["link_busy_time"] == 0 and b["link_busy_time"] > 0
 
 
-def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_calibration_scales_the_preset_and_is_reused_by_every_seed(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.8",
                  "network.probe_epochs=3")
     cfg = make_cfg(*overrides)
@@ -128,6 +129,11 @@ def test_calibration_scales_the_preset_and_is_reused(tmp_path: Path, monkeypatch
     monkeypatch.setattr(calibration, "_probe", lambda *args: pytest.fail("calibration was not reused"))
     cfg["run_dir"] = str(tmp_path / "second")
     assert calibration.calibrated(cfg)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
+    other_seed = make_cfg(*overrides, "seed=3")
+    other_seed["run_dir"] = str(tmp_path / "other_seed")
+    assert calibration.calibrated(other_seed)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
+    again = describe(make_cfg(*SMALL, *link_overrides(describe(first)))["network"])
+    assert again == {**describe(first), "calibration": None}
 
 
 @pytest.mark.parametrize("strategy, against, baseline", [

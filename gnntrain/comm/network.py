@@ -113,16 +113,28 @@ class EmulatedNetwork:
         return Hold(self.free_at[lv] + latency, occupancy, latency)
 
 
+LINK_KEYS = ("bandwidth_gbps", "latency_us")
+"""The network options that set a link: one between every pair of workers ..."""
+NODE_KEYS = ("gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us")
+"""... and, with ``gpus_per_node``, a second within each node."""
+
+
 def describe(cfg: dict) -> dict:
     """What ``summary.json`` and the tables say about the network: whether it was emulated, the
     preset, the links and, when calibrated, the calibration."""
     if cfg["bandwidth_gbps"] is None:
         return {"emulated": False, "preset": cfg["name"]}
-    keys = ["bandwidth_gbps", "latency_us"]
-    if cfg["gpus_per_node"]:
-        keys += ["gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us"]
+    keys = LINK_KEYS + NODE_KEYS if cfg["gpus_per_node"] else LINK_KEYS
     return {"emulated": True, "preset": cfg["name"], **{k: cfg[k] for k in keys},
             "calibration": cfg.get("calibration")}
+
+
+def link_overrides(info: dict) -> list[str]:
+    """The command-line overrides that emulate again the network :func:`describe` described
+    (its calibrated bandwidths as numbers, so nothing is calibrated anew): a later run under
+    exactly a finished run's link."""
+    return [f"network={info['preset']}", "network.calibrate_share=null",
+            *(f"network.{k}={info[k]!r}" for k in LINK_KEYS + NODE_KEYS if k in info)]
 
 
 def label(info: dict) -> str:

@@ -8,8 +8,9 @@ baseline is the run's family's (:func:`gnntrain.strategies.baseline_of`: ``vanil
 graph-parallel, data-parallel and pipeline strategies, whose papers quote graph parallelism's
 share; ``minibatch``, DGL's, for the mini-batch family, as HopGNN Sec. 3.1 quotes DGL's time
 gathering features), or the strategy ``network.calibrate_against`` names. It runs with the
-options it shares with the run's strategy (batch size, fan-out, seed) and its own defaults
-for the rest.
+options it shares with the run's strategy (batch size, fan-out) and its own defaults for the
+rest, always at seed :data:`PROBE_SEED`: the link belongs to the setting, so every seed of a
+sweep runs under the same one.
 
 A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline on the same
 dataset, model, workers and partition under the preset network, and measures per epoch the
@@ -46,11 +47,13 @@ from gnntrain.launch import launch, under_torchrun
 from gnntrain.strategies import baseline_of, schema_of
 
 SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "parts"),
-                "train": ("dtype",), "seed": None}
+                "train": ("dtype",)}
 """What shapes the baseline's epoch besides its own options, hence the calibration (``None``:
 the whole section)."""
 
 
+PROBE_SEED = 0
+"""The seed every probe runs at, whatever the run's (model initialisation, dropout, sampling)."""
 TOLERANCE = 0.03
 """How far from the asked share a probe under the calibrated link may land before a correction."""
 CORRECTIONS = 2
@@ -98,13 +101,15 @@ def calibrated(cfg: dict) -> dict:
 
 def probe_strategy(cfg: dict) -> dict:
     """The strategy section the probes run: the baseline, with the options it shares with the
-    run's strategy and its own defaults for the others."""
+    run's strategy (but its seed) and its own defaults for the others."""
     name = cfg["network"]["calibrate_against"] or baseline_of(cfg["strategy"]["name"])
     section = {"name": name}
     for field in dataclasses.fields(schema_of(name)):
         if field.name == "name":
             continue
-        if field.name in cfg["strategy"]:
+        if field.name == "seed":
+            section["seed"] = PROBE_SEED
+        elif field.name in cfg["strategy"]:
             section[field.name] = cfg["strategy"][field.name]
         elif field.default is not dataclasses.MISSING:
             section[field.name] = field.default
@@ -142,6 +147,7 @@ def _probe(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
     probe = _scaled(cfg, scale)
     epochs = cfg["network"]["probe_epochs"]
     probe["strategy"] = baseline
+    probe["seed"] = PROBE_SEED
     probe["network"]["calibrate_share"] = None
     probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs, checkpoint_every=0, resume=False)
     probe["wandb"]["mode"] = "disabled"
