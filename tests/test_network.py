@@ -153,6 +153,15 @@ def test_calibration_probes_the_family_baseline(strategy: str, against: str | No
     assert calibration.probe_strategy(make_cfg(*overrides)) == baseline
 
 
+def test_calibration_probes_the_baseline_as_defined_whatever_the_method_knobs() -> None:
+    """16-bit halos and the seed are a run's choices, not its setting: the probe, and so the link,
+    is the same with or without them."""
+    plain = calibration.probe_strategy(make_cfg("strategy=pipegcn", "network=eth10g", "network.calibrate_share=0.6"))
+    knobs = calibration.probe_strategy(make_cfg("strategy=pipegcn", "strategy.halo_dtype=bfloat16", "seed=4",
+                                                "network=eth10g", "network.calibrate_share=0.6"))
+    assert knobs == plain == {"name": "vanilla", "halo_dtype": None}
+
+
 def test_solve_inverts_the_share() -> None:
     """A probe with compute C, busy B and fixed exposed time X - B: the scaled link gives share s."""
     cfg = {"network": {"calibrate_share": 0.6, "bandwidth_gbps": 10.0}}

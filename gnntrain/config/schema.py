@@ -135,6 +135,13 @@ class DeepGCNConfig(ModelConfig):
     """Learn the inverse temperature."""
 
 
+def workload(default: Any) -> Any:
+    """A strategy option that shapes the setting's work rather than the method (a mini-batch's
+    size and fan-out): the calibration probe runs its baseline with the run's value of such an
+    option where the baseline has it, and the baseline's own defaults for every other option."""
+    return field(default=default, metadata={"workload": True})
+
+
 @dataclass
 class StrategyConfig:
     """A training strategy from ``gnntrain.strategies``."""

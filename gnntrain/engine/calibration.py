@@ -8,9 +8,10 @@ baseline is the run's family's (:func:`gnntrain.strategies.baseline_of`: ``vanil
 graph-parallel, data-parallel and pipeline strategies, whose papers quote graph parallelism's
 share; ``minibatch``, DGL's, for the mini-batch family, as HopGNN Sec. 3.1 quotes DGL's time
 gathering features), or the strategy ``network.calibrate_against`` names. It runs with the
-options it shares with the run's strategy (batch size, fan-out) and its own defaults for the
-rest, always at seed :data:`PROBE_SEED`: the link belongs to the setting, so every seed of a
-sweep runs under the same one.
+run's values of the options that shape the setting's work (:func:`~gnntrain.config.schema.workload`:
+batch size, fan-out) and its own defaults for the rest (so a method's knobs, 16-bit halos among
+them, never change the link), always at seed :data:`PROBE_SEED`: the link belongs to the
+setting, so every seed and every method of a sweep runs under the same one.
 
 A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline on the same
 dataset, model, workers and partition under the preset network, and measures per epoch the
@@ -100,8 +101,8 @@ def calibrated(cfg: dict) -> dict:
 
 
 def probe_strategy(cfg: dict) -> dict:
-    """The strategy section the probes run: the baseline, with the options it shares with the
-    run's strategy (but its seed) and its own defaults for the others."""
+    """The strategy section the probes run: the baseline, with the run's values of its workload
+    options, :data:`PROBE_SEED`, and its own defaults for the others."""
     name = cfg["network"]["calibrate_against"] or baseline_of(cfg["strategy"]["name"])
     section = {"name": name}
     for field in dataclasses.fields(schema_of(name)):
@@ -109,7 +110,7 @@ def probe_strategy(cfg: dict) -> dict:
             continue
         if field.name == "seed":
             section["seed"] = PROBE_SEED
-        elif field.name in cfg["strategy"]:
+        elif field.metadata.get("workload") and field.name in cfg["strategy"]:
             section[field.name] = cfg["strategy"][field.name]
         elif field.default is not dataclasses.MISSING:
             section[field.name] = field.default

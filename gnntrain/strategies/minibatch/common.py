@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import StrategyConfig, check
+from gnntrain.config.schema import StrategyConfig, check, workload
 from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampling_key, unpack
 from gnntrain.errors import ConfigError
@@ -61,9 +61,9 @@ from gnntrain.parallel.mesh import Layout, WorkerContext
 class MiniBatchConfig(StrategyConfig):
     """Sampled mini-batch training (the baselines of HopGNN's paper)."""
 
-    batch_size: int = 1024
+    batch_size: int = workload(1024)
     """Training roots per iteration, over all ranks."""
-    fanout: Any = 10
+    fanout: Any = workload(10)
     """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
     seed: int = 0
     """Seed of the mini-batches and the sampling."""
