@@ -72,18 +72,25 @@ def _halo_gradients_by_owner_row(traces: list[dict], epoch: int, layer: int, num
     return out
 
 
-def _ema(previous: torch.Tensor | None, fresh: torch.Tensor, smooth: str, gamma: float) -> torch.Tensor:
-    """The paper's smoothing, started at the first received value; ``fresh`` when not smoothing."""
-    return fresh if smooth == "none" or previous is None else gamma * previous + (1 - gamma) * fresh
+def _ema(previous: torch.Tensor | None, fresh: torch.Tensor, smooth: str, gamma: float, start: str) -> torch.Tensor:
+    """The paper's smoothing, started at zero or at the first received value; ``fresh`` when not
+    smoothing."""
+    if smooth == "none":
+        return fresh
+    if previous is None:
+        previous = torch.zeros_like(fresh) if start == "zero" else fresh
+    return gamma * previous + (1 - gamma) * fresh
 
 
-@pytest.mark.parametrize("smooth", ["none", "gf"])
-def test_halos_are_exactly_one_epoch_stale(smooth: str, tmp_path) -> None:
+@pytest.mark.parametrize("smooth, start", [("none", "zero"), ("gf", "zero"), ("gf", "first")])
+def test_halos_are_exactly_one_epoch_stale(smooth: str, start: str, tmp_path) -> None:
     """With the weights changing every epoch: the halo rows layer l uses in epoch t are the rows
     their owners computed in epoch t-1, and the boundary-row gradient a rank applies in epoch t
-    is what its peers computed in epoch t-1 (with smoothing: the moving average of those)."""
+    is what its peers computed in epoch t-1 (with smoothing: the moving average of those, from
+    zero as the authors' code or from the first value)."""
     world, gamma = 3, 0.9
-    cfg = _cfg("pipegcn", world, tmp_path, "train.lr=0.05", f"strategy.smooth={smooth}", f"strategy.gamma={gamma}")
+    cfg = _cfg("pipegcn", world, tmp_path, "train.lr=0.05", f"strategy.smooth={smooth}", f"strategy.gamma={gamma}",
+               f"strategy.smooth_start={start}")
     launch(cfg, trace_pipeline)
     traces = _load(cfg, world)
     n = 1200
@@ -95,14 +102,14 @@ def test_halos_are_exactly_one_epoch_stale(smooth: str, tmp_path) -> None:
         for epoch in range(1, EPOCHS):
             inputs = _by_global_id(traces, epoch - 1, layer, "input", n)
             for t in traces:
-                expected_used[t["rank"]] = _ema(expected_used[t["rank"]], inputs[t["halo"]], smooth, gamma)
+                expected_used[t["rank"]] = _ema(expected_used[t["rank"]], inputs[t["halo"]], smooth, gamma, start)
                 torch.testing.assert_close(t["epochs"][epoch][layer]["used"], expected_used[t["rank"]],
                                            rtol=1e-5, atol=1e-6)
             if layer == 0:
                 continue  # the input features need no gradient
             grads = _halo_gradients_by_owner_row(traces, epoch - 1, layer, n)
             for t in traces:
-                expected_grad[t["rank"]] = _ema(expected_grad[t["rank"]], grads[t["inner"]], smooth, gamma)
+                expected_grad[t["rank"]] = _ema(expected_grad[t["rank"]], grads[t["inner"]], smooth, gamma, start)
                 torch.testing.assert_close(t["epochs"][epoch][layer]["grad_from_peers"], expected_grad[t["rank"]],
                                            rtol=1e-5, atol=1e-7)
 

@@ -11,7 +11,9 @@ the generator's stream put back, the code of that change still gave the recorded
 every run and the recorded accuracies in 8 of the 9 (vanilla SAGE with batch norm on 3 workers:
 two training nodes' predictions flipped in epoch 4, the rounding of the layers' new evaluation
 order); the bytes did not change. The AdaQP uniform run alone was re-recorded when its widths
-became drawn afresh every epoch (the other runs, unchanged, still give their figures).
+became drawn afresh every epoch (the other runs, unchanged, still give their figures). When
+PipeGCN's smoothing came to start from zero by default, the smoothed run kept its recorded
+figures with ``strategy.smooth_start=first``, the behaviour it was recorded under.
 
 Losses are compared to 1e-4 relative (the same float32 arithmetic; a single-process rerun of
 the recording differed by 1.5e-7), accuracies to half a node of the smallest split, bytes

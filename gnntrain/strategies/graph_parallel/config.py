@@ -14,6 +14,7 @@ from gnntrain.errors import ConfigError
 
 HaloDtype = choices("HaloDtype", *HALF_DTYPES)
 Smoothing = choices("Smoothing", "none", "f", "g", "gf")
+SmoothingStart = choices("SmoothingStart", "zero", "first")
 
 
 @dataclass
@@ -38,6 +39,8 @@ class PipeGCNConfig(GraphParallelConfig):
     """Smooth the stale boundary features (f), gradients (g), both (gf) or none."""
     gamma: float = 0.95
     """Weight of the smoothing's moving average."""
+    smooth_start: SmoothingStart = SmoothingStart.zero
+    """Where the moving average starts: zero (the authors' helper/feature_buffer.py) or the first value received."""
     track_staleness_error: bool = False
     """Log the per-layer error of the stale values against fresh ones (costs an extra exchange)."""
     bits: int = 32

@@ -10,8 +10,11 @@ behind the gradient all-reduce. Bytes equal the vanilla strategy's (same rows, s
 
 Smoothing (Sec. 3.4, ``strategy.smooth``): ``f`` replaces the received boundary features by
 their moving average ``f_hat(t) = gamma f_hat(t-1) + (1 - gamma) f(t)``, ``g`` does the same
-for the boundary gradients a rank receives for its own rows, ``gf`` both; ``f_hat`` starts at
-the first received value (epoch 1's zero halo is not averaged in).
+for the boundary gradients a rank receives for its own rows, ``gf`` both. The paper does not
+say where ``f_hat`` starts; ``strategy.smooth_start=zero`` (default) starts it at zero, as the
+authors' code does (``helper/feature_buffer.py`` allocates the averages as zeros), so the
+first value used is ``(1 - gamma) f(1)``; ``first`` starts it at the first value received.
+Either way epoch 1 uses the zero halo, which is not averaged in.
 
 ``strategy.bits`` below 32 quantizes the stale messages (both directions) with AdaQP's codec
 (:mod:`gnntrain.comm.quantize`) at that fixed width, through the family's bit plans:
@@ -59,6 +62,7 @@ class _StaleStream:
 
     smooth: bool
     gamma: float
+    from_zero: bool
     pending: InFlight | Arrived | None = None
     average: torch.Tensor | None = None
 
@@ -76,6 +80,8 @@ class _StaleStream:
         received = self.pending.wait()
         self.pending = None
         if self.smooth:
+            if self.average is None and self.from_zero:
+                self.average = torch.zeros_like(received)
             if self.average is not None:
                 received = self.gamma * self.average + (1.0 - self.gamma) * received
             self.average = received
@@ -90,9 +96,9 @@ class Stale:
         self.side = comm.side_channel()
         self.pipe = HaloExchange(graph, self.side, fixed_bits(cfg["bits"], graph), rounding_generator(cfg, comm),
                                  halo_wire(cfg))
-        gamma = cfg["gamma"]
-        self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma))
-        self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma))
+        gamma, from_zero = cfg["gamma"], cfg["smooth_start"] == "zero"
+        self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma, from_zero))
+        self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma, from_zero))
         self.track = cfg["track_staleness_error"]
         self.squared_errors: dict[str, float] = {}
 
