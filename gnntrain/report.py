@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gnntrain.comm import network
 from gnntrain.config import flatten
+from gnntrain.data.partition import comm_volume
 from gnntrain.errors import GnntrainError, warn
 
 IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
@@ -101,6 +102,8 @@ def figures(summary: dict) -> dict:
         "reduce_exposed_ms": ms(summary["mean_reduce_time"]),
         "projected_rows": summary.get("mean_strategy_metrics", {}).get("projected_rows"),
         "MB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
+        "edge_cut": summary["partition"]["edge_cut"],
+        "comm_volume": comm_volume(summary["partition"]),
     }
     for kind, nbytes in summary.get("mean_comm_bytes_by_kind", {}).items():
         row[f"MB_{kind}"] = nbytes / 2**20

@@ -88,7 +88,34 @@ def test_distributed_equals_single_process_in_float32(model: str, world: int, tm
     _check(_cfg("synthetic", model, world, tmp_path, None, "float32"), world, tmp_path)
 
 
+@pytest.mark.parametrize("model", ["gcn", "sage"])
+def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(model: str, tmp_path) -> None:
+    """model.precompute_first (the authors' --use-pp) on 2 workers equals one process with it
+    (float64); the input features' halo rows move once (``precompute_halo_fwd``), not every
+    epoch, so the halo bytes are those of the other layers."""
+    world = 2
+    cfg = _cfg("synthetic", model, world, tmp_path, None, "float64")
+    cfg["model"]["precompute_first"] = True
+    _check_equal(cfg, world, tmp_path)
+    job = prepare_job_data(cfg, world)
+    widths = build_model(cfg["model"], job.data.num_features, job.data.num_classes).input_widths
+    halo_rows, size = sum(job.stats["boundary_nodes"]), torch.float64.itemsize
+    measured: dict[str, int] = {}
+    for rank in range(world):
+        for kind, count in torch.load(tmp_path / f"rank{rank}.pt")["bytes"].items():
+            measured[kind] = measured.get(kind, 0) + count
+    assert measured["precompute_halo_fwd"] == halo_rows * widths[0] * size
+    assert measured["halo_fwd"] == EPOCHS * halo_rows * sum(widths[1:]) * size
+    assert measured["halo_fwd"] + measured["precompute_halo_fwd"] < EPOCHS * halo_rows * sum(widths) * size
+
+
 def _check(cfg: dict, world: int, tmp_path) -> None:
+    _check_equal(cfg, world, tmp_path)
+    _assert_analytic_bytes(cfg, world, tmp_path)
+
+
+def _check_equal(cfg: dict, world: int, tmp_path) -> None:
+    """Per epoch, the distributed run's loss, outputs and gradients equal one process's."""
     rtol = RTOL[cfg["train"]["dtype"]]
     reference = _single_process(cfg)
     launch(cfg, trace_training)
@@ -101,7 +128,6 @@ def _check(cfg: dict, world: int, tmp_path) -> None:
         assert_close(dist_run["out"][epoch], out, rtol, float(out.abs().max()), f"outputs, epoch {epoch + 1}")
         assert_gradients_close(dist_run["grads"][epoch], reference["grads"][epoch], rtol, f"epoch {epoch + 1}")
     assert min(reference["loss"][1:]) < reference["loss"][0], "training should reduce the loss (dropout makes it noisy)"
-    _assert_analytic_bytes(cfg, world, tmp_path)
 
 
 def _assert_analytic_bytes(cfg: dict, world: int, tmp_path) -> None:

@@ -53,7 +53,7 @@ KIND_CATEGORIES: dict[str, str] = {
     "fetch_ids": "control",
     "merge_time": "control",
 }
-PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data"}
+PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data", "precompute_": "data"}
 CATEGORIES = ("data", "sync", "control", "eval", "diag")
 TRAINING_CATEGORIES = ("data", "sync", "control")
 

@@ -75,8 +75,30 @@ def validate(cfg: dict) -> None:
     parts = cfg["partition"]["parts"]
     if parts is not None:
         check("partition.parts", parts, parts >= 1, ">= 1")
+    partition = cfg["partition"]
+    if str(partition["objective"]) == "vol":
+        by_metis = str(partition["method"]) == "metis" and not partition["assignment"]
+        check("partition.objective", "vol", by_metis, "cut unless METIS partitions the graph (partition.method=metis, "
+              "no partition.assignment): vol is METIS's objective")
     validate_network(cfg["network"])
     family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])
+    if model["precompute_first"]:
+        validate_precompute_first(cfg)
+
+
+def validate_precompute_first(cfg: dict) -> None:
+    """``model.precompute_first`` needs a graph-parallel strategy and a first layer that
+    aggregates its input with fixed weights (so its aggregation can run once)."""
+    from gnntrain.models import build_model
+    from gnntrain.strategies import graph_parallel
+
+    name = cfg["strategy"]["name"]
+    if name not in graph_parallel.STRATEGIES:
+        raise ConfigError(f"model.precompute_first=true with strategy={name}; valid: a graph-parallel strategy "
+                          f"({', '.join(graph_parallel.STRATEGIES)})")
+    if build_model(cfg["model"], 1, 1).summed_input_layer is None:
+        raise ConfigError(f"model.precompute_first=true with model={cfg['model']['name']}, whose first layer does not "
+                          "aggregate its input with fixed weights; valid: model=gcn or sage")
 
 
 def validate_checkpointing(cfg: dict) -> None:

@@ -22,6 +22,7 @@ def choices(name: str, *values: str) -> type[Enum]:
 
 
 PartitionMethod = choices("PartitionMethod", "metis", "random")
+PartitionObjective = choices("PartitionObjective", "cut", "vol")
 Optimizer = choices("Optimizer", "adam", "sgd")
 Precision = choices("Precision", "float32", "float64", "bfloat16")
 WandbMode = choices("WandbMode", "online", "offline", "disabled")
@@ -111,6 +112,10 @@ class ModelConfig:
     """Dropout probability on every layer's input."""
     norm: Norm = Norm.none
     """none, layer (per-node LayerNorm) or batch (statistics over the whole graph)."""
+    precompute_first: bool = False
+    """Aggregate the input features for the first layer once before training (the PipeGCN and
+    BNS-GCN authors' --use-pp): no first-layer halo exchange per epoch. Graph-parallel
+    strategies, models whose first layer aggregates with fixed weights (gcn, sage, film)."""
 
 
 @dataclass
@@ -203,7 +208,10 @@ class NetworkConfig:
 @dataclass
 class PartitionConfig:
     method: PartitionMethod = PartitionMethod.metis
-    """metis (balanced min edge-cut, via pymetis) or random."""
+    """metis (balanced, via pymetis) or random."""
+    objective: PartitionObjective = PartitionObjective.cut
+    """What METIS minimises: cut (edges between parts) or vol (total communication volume: the
+    halo rows an exchange moves, the PipeGCN/BNS-GCN authors' --partition-obj vol)."""
     parts: Optional[int] = None
     """Number of parts; null: as many as the strategy's layout needs."""
     cache_dir: str = DEFAULT_CACHE_DIR

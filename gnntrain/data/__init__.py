@@ -51,11 +51,18 @@ def dataset_key(dataset_cfg: dict) -> str:
     return f"{dataset_cfg['name']}-{digest}"
 
 
+def partitioner(partition_cfg: dict) -> str:
+    """The partitioner ``partition.method`` and ``partition.objective`` name, as
+    :data:`~gnntrain.data.partition.METHODS` (and caches) spell it."""
+    method = str(partition_cfg["method"])
+    return "metis-vol" if method == "metis" and str(partition_cfg["objective"]) == "vol" else method
+
+
 def partition_spec(cfg: dict, parts: int) -> dict:
-    """What identifies a run's partition: dataset, method (or assignment file digest), parts, seed."""
+    """What identifies a run's partition: dataset, partitioner (or assignment file digest), parts, seed."""
     assignment = cfg["partition"]["assignment"]
     return {"dataset": dataset_key(cfg["dataset"]),
-            "method": "assignment" if assignment else cfg["partition"]["method"], "parts": parts,
+            "method": "assignment" if assignment else partitioner(cfg["partition"]), "parts": parts,
             "seed": None if assignment else cfg["seed"],
             "assignment": assignment_digest(assignment) if assignment else None}
 
@@ -77,8 +84,8 @@ def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torc
                           f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
     if cfg["partition"]["assignment"]:
         return data, load_assignment(cfg["partition"]["assignment"], data, parts), False
-    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), cfg["partition"]["method"], parts, cfg["seed"],
-                                     cfg["partition"]["cache_dir"])
+    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), partitioner(cfg["partition"]), parts,
+                                     cfg["seed"], cfg["partition"]["cache_dir"])
     return data, part, cached
 
 

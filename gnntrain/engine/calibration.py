@@ -47,7 +47,7 @@ from gnntrain.errors import ConfigError
 from gnntrain.launch import launch, under_torchrun
 from gnntrain.strategies import baseline_of, schema_of
 
-SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "parts"),
+SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "objective", "parts"),
                 "train": ("dtype",)}
 """What shapes the baseline's epoch besides its own options, hence the calibration (``None``:
 the whole section)."""

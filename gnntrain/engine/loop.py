@@ -24,6 +24,7 @@ from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.data import JobData
+from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.metrics import (
     ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
@@ -161,7 +162,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         "num_nodes": graph_facts.num_nodes,
         "num_edges": graph_facts.num_edges,
         "metric": "f1_micro" if graph_facts.multilabel else "accuracy",
-        "partition": partition_stats,
+        "partition": {**partition_stats, "comm_volume": comm_volume(partition_stats)},
     }
     if ctx.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -170,6 +171,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
+              f"comm volume {comm_volume(partition_stats)}, "
               f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
               flush=True)
         if job.parted is not None:

@@ -20,7 +20,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
-from gnntrain.models.gnn import HaloSource, step_key
+from gnntrain.models.gnn import HaloSource, LinearPart, step_key
 
 SPLITS = ("train", "val", "test")
 
@@ -91,6 +91,10 @@ class FullBatchStep:
         self.model = build_model(cfg["model"], facts.num_features, facts.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
         self.optimizer = build_optimizer(self.model.parameters(), cfg["train"])
+        self.first_layer_halo: HaloSource | None = None
+        """Set (to a synchronous exchange) to aggregate the first layer's input once
+        (``model.precompute_first``): :meth:`model_input`."""
+        self.first: torch.Tensor | None = None
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -98,6 +102,24 @@ class FullBatchStep:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+
+    def model_input(self) -> torch.Tensor | LinearPart:
+        """The raw input rows; with :attr:`first_layer_halo` set (the authors' ``--use-pp``), the
+        first layer's output less its bias, mapped from its input rows aggregated once: on the
+        first call the input's halo rows arrive through ``first_layer_halo`` (recorded as
+        ``precompute_halo_fwd``) and the layer aggregates them with the inner rows. Dropout then
+        applies to the aggregated rows, as the authors' input dropout applies to their
+        precomputed features, so this is a different model from the one without the option
+        (which drops the raw rows before aggregating), equal to a single process's with it."""
+        if self.first_layer_halo is None:
+            return self.x
+        layer = self.model.summed_input_layer
+        if self.first is None:
+            with torch.no_grad(), self.sync.meter.tagged("precompute_"):
+                x_halo = self.first_layer_halo(self.x, 0)
+                self.first = layer.aggregated_inputs(torch.cat([self.x, x_halo]), self.graph)
+        ids = self.graph.global_ids[: self.graph.num_inner]
+        return LinearPart(layer.from_aggregated(self.model.drop_input(self.first, ids)))
 
     def local_loss(self, out: torch.Tensor) -> torch.Tensor:
         """This rank's share of the full-graph mean training loss."""
@@ -110,7 +132,7 @@ class FullBatchStep:
         self.model.train()
         self.model.begin_step(step_key(self.seed, epoch))
         self.optimizer.zero_grad(set_to_none=False)
-        loss = self.local_loss(self.model(self.x, graph, halo))
+        loss = self.local_loss(self.model(self.model_input(), graph, halo))
         loss.backward()
         return loss.detach()
 
@@ -131,7 +153,7 @@ class FullBatchStep:
         mode; traffic recorded under ``eval_`` kinds."""
         self.model.eval()
         with self.sync.meter.tagged("eval_"):
-            return self.model(self.x, self.graph, halo)
+            return self.model(self.model_input(), self.graph, halo)
 
     def local_eval_counts(self, halo: HaloSource) -> torch.Tensor:
         """Per split: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro."""

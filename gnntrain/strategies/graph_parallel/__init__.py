@@ -16,6 +16,10 @@ strategy        halo policy                                 module
 ``adaqp``       quantized (+ central/marginal overlap)      :mod:`.quantized`, :mod:`.overlap`
 =============  ==========================================  ===================================
 
+``model.precompute_first`` (the authors' ``--use-pp``) aggregates the input features for the
+first layer once (:meth:`~gnntrain.parallel.full_batch.FullBatchStep.model_input`), so no
+policy exchanges layer 0's input (BNS never samples it).
+
 Combinations come from the family's mechanisms (e.g. ``pipegcn`` with ``strategy.bits`` sends
 its stale halos through the bit plans of :mod:`.bit_plans`).
 """
@@ -32,6 +36,7 @@ from gnntrain.data import JobData
 from gnntrain.graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.full_batch import FullBatchStep
+from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies.graph_parallel.config import SCHEMAS, validate
 from gnntrain.strategies.graph_parallel.quantized import Quantized
@@ -90,6 +95,8 @@ class GraphParallel:
         self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
         self.step = FullBatchStep(cfg, job.facts, self.graph, stats=self.comm, sync=self.comm)
         self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm, self.step.model)
+        if cfg["model"]["precompute_first"]:
+            self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         return self.step.train(epoch, *self.policy.training_view(epoch))
