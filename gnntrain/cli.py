@@ -129,6 +129,10 @@ def main() -> None:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
               + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
         sys.exit(1)
+    from gnntrain.launch import leave_torchrun_world, under_torchrun
+
+    if under_torchrun():
+        leave_torchrun_world()
 
 
 def partition_main() -> None:

@@ -115,7 +115,7 @@ class ModelConfig:
     precompute_first: bool = False
     """Aggregate the input features for the first layer once before training (the PipeGCN and
     BNS-GCN authors' --use-pp): no first-layer halo exchange per epoch. Graph-parallel
-    strategies, models whose first layer aggregates with fixed weights (gcn, sage, film)."""
+    strategies, models whose first layer aggregates with fixed weights (gcn, sage)."""
 
 
 @dataclass

@@ -110,7 +110,9 @@ class FullBatchStep:
         ``precompute_halo_fwd``) and the layer aggregates them with the inner rows. Dropout then
         applies to the aggregated rows, as the authors' input dropout applies to their
         precomputed features, so this is a different model from the one without the option
-        (which drops the raw rows before aggregating), equal to a single process's with it."""
+        (which drops the raw rows before aggregating), equal to a single process's with it. The
+        aggregated rows are not checkpointed: a resumed run exchanges the input's halo once more,
+        in its first epoch."""
         if self.first_layer_halo is None:
             return self.x
         layer = self.model.summed_input_layer
