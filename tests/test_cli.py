@@ -68,6 +68,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["model.precompute_first=true", "strategy=minibatch"], ["model.precompute_first=true", "strategy=minibatch",
                                                              "vanilla"]),
     (["model.precompute_first=true", "model=gat"], ["model.precompute_first=true", "model=gat", "gcn or sage"]),
+    (["dataset.inductive=true", "strategy=gnnpipe"], ["dataset.inductive=true", "strategy=gnnpipe", "vanilla"]),
     (["strategy=pipegcn", "strategy.smooth_start=one"], ["strategy.smooth_start", "zero", "first"]),
     (["cluster.device=tpu"], ["cluster.device", "cpu", "cuda"]),
     (["cluster.backend=nccl"], ["cluster.backend=nccl", "cluster.device=cuda", "gloo"]),

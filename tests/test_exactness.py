@@ -109,6 +109,19 @@ def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(mod
     assert measured["halo_fwd"] + measured["precompute_halo_fwd"] < EPOCHS * halo_rows * sum(widths) * size
 
 
+@pytest.mark.parametrize("precompute_first", [False, True])
+def test_inductive_training_equals_single_process(precompute_first: bool, tmp_path) -> None:
+    """dataset.inductive (the authors' --inductive) trains on the training nodes' subgraph, and
+    on 2 workers equals one process on it (float64)."""
+    cfg = _cfg("synthetic", "sage", 2, tmp_path, None, "float64")
+    cfg["dataset"]["inductive"] = True
+    cfg["model"]["precompute_first"] = precompute_first
+    _check_equal(cfg, 2, tmp_path)
+    job = prepare_job_data(cfg, 2)
+    assert job.data.num_nodes == int(job.whole.train_mask.sum()) == sum(job.stats["inner_nodes"])
+    assert bool(job.data.train_mask.all())
+
+
 def _check(cfg: dict, world: int, tmp_path) -> None:
     _check_equal(cfg, world, tmp_path)
     _assert_analytic_bytes(cfg, world, tmp_path)

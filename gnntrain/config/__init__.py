@@ -84,18 +84,26 @@ def validate(cfg: dict) -> None:
     family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])
     if model["precompute_first"]:
         validate_precompute_first(cfg)
+    if cfg["dataset"]["inductive"]:
+        require_graph_parallel("dataset.inductive", cfg)
+
+
+def require_graph_parallel(setting: str, cfg: dict) -> None:
+    """``setting``=true is for the graph-parallel strategies only."""
+    from gnntrain.strategies import graph_parallel
+
+    name = cfg["strategy"]["name"]
+    if name not in graph_parallel.STRATEGIES:
+        raise ConfigError(f"{setting}=true with strategy={name}; valid: a graph-parallel strategy "
+                          f"({', '.join(graph_parallel.STRATEGIES)})")
 
 
 def validate_precompute_first(cfg: dict) -> None:
     """``model.precompute_first`` needs a graph-parallel strategy and a first layer that
     aggregates its input with fixed weights (so its aggregation can run once)."""
     from gnntrain.models import build_model
-    from gnntrain.strategies import graph_parallel
 
-    name = cfg["strategy"]["name"]
-    if name not in graph_parallel.STRATEGIES:
-        raise ConfigError(f"model.precompute_first=true with strategy={name}; valid: a graph-parallel strategy "
-                          f"({', '.join(graph_parallel.STRATEGIES)})")
+    require_graph_parallel("model.precompute_first", cfg)
     if build_model(cfg["model"], 1, 1).summed_input_layer is None:
         raise ConfigError(f"model.precompute_first=true with model={cfg['model']['name']}, whose first layer does not "
                           "aggregate its input with fixed weights; valid: model=gcn or sage")

@@ -66,6 +66,10 @@ class DatasetConfig:
     """Seed of the random 50/25/25 split of graphs shipped without one."""
     download: bool = True
     """Fetch missing files where the network allows (false: report them instead)."""
+    inductive: bool = False
+    """Train on the subgraph induced by the training nodes; score validation on the subgraph
+    induced by the training and validation nodes and test on the whole graph (the PipeGCN and
+    BNS-GCN authors' --inductive). Graph-parallel strategies."""
 
 
 @dataclass

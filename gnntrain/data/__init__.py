@@ -4,6 +4,11 @@ A job either holds the whole graph and its partition (every rank carves its part
 or, for a strategy whose ranks need only their own part (``loads_parts``) where a partitioned
 dataset exists (:mod:`gnntrain.data.parted`, written by ``gnntrain-partition``), only the
 graph's facts: each rank then loads its part file.
+
+With ``dataset.inductive`` the graph the job trains on, partitions and carves is the subgraph
+induced by the training nodes (the PipeGCN and BNS-GCN authors partition
+``g.subgraph(train_mask)``); the whole graph rides along for evaluation
+(:mod:`gnntrain.parallel.inductive`), so such a job never loads part files.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gnntrain.data.graph_data import GraphData, GraphFacts
+from gnntrain.data.graph_data import GraphData, GraphFacts, induced_subgraph
 from gnntrain.data.parted import PartedDataset, write_parted
 from gnntrain.data.partition import (
     assignment_digest, carve_part, graph_fingerprint, load_assignment, load_or_partition, partition_stats,
@@ -35,6 +40,9 @@ class JobData:
     """The part id of every node; None where the ranks load their parts."""
     parted: PartedDataset | None = None
     """The partitioned dataset the ranks load their parts from, if they do."""
+    whole: GraphData | None = None
+    """With ``dataset.inductive``: the whole graph, which ``data`` (the training nodes'
+    subgraph) is cut from and validation and test are scored on."""
 
     def part_fields(self, rank: int, world_size: int) -> dict:
         """Rank ``rank``'s share of the graph (:func:`~gnntrain.data.partition.carve_part`): read
@@ -76,17 +84,23 @@ def parted_folder(cfg: dict, spec: dict) -> Path:
     return Path(cfg["partition"]["cache_dir"]).expanduser() / "parted" / name
 
 
-def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool]:
-    """The dataset and its partition (from the assignment file, the cache, or computed)."""
-    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool, GraphData | None]:
+    """The graph the job trains on and its partition (from the assignment file, the cache, or
+    computed); with ``dataset.inductive`` the training nodes' subgraph, and the whole dataset
+    last (else None)."""
+    data = whole = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+    if cfg["dataset"]["inductive"]:
+        data = induced_subgraph(whole, whole.train_mask)
+    else:
+        whole = None
     if parts > data.num_nodes:
         raise ConfigError(f"{parts_key}={parts} asks for {parts} parts of dataset {cfg['dataset']['name']}, which has "
                           f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
     if cfg["partition"]["assignment"]:
-        return data, load_assignment(cfg["partition"]["assignment"], data, parts), False
+        return data, load_assignment(cfg["partition"]["assignment"], data, parts), False, whole
     part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), partitioner(cfg["partition"]), parts,
                                      cfg["seed"], cfg["partition"]["cache_dir"])
-    return data, part, cached
+    return data, part, cached, whole
 
 
 def _warn_of_parts_without_training(stats: dict, name: str) -> None:
@@ -101,6 +115,11 @@ def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts", 
     """The dataset and its (cached) partition into ``parts`` parts; ``parts_key`` names the
     setting that asked for them when the graph has fewer nodes. Where the strategy
     ``loads_parts`` and the partitioned dataset exists, only its manifest."""
+    inductive = cfg["dataset"]["inductive"]
+    if cfg["partition"]["dir"] and inductive:
+        raise ConfigError(f"partition.dir={cfg['partition']['dir']} with dataset.inductive=true, whose ranks evaluate "
+                          "on the whole graph and so load it whole: leave partition.dir unset")
+    loads_parts = loads_parts and not inductive
     if cfg["partition"]["dir"] and not loads_parts:
         raise ConfigError(f"partition.dir={cfg['partition']['dir']} serves strategies whose ranks load one part each; "
                           f"strategy={cfg['strategy']['name']} needs the whole graph on its ranks: "
@@ -115,16 +134,19 @@ def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts", 
             parted.check(spec)
             _warn_of_parts_without_training(parted.stats, parted.facts.name)
             return JobData(parted.facts, parted.stats, True, parted=parted)
-    data, part, cached = _whole_graph(cfg, parts, parts_key)
+    data, part, cached, whole = _whole_graph(cfg, parts, parts_key)
     stats = partition_stats(data, part, parts)
     _warn_of_parts_without_training(stats, data.name)
-    return JobData(data.facts(), stats, cached, data=data, part=part)
+    return JobData(data.facts(), stats, cached, data=data, part=part, whole=whole)
 
 
 def write_partitioned_dataset(cfg: dict, parts: int) -> PartedDataset:
     """Partition the dataset once into ``parts`` parts and write the per-part files
     (:mod:`gnntrain.data.parted`) to ``partition.dir`` or the cache."""
-    data, part, _ = _whole_graph(cfg, parts, "partition.parts")
+    if cfg["dataset"]["inductive"]:
+        raise ConfigError("dataset.inductive=true: its ranks evaluate on the whole graph and so load it whole, not "
+                          "part files; partition without it")
+    data, part, _, _ = _whole_graph(cfg, parts, "partition.parts")
     spec = partition_spec(cfg, parts)
     return write_parted(parted_folder(cfg, spec), data.facts(), spec, graph_fingerprint(data),
                         partition_stats(data, part, parts), (carve_part(data, part, k, parts) for k in range(parts)))

@@ -58,6 +58,18 @@ class GraphData:
                           self.multilabel, int(self.train_mask.sum()))
 
 
+def induced_subgraph(data: GraphData, keep: torch.Tensor) -> GraphData:
+    """The subgraph of ``data`` induced by the nodes ``keep`` (a mask) selects: those nodes in
+    their order, with their rows, labels and masks, and the edges between them."""
+    new_id = torch.full((data.num_nodes,), -1, dtype=torch.long)
+    new_id[keep] = torch.arange(int(keep.sum()))
+    src, dst = data.edge_index
+    inside = keep[src] & keep[dst]
+    return GraphData(data.name, data.x[keep], data.y[keep], new_id[data.edge_index[:, inside]],
+                     data.train_mask[keep], data.val_mask[keep], data.test_mask[keep], data.num_classes,
+                     data.multilabel)
+
+
 def coalesce_edges(edge_index: torch.Tensor, num_nodes: int, symmetric: bool) -> torch.Tensor:
     """Drop self-loops and duplicate edges, adding reverse edges first when ``symmetric``.
 

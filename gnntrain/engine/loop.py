@@ -166,7 +166,8 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     }
     if ctx.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
-        print(f"{cfg['dataset']['name']}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
+        trained_on = " (inductive: the training nodes' subgraph)" if cfg["dataset"]["inductive"] else ""
+        print(f"{cfg['dataset']['name']}{trained_on}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
               f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s) "
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "

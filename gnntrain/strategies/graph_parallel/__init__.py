@@ -18,7 +18,9 @@ strategy        halo policy                                 module
 
 ``model.precompute_first`` (the authors' ``--use-pp``) aggregates the input features for the
 first layer once (:meth:`~gnntrain.parallel.full_batch.FullBatchStep.model_input`), so no
-policy exchanges layer 0's input (BNS never samples it).
+policy exchanges layer 0's input (BNS never samples it). With ``dataset.inductive`` the ranks
+train on the training nodes' subgraph and rank 0 scores validation and test on the graphs of
+:mod:`gnntrain.parallel.inductive`.
 
 Combinations come from the family's mechanisms (e.g. ``pipegcn`` with ``strategy.bits`` sends
 its stale halos through the bit plans of :mod:`.bit_plans`).
@@ -37,6 +39,7 @@ from gnntrain.graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.full_batch import FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.parallel.inductive import WholeGraphScores
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies.graph_parallel.config import SCHEMAS, validate
 from gnntrain.strategies.graph_parallel.quantized import Quantized
@@ -97,12 +100,17 @@ class GraphParallel:
         self.policy = POLICIES[cfg["strategy"]["name"]](cfg["strategy"], self.graph, self.comm, self.step.model)
         if cfg["model"]["precompute_first"]:
             self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
+        self.whole_graph_scores = (WholeGraphScores(job.whole, dtype, ctx.device, job.facts.multilabel)
+                                   if job.whole is not None and self.comm.rank == 0 else None)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         return self.step.train(epoch, *self.policy.training_view(epoch))
 
     def evaluate(self) -> torch.Tensor:
-        return self.step.local_eval_counts(self.policy.evaluation_halo())
+        counts = self.step.local_eval_counts(self.policy.evaluation_halo())
+        if self.whole_graph_scores is not None:
+            counts += self.whole_graph_scores.counts(self.step.model)
+        return counts
 
     def epoch_metrics(self) -> dict[str, float]:
         return self.policy.epoch_metrics()
