@@ -43,14 +43,19 @@ ADAQP_METHODS = ["strategy.assign=fixed,uniform,adaptive", "strategy.bits=2", "s
 """The rows of AdaQP's tables: vanilla with float32 and bfloat16 halos, and AdaQP with its
 central/marginal overlap (the paper's AdaQP) at fixed 2 bits, uniform and adaptive widths."""
 
+BNS_ACCURACY = ["experiment=bns_accuracy", "seed=0,1,2,3,4"]
+
 GNNPIPE_ACCURACY = ["experiment=gnnpipe_accuracy", "seed=0,1,2"]
 
 HOPGNN_FIG13 = ["experiment=hopgnn_fig13"]
 HOPGNN_ACCURACY = ["experiment=hopgnn_accuracy", "seed=0,1,2", "dataset=cora,synthetic"]
 
 SWEEPS: dict[str, dict[str, list[str]]] = {
+    # each partition count's link calibrated to PipeGCN Table 2's share for Reddit (the preset's default: 2 parts)
     "pipegcn": {
-        "speed": ["experiment=pipegcn_table4", "cluster.world_size=2,4", "strategy=vanilla,pipegcn"],
+        "speed_2parts": ["experiment=pipegcn_table4", "cluster.world_size=2", "strategy=vanilla,pipegcn"],
+        "speed_4parts": ["experiment=pipegcn_table4", "cluster.world_size=4", "network.calibrate_share=0.8289",
+                         "strategy=vanilla,pipegcn"],
         "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
         "accuracy_pipegcn": ["experiment=accuracy", "strategy=pipegcn", "strategy.smooth=none,g,f,gf"],
     },
@@ -58,8 +63,8 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
     "bns": {
         "speed_bns": ["experiment=bns_table4", "strategy.p=1,0.1,0.01,0"],
         "speed_edges": ["experiment=bns_table4", "strategy=bes,dropedge"],
-        "accuracy_bns": ["experiment=accuracy", "strategy=bns", "strategy.p=1,0.1,0.01,0"],
-        "accuracy_edges": ["experiment=accuracy", "strategy=bes,dropedge"],
+        "accuracy_bns": [*BNS_ACCURACY, "dataset=cora,citeseer,squirrel", "strategy.p=1,0.1,0.01,0"],
+        "accuracy_edges": [*BNS_ACCURACY, "strategy=bes,dropedge"],
     },
     # Tables 4, 6 and 9 from the same runs (3 seeds each); Cora's accuracy on 4 workers under the
     # very link the 2M-2D rows were calibrated to (SAME_LINK), so adaptive picks the widths it would
@@ -110,7 +115,7 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
 }
 SAME_LINK = {"adaqp": {"cora_vanilla": "2m2d_vanilla", "cora_adaqp": "2m2d_vanilla"}}
 """Sweeps run under exactly the (calibrated) link of another sweep's runs, passed as numbers."""
-ACCURACY_PRESETS = ("experiment=accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
+ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
 
 
 def paper_sized(overrides: list[str]) -> list[str] | None:

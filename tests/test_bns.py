@@ -15,6 +15,7 @@ from conftest import make_cfg
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies.graph_parallel import GraphParallel
 from gnntrain.strategies.graph_parallel.sampled import sampled_graph
@@ -43,6 +44,25 @@ def test_p0_sends_no_halo_bytes(tmp_path) -> None:
     traces = trace_job(tmp_path, "bns0", *SMALL, "strategy=bns", "strategy.p=0")
     assert all(job_bytes(traces, kind) == 0 for kind in (*HALO, "sample_index"))
     assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in traces)
+
+
+def test_memory_kept_for_backward_shrinks_with_p(tmp_path) -> None:
+    """BNS-GCN Fig. 6's memory (Eq. 4): the boundary rows a layer keeps for its backward go with
+    the sampled halo, so p = 0 keeps less than p = 1 (max over ranks, every epoch)."""
+    saved = {p: [m["saved_for_backward_mb"] for m in trace_job(tmp_path, f"mem{p}", *SMALL, "strategy=bns",
+                                                                f"strategy.p={p}")[0]["epoch_metrics"]]
+             for p in (1, 0)}
+    assert all(0 < low < high for low, high in zip(saved[0], saved[1]))
+
+
+def test_saved_activations_count_dense_storages_once_without_parameters() -> None:
+    weight = torch.nn.Parameter(torch.randn(8, 4))
+    x = torch.randn(10, 8, requires_grad=True)
+    with SavedActivations([weight]) as saved:
+        h = x @ weight  # saves x and the weight
+        total = h[:, :2].sum(1, keepdim=True)  # a view of h, saves nothing
+        (h * h).sum() + (h * total).sum()  # save h (three times) and total
+    assert saved.nbytes == x.nbytes + h.nbytes + total.nbytes
 
 
 @pytest.mark.parametrize("kind", ["gcn", "mean"])

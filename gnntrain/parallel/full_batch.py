@@ -21,6 +21,7 @@ from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.models.gnn import HaloSource, LinearPart, step_key
+from gnntrain.parallel.activation_memory import SavedActivations
 
 SPLITS = ("train", "val", "test")
 
@@ -95,6 +96,8 @@ class FullBatchStep:
         """Set (to a synchronous exchange) to aggregate the first layer's input once
         (``model.precompute_first``): :meth:`model_input`."""
         self.first: torch.Tensor | None = None
+        self.saved_for_backward = 0
+        """Bytes the last training forward kept for its backward (:mod:`.activation_memory`)."""
 
     def state_dict(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
@@ -134,7 +137,9 @@ class FullBatchStep:
         self.model.train()
         self.model.begin_step(step_key(self.seed, epoch))
         self.optimizer.zero_grad(set_to_none=False)
-        loss = self.local_loss(self.model(self.model_input(), graph, halo))
+        with SavedActivations(self.model.parameters()) as saved:
+            loss = self.local_loss(self.model(self.model_input(), graph, halo))
+        self.saved_for_backward = saved.nbytes
         loss.backward()
         return loss.detach()
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
@@ -113,7 +114,11 @@ class GraphParallel:
         return counts
 
     def epoch_metrics(self) -> dict[str, float]:
-        return self.policy.epoch_metrics()
+        """The policy's figures, and ``saved_for_backward_mb``: the most any rank's forward kept
+        for its backward (BNS-GCN's Eq. 4 memory; the memory straggler sets what a part needs)."""
+        saved = torch.tensor([self.step.saved_for_backward / 2**20], dtype=torch.float64, device=self.comm.device)
+        return {**self.policy.epoch_metrics(),
+                "saved_for_backward_mb": float(self.comm.reduce_untracked(saved, dist.ReduceOp.MAX))}
 
     def finish(self) -> None:
         self.policy.finish()
