@@ -188,7 +188,8 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
     (the W&B run is the launcher's); it then leaves as a finished worker does, without
     finalization, whatever error the stop caused (e.g. a peer's closed connection). A worker
-    that fails stamps the time in ``failed_at[local_rank]``, so the launcher names the first."""
+    that fails stamps the time in ``failed_at[local_rank]``, so the launcher names the first;
+    a stop that reaches it while it exits ends it at once, with no traceback of its own."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _stop_with_the_launcher(launcher)
     stopped: list[int] = []
@@ -205,6 +206,8 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     except Exception:
         if not stopped:  # a real failure: the launcher reports the earliest
             failed_at[local_rank] = time.monotonic()
+            # the launcher's stop may come while the failing worker exits: it then leaves at once, quietly
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
             raise
         # stopped (the error may be a peer's closed connection that came first): sinks are closed
     sys.stdout.flush()
