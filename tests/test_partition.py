@@ -88,13 +88,17 @@ def test_a_rebuilt_cache_file_is_named(tmp_path, capsys) -> None:
     assert line.startswith("gnntrain: warning: cache file ") and str(path) in line and "could not be read" in line
 
 
-def test_a_partition_with_empty_parts_is_refused_and_not_cached(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("method,settings", [("metis", "partition.method=metis"),
+                                             ("metis-vol", "partition.method=metis partition.objective=vol")])
+def test_a_partition_with_empty_parts_is_refused_and_not_cached(method: str, settings: str, tmp_path,
+                                                                 monkeypatch) -> None:
     data = _graph()
     lopsided = torch.zeros(data.num_nodes, dtype=torch.long)
     lopsided[:5] = 2
     monkeypatch.setattr(partition, "compute_partition", lambda *args: lopsided)
-    with pytest.raises(ConfigError, match=r"left 1 of 3 parts .* empty \(parts 1\); valid: fewer parts"):
-        load_or_partition(data, "g", "metis", 3, 0, tmp_path)
+    with pytest.raises(ConfigError, match=rf"^{settings} left 1 of 3 parts .* empty \(parts 1\); valid: fewer parts "
+                                          r".*partition.method=random partition.objective=cut"):
+        load_or_partition(data, "g", method, 3, 0, tmp_path)
     assert not list(tmp_path.rglob("*.pt"))
 
 

@@ -30,6 +30,9 @@ from gnntrain.files import write_atomically
 METHODS = ("metis", "metis-vol", "random")
 """Partitioners by cache name: METIS minimising the edge cut or the communication volume
 (``partition.objective``), and a balanced random assignment."""
+SETTINGS = {"metis": "partition.method=metis", "metis-vol": "partition.method=metis partition.objective=vol",
+            "random": "partition.method=random"}
+"""The settings that pick each partitioner, as errors name them."""
 
 
 def graph_fingerprint(data: GraphData) -> str:
@@ -113,7 +116,7 @@ def check_partition(part: torch.Tensor, parts: int, source: str, data: GraphData
         shown = ", ".join(map(str, empty[:8])) + (", ..." if len(empty) > 8 else "")
         raise ConfigError(f"{source} left {len(empty)} of {parts} parts of {data.name} "
                           f"({data.num_nodes} nodes) empty (parts {shown}); valid: fewer parts (workers), or "
-                          "partition.method=random (never empty up to one part per node)")
+                          "partition.method=random partition.objective=cut (never empty up to one part per node)")
 
 
 def _problem(entry: object, data: GraphData, parts: int, fingerprint: str) -> str | None:
@@ -150,7 +153,7 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")
     part = compute_partition(data, method, parts, seed)
-    check_partition(part, parts, f"partition.method={method}", data)
+    check_partition(part, parts, SETTINGS[method], data)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
     return part, False
