@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import git_commit  # noqa: E402
-from repro_tables import TABLES  # noqa: E402
+from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
 from gnntrain.report import Run, find_runs, markdown, table_rows, write_csv  # noqa: E402
@@ -51,10 +51,11 @@ HOPGNN_FIG13 = ["experiment=hopgnn_fig13"]
 HOPGNN_ACCURACY = ["experiment=hopgnn_accuracy", "seed=0,1,2", "dataset=cora,synthetic"]
 
 SWEEPS: dict[str, dict[str, list[str]]] = {
-    # each partition count's link calibrated to PipeGCN Table 2's share for Reddit (the preset's default: 2 parts)
+    # each partition count's link calibrated to PipeGCN Table 2's share for Reddit (the preset's default: 2 parts,
+    # conf/experiment/pipegcn_table4.yaml)
     "pipegcn": {
         "speed_2parts": ["experiment=pipegcn_table4", "cluster.world_size=2", "strategy=vanilla,pipegcn"],
-        "speed_4parts": ["experiment=pipegcn_table4", "cluster.world_size=4", "network.calibrate_share=0.8289",
+        "speed_4parts": ["experiment=pipegcn_table4", "cluster.world_size=4", f"network.calibrate_share={PIPEGCN_TABLE2[4]}",
                          "strategy=vanilla,pipegcn"],
         "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
         "accuracy_pipegcn": ["experiment=accuracy", "strategy=pipegcn", "strategy.smooth=none,g,f,gf"],
