@@ -67,6 +67,13 @@ def uniform(key_: int, ids: torch.Tensor) -> torch.Tensor:
     return ((z >> 11) & ((1 << 53) - 1)).double() / float(1 << 53)
 
 
+def pair_ids(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """An int64 id per ordered pair ``(first[i], second[i])`` of node ids (an edge's source and
+    target), for values keyed by edge rather than by node: ``mix(first G + second)``, distinct
+    for distinct pairs of ids below ``2^32`` (``G`` is odd and ``mix`` a bijection)."""
+    return mix(first.to(torch.int64) * signed(GOLDEN) + second.to(torch.int64))
+
+
 def uniform16(key_: int, ids: torch.Tensor, width: int, first_column: int = 0) -> torch.Tensor:
     """int16 ``[len(ids), width]``: the value of row ``ids[i]``, column ``first_column + j``,
     uniform over ``[-2^15, 2^15)``, a pure function of (key, id, column). Four columns share one

@@ -63,11 +63,19 @@ def dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tens
     full rows (a column slice gets the columns' masks)."""
     if not training or p == 0.0 or not h.numel():
         return h
+    mask = dropout_mask(p, key, ids, h.shape[1], first_column)
+    return h if mask is None else _Dropout.apply(h, *mask)
+
+
+def dropout_mask(p: float, key: int, ids: torch.Tensor, width: int,
+                 first_column: int = 0) -> tuple[torch.Tensor, float] | None:
+    """The keep mask ``[len(ids), width]`` (bool) and the scale of kept values that
+    :func:`dropout` applies with probability ``p``; None where ``p`` rounds to 0."""
     dropped = min(round(p * LEVELS), LEVELS - 1)
     if dropped == 0:
-        return h
-    keep = keyed.uniform16(key, ids, h.shape[1], first_column) >= dropped - LEVELS // 2
-    return _Dropout.apply(h, keep, LEVELS / (LEVELS - dropped))
+        return None
+    keep = keyed.uniform16(key, ids, width, first_column) >= dropped - LEVELS // 2
+    return keep, LEVELS / (LEVELS - dropped)
 
 
 def _masked(h: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:

@@ -106,7 +106,7 @@ def compare_layers(data, args) -> dict:
     for name in args.models:
         layers = args.gcnii_layers if name == "gcnii" else args.layers
         cfg = {"name": name, "hidden": args.hidden, "layers": layers, "dropout": 0.0, "norm": "none",
-               "heads": args.heads, "alpha": 0.1, "theta": 0.5}
+               "heads": args.heads, "out_heads": 1, "att_dropout": 0.0, "alpha": 0.1, "theta": 0.5}
         ours = build_model(cfg, data.num_features, data.num_classes)
         pyg = pyg_model(name, dims, args)
         steps = {

@@ -21,8 +21,8 @@ NO_HALO = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731
 def test_block_slices_with_their_carried_state_equal_the_model(name: str) -> None:
     data = prepare_job_data(make_cfg("dataset.num_nodes=300"), 1).data
     graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
-    cfg = {"name": name, "hidden": 16, "layers": 4, "dropout": 0.0, "norm": "layer", "heads": 2, "alpha": 0.1,
-           "theta": 0.5, "t": 1.0, "learn_t": True}
+    cfg = {"name": name, "hidden": 16, "layers": 4, "dropout": 0.0, "norm": "layer", "heads": 2, "out_heads": 1,
+           "att_dropout": 0.0, "alpha": 0.1, "theta": 0.5, "t": 1.0, "learn_t": True}
     if name == "gcnii":
         cfg["norm"] = "none"
     torch.manual_seed(0)

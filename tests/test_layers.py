@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 from torch_geometric.nn import FiLMConv, GATConv, GCN2Conv, GCNConv, GENConv, SAGEConv
+from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from conftest import make_cfg, needs_real_data
+from gnntrain import keyed
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
@@ -20,6 +22,7 @@ from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer
 from gnntrain.models.norm import BatchNorm
 from gnntrain.models.sage import SAGELayer
+from gnntrain.random16 import dropout_mask
 
 
 def _graph(dataset: str, directed: bool = False):
@@ -108,6 +111,43 @@ def test_gat_layer_matches_pyg(heads: int, concat: bool, dataset: str) -> None:
     (out * weight).sum().backward()
     (out_ref * weight).sum().backward()
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("heads,concat", [(3, True), (2, False)])
+def test_gat_attention_dropout_matches_pyg_given_the_same_mask(heads: int, concat: bool, monkeypatch) -> None:
+    """In training, our attention dropout is PyG's ``GATConv(dropout=0.6)`` with its draw replaced
+    by our keyed mask: each edge's (source, target) pair and head keep the same coefficient in
+    both, scaled alike; outputs and input gradients agree."""
+    data, graph = _graph("synthetic")
+    torch.manual_seed(0)
+    ours = GATLayer(data.num_features, 6, heads, concat, att_dropout=0.6)
+    ref = GATConv(data.num_features, 6, heads, concat, dropout=0.6)
+    ref.load_state_dict(ours.state_dict())
+    ours.edge_key = 12345
+    src, dst = add_self_loops(remove_self_loops(data.edge_index)[0], num_nodes=data.num_nodes)[0]
+    keep, scale = dropout_mask(0.6, ours.edge_key, keyed.pair_ids(src, dst), heads)
+    assert 0.35 < keep.float().mean() < 0.45
+    pyg_dropout = torch.nn.functional.dropout
+
+    def same_mask(alpha: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> torch.Tensor:
+        assert alpha.shape == keep.shape and p == 0.6 and training
+        return alpha * keep * scale
+
+    x = data.x.clone().requires_grad_(True)
+    x_ref = data.x.clone().requires_grad_(True)
+    out = ours(x, x.new_zeros(0, x.shape[1]), graph)
+    monkeypatch.setattr(torch.nn.functional, "dropout", same_mask)
+    out_ref = ref(x_ref, data.edge_index)
+    monkeypatch.setattr(torch.nn.functional, "dropout", pyg_dropout)
+    torch.testing.assert_close(out, out_ref, rtol=1e-5, atol=1e-5)
+    weight = torch.randn_like(out)
+    (out * weight).sum().backward()
+    (out_ref * weight).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
+    ours.eval()
+    ref.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(data.x, data.x[:0], graph), ref(data.x, data.edge_index), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("layer", [1, 7, 32])
@@ -218,8 +258,8 @@ def test_local_graph_with_halo_rows_reproduces_full_graph_rows(kind: str, halo_s
     aggregation and res+ blocks; FiLM: target-side modulation of halo-sourced messages), also
     when the central and the marginal rows are computed apart."""
     data, full = _graph("synthetic")
-    cfg = {"name": kind, "hidden": 16, "layers": 3, "dropout": 0.0, "norm": "layer", "heads": 4,
-           "alpha": 0.1, "theta": 0.5, "t": 0.5, "learn_t": True}
+    cfg = {"name": kind, "hidden": 16, "layers": 3, "dropout": 0.0, "norm": "layer", "heads": 4, "out_heads": 2,
+           "att_dropout": 0.0, "alpha": 0.1, "theta": 0.5, "t": 0.5, "learn_t": True}
     torch.manual_seed(0)
     model = build_model(cfg, data.num_features, 5)
     with torch.no_grad():

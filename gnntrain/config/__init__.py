@@ -70,6 +70,8 @@ def validate(cfg: dict) -> None:
     if "heads" in model:
         check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
               f"a divisor of model.hidden={model['hidden']}")
+        check("model.out_heads", model["out_heads"], model["out_heads"] >= 1, ">= 1")
+        check("model.att_dropout", model["att_dropout"], 0.0 <= model["att_dropout"] < 1.0, "in [0, 1)")
     if model["name"] == "gcnii":
         check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
     parts = cfg["partition"]["parts"]

@@ -125,7 +125,11 @@ class ModelConfig:
 @dataclass
 class GATConfig(ModelConfig):
     heads: int = 8
-    """Attention heads; model.hidden is their concatenated width."""
+    """Attention heads of the hidden layers; model.hidden is their concatenated width."""
+    out_heads: int = 1
+    """Attention heads of the output layer, averaged (the GAT paper: 1 on Cora and CiteSeer, 8 on PubMed)."""
+    att_dropout: float = 0.6
+    """Dropout probability on the normalised attention coefficients, per edge and head (the GAT paper: 0.6)."""
 
 
 @dataclass

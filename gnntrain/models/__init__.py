@@ -33,12 +33,15 @@ def _stack(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum, make_layer, ac
 
 def _gat(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
-    one head. ELU between layers, as in the GAT paper. ``config.validate`` checks that
-    ``heads`` divides ``hidden``."""
-    heads = cfg["heads"]
+    ``out_heads`` heads averaged (the GAT paper: one on Cora and CiteSeer, eight on PubMed).
+    ELU between layers, attention dropout ``att_dropout`` in every layer, as in the paper.
+    ``config.validate`` checks that ``heads`` divides ``hidden``."""
+    heads, att_dropout = cfg["heads"], cfg["att_dropout"]
 
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
-        return GATLayer(a, b, heads=1, concat=False) if last else GATLayer(a, b // heads, heads=heads)
+        if last:
+            return GATLayer(a, b, heads=cfg["out_heads"], concat=False, att_dropout=att_dropout)
+        return GATLayer(a, b // heads, heads=heads, att_dropout=att_dropout)
 
     return _stack(cfg, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
 

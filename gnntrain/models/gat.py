@@ -4,11 +4,19 @@
 ``e_ij = LeakyReLU(a_src · z_j + a_dst · z_i)`` per head, ``alpha_ij = softmax_j(e_ij)`` over
 node ``i``'s *full* in-neighbourhood (halo neighbours included, so the softmax equals the
 full-graph one), ``h_i' = ||_heads sum_j alpha_ij z_j`` (or the mean over heads) ``+ b``.
-Same function, parameter names and initialisation as PyG's ``GATConv`` (self-loops added,
-no attention dropout). The halo exchange moves the layer *input* ``h`` once; ``W`` is applied
-to halo rows locally, so bytes do not grow with the number of heads. The weighted sum runs as
-one sparse product per head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`),
-never forming the ``[edges, heads, channels]`` messages.
+Same function, parameter names and initialisation as PyG's ``GATConv`` (self-loops added).
+
+Attention dropout (the paper's Sec. 3.3: "dropout ... applied to the normalized attention
+coefficients", PyG's ``GATConv(dropout=...)``): in training each ``alpha_ij`` of each head is
+dropped with probability ``att_dropout`` after the softmax and the kept ones scaled up. The
+mask is keyed (:func:`gnntrain.random16.dropout`) by the step's edge key (:attr:`edge_key`,
+set by the model for each step), the edge's global ``(source, target)`` ids and the head, so it
+is one mask per edge whichever rank, pipeline chunk or mini-batch computes the edge.
+
+The halo exchange moves the layer *input* ``h`` once; ``W`` is applied to halo rows locally,
+so bytes do not grow with the number of heads. The weighted sum runs as one sparse product per
+head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`), never forming the
+``[edges, heads, channels]`` messages.
 """
 
 from __future__ import annotations
@@ -17,20 +25,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain import keyed
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.gnn import MessagePassingLayer
 from gnntrain.models.projection import Projected, project
+from gnntrain.random16 import dropout
 from gnntrain.sparse import weighted_sum
 
 
 class GATLayer(MessagePassingLayer):
     def __init__(self, in_dim: int, out_dim: int, heads: int = 1, concat: bool = True,
-                 negative_slope: float = 0.2) -> None:
+                 negative_slope: float = 0.2, att_dropout: float = 0.0) -> None:
         super().__init__()
         self.in_dim, self.heads, self.out_dim, self.concat = in_dim, heads, out_dim, concat
-        self.negative_slope = negative_slope
+        self.negative_slope, self.att_dropout = negative_slope, att_dropout
         self.lin = nn.Linear(in_dim, heads * out_dim, bias=False)
         self.att_src = nn.Parameter(torch.empty(1, heads, out_dim))
         self.att_dst = nn.Parameter(torch.empty(1, heads, out_dim))
@@ -59,6 +69,10 @@ class GATLayer(MessagePassingLayer):
         score_dst = (graph.target_rows(z) * self.att_dst).sum(-1)
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
         alpha = edge_softmax(e, dst, n)
+        if self.training and self.att_dropout:
+            ids = graph.global_ids
+            edges = keyed.pair_ids(ids[src], graph.target_rows(ids)[dst])
+            alpha = dropout(alpha, self.att_dropout, True, self.edge_key, edges)
         out = weighted_sum(graph.pattern("gcn"), alpha, z)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias

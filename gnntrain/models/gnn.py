@@ -81,6 +81,9 @@ class MessagePassingLayer(nn.Module):
 
     in_dim: int
     reads_targets = False
+    edge_key: int = 0
+    """The current training step's key of the layer's per-edge dropout (GAT's attention
+    dropout), set by :meth:`MessagePassingModel.begin_step`."""
     """Whether :meth:`aggregate` reads ``h_inner`` beyond ``z`` (root terms of the targets)."""
 
     @property
@@ -282,6 +285,9 @@ LayerFactory = Callable[[int, int, bool], MessagePassingLayer]
 DROPOUT_DOMAIN = 0x64726F70
 """Keeps dropout keys apart from the other keyed draws (neighbour sampling)."""
 
+EDGE_SITES = 0x65646765
+"""Keeps the per-edge dropout sites (one per message-passing layer) apart from the row sites."""
+
 
 def step_key(seed: int, epoch: int, iteration: int = 0) -> int:
     """The dropout key of one training step: iteration ``iteration`` of epoch ``epoch`` of the
@@ -302,8 +308,11 @@ class MessagePassingModel(nn.Module):
     """The current training step's dropout key (:meth:`begin_step`)."""
 
     def begin_step(self, key: int) -> None:
-        """Draw the dropout masks of the training step ``key`` (:func:`step_key`) from now on."""
+        """Draw the dropout masks of the training step ``key`` (:func:`step_key`) from now on:
+        the rows' and, for layers that drop per edge, each layer's edges'."""
         self.mask_key = key
+        for i, conv in enumerate(self.convs):
+            conv.edge_key = keyed.key(key, EDGE_SITES, i)
 
     @property
     def blocks(self) -> list[Block]:
