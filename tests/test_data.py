@@ -7,7 +7,10 @@ import socket
 import pytest
 import torch
 
+from torch_geometric.data import Data
+
 from conftest import DATA_ROOT, make_cfg, needs_real_data
+from gnntrain.data import dataset_key
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.errors import DatasetUnavailable
@@ -47,6 +50,28 @@ def test_offline_real_graphs_load_without_writing_to_the_data_root(name, nodes, 
     assert sorted(p for p in DATA_ROOT.rglob("*")) == before
     if name == "squirrel":
         assert data.num_edges == 396706  # symmetrised, as GNNPipe counts it
+
+
+@needs_real_data
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_planetoid_features_are_row_normalised_by_default_as_pyg_normalize_features(name: str) -> None:
+    """The Planetoid YAMLs set dataset.normalize_features: each non-zero row sums to 1, equal to
+    PyG's NormalizeFeatures; it is part of the cache key, and false restores the raw features."""
+    from torch_geometric.transforms import NormalizeFeatures
+
+    cfg = make_cfg(f"dataset={name}")
+    assert cfg["dataset"]["normalize_features"]
+    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+    raw_cfg = make_cfg(f"dataset={name}", "dataset.normalize_features=false")
+    raw = load_dataset(raw_cfg["dataset"], raw_cfg["partition"]["cache_dir"])
+    sums = data.x.sum(dim=1)
+    nonzero = raw.x.sum(dim=1) != 0
+    assert not nonzero.all() or name == "cora"  # CiteSeer has featureless nodes, left at 0
+    torch.testing.assert_close(sums[nonzero], torch.ones(int(nonzero.sum())))
+    assert (sums[~nonzero] == 0).all()
+    reference = NormalizeFeatures()(Data(x=raw.x.clone())).x
+    torch.testing.assert_close(data.x, reference)
+    assert dataset_key(cfg["dataset"]) != dataset_key(raw_cfg["dataset"])
 
 
 @pytest.mark.parametrize("name,missing", [

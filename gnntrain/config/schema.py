@@ -66,6 +66,9 @@ class DatasetConfig:
     """Seed of the random 50/25/25 split of graphs shipped without one."""
     download: bool = True
     """Fetch missing files where the network allows (false: report them instead)."""
+    normalize_features: bool = False
+    """Divide each node's features by their sum once at load (the GCN and GAT papers' preprocessing,
+    PyG's NormalizeFeatures): on for the Planetoid graphs (cora, citeseer)."""
     inductive: bool = False
     """Train on the subgraph induced by the training nodes; score validation on the subgraph
     induced by the training and validation nodes and test on the whole graph (the PipeGCN and

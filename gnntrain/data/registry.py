@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -268,7 +269,17 @@ def validate_dataset(cfg: dict) -> None:
                           f"ending in {' or '.join(FILE_SUFFIXES)}")
 
 
+def row_normalized(x: torch.Tensor) -> torch.Tensor:
+    """Each row of ``x`` divided by its sum, rows summing to 0 left as they are: the feature
+    normalisation of the GCN and GAT papers (Kipf & Welling's ``preprocess_features``), the same
+    as PyG's ``NormalizeFeatures`` on non-negative features such as bag-of-words."""
+    sums = x.sum(dim=1, keepdim=True)
+    return x / torch.where(sums == 0, torch.ones_like(sums), sums)
+
+
 def load_dataset(cfg: dict, cache_dir: str | Path) -> GraphData:
-    """Load the graph a ``dataset`` config section (a plain dict) declares."""
+    """Load the graph a ``dataset`` config section (a plain dict) declares, its features
+    row-normalised where ``dataset.normalize_features``."""
     validate_dataset(cfg)
-    return LOADERS[cfg["source"]](cfg, Path(cache_dir).expanduser())
+    data = LOADERS[cfg["source"]](cfg, Path(cache_dir).expanduser())
+    return replace(data, x=row_normalized(data.x)) if cfg["normalize_features"] else data
