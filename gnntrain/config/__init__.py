@@ -47,7 +47,8 @@ def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
     strategy's own keys are checked by its family."""
     from gnntrain.data.registry import validate_dataset
-    from gnntrain.models import MODELS
+    from gnntrain.models import MODELS, build_model
+    from gnntrain.models.decay import parameter_decays
     from gnntrain.strategies import STRATEGIES, family_of
 
     for section, registry in (("model", MODELS), ("strategy", STRATEGIES)):
@@ -72,6 +73,9 @@ def validate(cfg: dict) -> None:
               f"a divisor of model.hidden={model['hidden']}")
         check("model.out_heads", model["out_heads"], model["out_heads"] >= 1, ">= 1")
         check("model.att_dropout", model["att_dropout"], 0.0 <= model["att_dropout"] < 1.0, "in [0, 1)")
+    if model["decay_groups"]:
+        parameter_decays([name for name, _ in build_model(model, 2, 2).named_parameters()], model["decay_groups"],
+                         cfg["train"]["weight_decay"])
     if model["name"] == "gcnii":
         check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
     parts = cfg["partition"]["parts"]

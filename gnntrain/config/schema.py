@@ -106,6 +106,16 @@ class SyntheticConfig(DatasetConfig):
 
 
 @dataclass
+class DecayGroup:
+    """One weight decay and the parameters it applies to (:mod:`gnntrain.models.decay`)."""
+
+    params: list[str] = field(default_factory=list)
+    """Shell-style patterns over the model's parameter names (e.g. convs.0.*, lin_*.weight, *)."""
+    weight_decay: float = 0.0
+    """The L2 weight decay of the parameters they match."""
+
+
+@dataclass
 class ModelConfig:
     """A model from ``gnntrain.models``."""
 
@@ -123,6 +133,9 @@ class ModelConfig:
     """Aggregate the input features for the first layer once before training (the PipeGCN and
     BNS-GCN authors' --use-pp): no first-layer halo exchange per epoch. Graph-parallel
     strategies, models whose first layer aggregates with fixed weights (gcn, sage)."""
+    decay_groups: list[DecayGroup] = field(default_factory=list)
+    """Per-parameter weight decay, as the model's paper applies it: a parameter takes the decay of
+    the first group with a pattern matching its name, train.weight_decay where none does."""
 
 
 @dataclass
@@ -242,7 +255,7 @@ class TrainConfig:
     lr: float = 0.01
     """Learning rate."""
     weight_decay: float = 0.0
-    """L2 weight decay."""
+    """L2 weight decay of the parameters no group of model.decay_groups names."""
     optimizer: Optimizer = Optimizer.adam
     """adam or sgd."""
     eval_every: int = 1

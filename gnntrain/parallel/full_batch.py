@@ -20,6 +20,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
+from gnntrain.models.decay import param_groups
 from gnntrain.models.gnn import HaloSource, LinearPart, step_key
 from gnntrain.parallel.activation_memory import SavedActivations
 
@@ -50,10 +51,13 @@ def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], 
     return torch.stack(counts).double()
 
 
-def build_optimizer(params, train: dict) -> torch.optim.Optimizer:
-    """The ``train`` section's optimizer (Adam or SGD, ``lr``, ``weight_decay``) over ``params``."""
+def build_optimizer(model: torch.nn.Module, cfg: dict,
+                    only: list[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
+    """The ``train`` section's optimizer (Adam or SGD, ``lr``) over the model's parameters (those
+    in ``only`` where given), each with its weight decay (:mod:`gnntrain.models.decay`)."""
+    train = cfg["train"]
     opt_cls = torch.optim.Adam if train["optimizer"] == "adam" else torch.optim.SGD
-    return opt_cls(params, lr=train["lr"], weight_decay=train["weight_decay"])
+    return opt_cls(param_groups(model, cfg["model"]["decay_groups"], train["weight_decay"], only), lr=train["lr"])
 
 
 def all_reduce_gradients(params: list[torch.nn.Parameter], comm: Communicator) -> None:
@@ -91,7 +95,7 @@ class FullBatchStep:
         torch.manual_seed(cfg["seed"])
         self.model = build_model(cfg["model"], facts.num_features, facts.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
-        self.optimizer = build_optimizer(self.model.parameters(), cfg["train"])
+        self.optimizer = build_optimizer(self.model, cfg)
         self.first_layer_halo: HaloSource | None = None
         """Set (to a synchronous exchange) to aggregate the first layer's input once
         (``model.precompute_first``): :meth:`model_input`."""

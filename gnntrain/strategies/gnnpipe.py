@@ -173,7 +173,7 @@ class GNNPipe:
         self.link = StageLink(pp, self.stage, stage_boundaries(self.model, owner, data.num_features, dtype,
                                                                ctx.device))
         self.params = list({id(p): p for block in self.stage_blocks for p in block.parameters()}.values())
-        self.optimizer = build_optimizer(self.params, cfg["train"])
+        self.optimizer = build_optimizer(self.model, cfg, self.params)
 
         widths, reads_input = self.model.input_widths, blocks[0]
         self.tables = {block.layer: LayerTable(self.graph, widths[block.layer], block is reads_input,

@@ -123,7 +123,7 @@ class MiniBatchTraining:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         for p in self.params:
             p.grad = torch.zeros_like(p)
-        self.optimizer = build_optimizer(self.params, cfg["train"])
+        self.optimizer = build_optimizer(self.model, cfg, self.params)
         self.synced = self.params
         """The parameters whose gradients are all-reduced (all but those split over ranks)."""
         self.looked_up = self.missed = 0
