@@ -140,6 +140,23 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
         assert r["comm_bytes"] == sum(expected.values())
 
 
+def test_patience_stops_every_worker_after_the_same_epoch_and_says_so(tmp_path) -> None:
+    """With lr 0 the validation score never beats epoch 1's: patience 3 stops both workers after
+    epoch 4; the metrics keep 4 epochs and summary.json the stop, its epoch and training time."""
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, "train.lr=0", "train.epochs=50", "train.patience=3", *SMALL, f"hydra.run.dir={run_dir}"],
+              tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "early stop after epoch 4: no better validation score for 3 epochs (best at epoch 1)" in res.stdout
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["epochs"] == 4 and summary["best_epoch"] == 1
+    stop = summary["early_stop"]
+    assert (stop["rule"], stop["epoch"], stop["best_epoch"]) == ("patience", 4, 1)
+    assert stop["train_time"] == pytest.approx(sum(r["epoch_time"] for r in records))
+
+
 def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:
     """``gnntrain strategy=gnnpipe model=gcnii`` on the default graph and cluster (2 stages of
     GCNII's 64 layers, 8 chunks), shortened to 3 epochs."""

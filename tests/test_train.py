@@ -10,7 +10,9 @@ from conftest import make_cfg
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.data import JobData
+from gnntrain.engine.early_stop import EarlyStopping, Stop
 from gnntrain.engine.loop import EpochLoop
+from gnntrain.engine.metrics import EpochRecord
 from gnntrain.parallel.mesh import WorkerContext
 
 
@@ -48,3 +50,24 @@ def test_single_process_epoch_record_has_no_communication() -> None:
     assert second.val_acc is not None and 0 <= second.val_acc <= 1
     assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}
     assert partition_stats(data, part, 1)["boundary_nodes"] == [0]
+
+
+def _record(epoch: int, val: float | None) -> EpochRecord:
+    return EpochRecord(epoch=epoch, loss=1.0, train_acc=None, val_acc=val, test_acc=val, epoch_time=0.5,
+                       compute_time=0.5, comm_time=0.0, comm_total_time=0.0, reduce_time=0.0, eval_time=0.0,
+                       comm_bytes=0)
+
+
+def test_patience_counts_epochs_since_the_first_best_validation_score_at_evaluated_epochs() -> None:
+    """Evaluated every 2 epochs, patience 4: the best (0.7, first reached at epoch 4; the tie at 6
+    is no better) is 4 epochs old at epoch 8, where the stop fires with the training time so far;
+    a resumed run's kept records count; patience 0 never fires."""
+    vals = {2: 0.5, 4: 0.7, 6: 0.7, 8: 0.6, 10: 0.9}
+    records = [_record(e, vals.get(e)) for e in range(1, 11)]
+    stopping = EarlyStopping(4)
+    fired = [stop for stop in map(stopping.update, records) if stop]
+    assert fired[0] == Stop("patience", 8, 4, 4.0)
+    resumed = EarlyStopping(4, records[:6])
+    assert resumed.update(records[6]) is None and resumed.update(records[7]) == Stop("patience", 8, 4, 4.0)
+    never = EarlyStopping(0)
+    assert not any(map(never.update, records))

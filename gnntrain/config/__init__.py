@@ -60,7 +60,7 @@ def validate(cfg: dict) -> None:
     check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
     check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")
     check("model.dropout", model["dropout"], 0.0 <= model["dropout"] < 1.0, "in [0, 1)")
-    for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0)):
+    for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
         check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
     check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
     if cfg["train"]["dtype"] == "bfloat16" and cfg["cluster"]["device"] != "cuda":

@@ -260,6 +260,8 @@ class TrainConfig:
     """adam or sgd."""
     eval_every: int = 1
     """Evaluate every k epochs (and after the last)."""
+    patience: int = 0
+    """Stop once the best validation score is this many epochs old (checked after each evaluation; 0: never)."""
     warmup_epochs: int = 2
     """First epochs left out of the timing means."""
     dtype: Precision = Precision.float32

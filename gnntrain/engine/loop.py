@@ -26,6 +26,7 @@ from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
+from gnntrain.engine.early_stop import EarlyStopping
 from gnntrain.engine.metrics import (
     ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
     write_summary,
@@ -181,6 +182,8 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
     records.extend(kept)
     every = cfg["train"]["checkpoint_every"]
+    stopping = EarlyStopping(cfg["train"]["patience"], kept)
+    stop = None
     exit_code = 1
     try:
         if ctx.rank == 0:
@@ -190,17 +193,23 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         for epoch in range(first_epoch, epochs + 1):
             inject_fault(cfg, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
+            stop = stopping.update(record)
             with interrupts_deferred():
                 records.append(record)
                 for sink in sinks:
                     sink.log(record)
-                if every and (epoch % every == 0 or epoch == epochs):
+                if every and (epoch % every == 0 or epoch == epochs or stop):
                     checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg,
                                     wandb_id)
+            if stop:
+                if ctx.rank == 0:
+                    print(stop.describe(stopping.patience), flush=True)
+                break
         loop.strategy.finish()
         summary = None
         if ctx.rank == 0:
             summary = {**facts, "status": "completed", **summarize(records, warmup),
+                       "early_stop": stop.to_dict() if stop else None,
                        "total_wall_time": time.perf_counter() - wall_start}
             with interrupts_deferred():
                 write_summary(run_dir, summary)
