@@ -40,7 +40,7 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
 
-# Accuracy of every model with 1, 2 and 4 workers on synthetic and Cora (results/model_zoo.json).
+# Every model with its paper's settings on Cora and CiteSeer, 1/2/4 workers, 5 seeds (results/model_zoo.md).
 zoo: install
 	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
 
