@@ -13,7 +13,9 @@ two training nodes' predictions flipped in epoch 4, the rounding of the layers' 
 order); the bytes did not change. The AdaQP uniform run alone was re-recorded when its widths
 became drawn afresh every epoch (the other runs, unchanged, still give their figures). When
 PipeGCN's smoothing came to start from zero by default, the smoothed run kept its recorded
-figures with ``strategy.smooth_start=first``, the behaviour it was recorded under.
+figures with ``strategy.smooth_start=first``, the behaviour it was recorded under. Likewise, when
+GAT gained attention dropout and GCNII its paper's weight decay on the convolutions (both on by
+default), those two runs kept theirs with ``model.att_dropout=0`` and ``model.decay_groups=[]``.
 
 Losses are compared to 1e-4 relative (the same float32 arithmetic; a single-process rerun of
 the recording differed by 1.5e-7), accuracies to half a node of the smallest split, bytes
