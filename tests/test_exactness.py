@@ -47,6 +47,12 @@ def _cfg(dataset: str, model: str, world: int, tmp_path, norm: str | None, dtype
         overrides += ["model.layers=32"]
     if dataset == "synthetic":
         overrides += ["dataset.num_nodes=1500", "dataset.avg_degree=8"]
+    if dataset == "cora" and norm == "batch":
+        # Row-normalised features leave the hidden columns' spread small against their mean, so
+        # h - mean cancels and whole-graph statistics summed in another order differ by up to
+        # ~4e-8 relative in float64: conditioning, not another function. Raw features keep the
+        # batch-norm cases at the common tolerance.
+        overrides += ["dataset.normalize_features=false"]
     cfg = make_cfg(*overrides)
     cfg["trace_dir"] = str(tmp_path)
     return cfg
