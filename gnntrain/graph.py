@@ -33,6 +33,7 @@ from typing import Callable
 
 import torch
 
+from gnntrain import keyed
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import carve_part
 from gnntrain.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
@@ -110,6 +111,13 @@ class LocalGraph:
         loop_src = self.target_rows(torch.arange(self.num_inner, device=self.device))
         loop_dst = torch.arange(self.num_targets, device=self.device)
         return torch.cat([self.edge_src, loop_src]), torch.cat([self.edge_dst, loop_dst])
+
+    @cached_property
+    def self_loop_edge_ids(self) -> torch.Tensor:
+        """:func:`gnntrain.keyed.pair_ids` of the global (source, target) ids of
+        :attr:`self_loop_edges`: what per-edge keyed draws (attention dropout) are keyed by."""
+        src, dst = self.self_loop_edges
+        return keyed.pair_ids(self.global_ids[src], self.target_rows(self.global_ids)[dst])
 
     def operator(self, kind: str) -> SparseOperator:
         """The normalised ``[targets, local]`` aggregation matrix, built once per kind.

@@ -137,7 +137,8 @@ def table(rows: list[dict], commit: str) -> str:
                 verdict = f"{gap:+.1f}"
                 if gap < -1:
                     verdict += ", more than a point below (see below)"
-                    below.append(f"- **{model} on {dataset}** ({gap:+.1f}): {WHY_BELOW[(model, dataset)]}.")
+                    why = WHY_BELOW.get((model, dataset), "not examined yet")
+                    below.append(f"- **{model} on {dataset}** ({gap:+.1f}): {why}.")
             shown = f"{paper} ({source})" if source else paper
             lines.append(f"| {model} | {dataset} | {shown} | {_score(cell[1])} | {_score(cell[2])} | "
                          f"{_score(cell[4])} | {seed0} | {ran} | {verdict} |")
@@ -158,7 +159,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "model_zoo.json")
     args = parser.parse_args()
     rows = json.loads(args.out.read_text()) if args.out.exists() and not args.fresh else []
-    rows = [r for r in rows if "epochs" in r]  # cells of the earlier zoo (other settings) are dropped
     done = {(r["model"], r["dataset"], r["workers"], r["seed"]) for r in rows}
     cells = [(m, d, w, s) for w in args.workers for d in args.datasets for m in args.models for s in args.seeds
              if (m, d, w, s) not in done and not args.table]

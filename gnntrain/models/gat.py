@@ -25,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain import keyed
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
@@ -70,9 +69,7 @@ class GATLayer(MessagePassingLayer):
         e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
         alpha = edge_softmax(e, dst, n)
         if self.training and self.att_dropout:
-            ids = graph.global_ids
-            edges = keyed.pair_ids(ids[src], graph.target_rows(ids)[dst])
-            alpha = dropout(alpha, self.att_dropout, True, self.edge_key, edges)
+            alpha = dropout(alpha, self.att_dropout, True, self.edge_key, graph.self_loop_edge_ids)
         out = weighted_sum(graph.pattern("gcn"), alpha, z)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias

@@ -81,10 +81,10 @@ class MessagePassingLayer(nn.Module):
 
     in_dim: int
     reads_targets = False
+    """Whether :meth:`aggregate` reads ``h_inner`` beyond ``z`` (root terms of the targets)."""
     edge_key: int = 0
     """The current training step's key of the layer's per-edge dropout (GAT's attention
     dropout), set by :meth:`MessagePassingModel.begin_step`."""
-    """Whether :meth:`aggregate` reads ``h_inner`` beyond ``z`` (root terms of the targets)."""
 
     @property
     def input_maps(self) -> list[nn.Linear]:
