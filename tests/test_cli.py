@@ -51,6 +51,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["model.norm=group"], ["model.norm", "none", "layer", "batch"]),
     (["model=gcnii", "model.norm=layer"], ["model.norm=layer", "none for gcnii"]),
     (["model=deepgcn", "model.heads=2"], ["model.heads", "learn_t"]),
+    (["train.target=1.5"], ["train.target=1.5", "(0, 1]"]),
     (["train.dtype=float16"], ["train.dtype", "float32", "float64"]),
     (["train.dtype=bfloat16"], ["train.dtype=bfloat16", "cluster.device=cpu", "float32, float64"]),
     (["strategy.halo_dtype=bf16"], ["strategy.halo_dtype", "bfloat16", "float16"]),
@@ -155,6 +156,20 @@ def test_patience_stops_every_worker_after_the_same_epoch_and_says_so(tmp_path) 
     stop = summary["early_stop"]
     assert (stop["rule"], stop["epoch"], stop["best_epoch"]) == ("patience", 4, 1)
     assert stop["train_time"] == pytest.approx(sum(r["epoch_time"] for r in records))
+
+
+def test_target_stops_at_the_first_epoch_reaching_it(tmp_path) -> None:
+    """train.target 0.5: the run stops after the first epoch whose validation score is >= 0.5
+    (every earlier one below it), and summary.json records the rule, epoch and training time."""
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, "train.epochs=100", "train.target=0.5", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["val_acc"] >= 0.5 and all(r["val_acc"] < 0.5 for r in records[:-1])
+    stop = json.loads((run_dir / "summary.json").read_text())["early_stop"]
+    assert (stop["rule"], stop["threshold"], stop["epoch"]) == ("target", 0.5, len(records))
+    assert stop["train_time"] == pytest.approx(sum(r["epoch_time"] for r in records))
+    assert f"stop after epoch {len(records)}: validation score reached the target 0.5" in res.stdout
 
 
 def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:

@@ -10,7 +10,7 @@ from conftest import make_cfg
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.data import JobData
-from gnntrain.engine.early_stop import EarlyStopping, Stop
+from gnntrain.engine.early_stop import EarlyStopping, Stop, time_to_target
 from gnntrain.engine.loop import EpochLoop
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.parallel.mesh import WorkerContext
@@ -66,8 +66,25 @@ def test_patience_counts_epochs_since_the_first_best_validation_score_at_evaluat
     records = [_record(e, vals.get(e)) for e in range(1, 11)]
     stopping = EarlyStopping(4)
     fired = [stop for stop in map(stopping.update, records) if stop]
-    assert fired[0] == Stop("patience", 8, 4, 4.0)
-    resumed = EarlyStopping(4, records[:6])
-    assert resumed.update(records[6]) is None and resumed.update(records[7]) == Stop("patience", 8, 4, 4.0)
+    assert fired[0] == Stop("patience", 4, 8, 4, 4.0)
+    resumed = EarlyStopping(4, kept=records[:6])
+    assert resumed.update(records[6]) is None and resumed.update(records[7]) == Stop("patience", 4, 8, 4, 4.0)
     never = EarlyStopping(0)
     assert not any(map(never.update, records))
+
+
+def test_target_fires_at_the_first_evaluated_epoch_reaching_it_and_times_training_only() -> None:
+    """Target 0.7: epoch 4 is the first evaluation at or above it (train time 4 x 0.5 s; the
+    evaluation's time is not training); the same rule read back from the records gives the same
+    stop; a target never reached returns None; a target fires before a patience that would later."""
+    vals = {2: 0.5, 4: 0.7, 6: 0.65, 8: 0.9}
+    records = [_record(e, vals.get(e)) for e in range(1, 9)]
+    for r in records:
+        r.eval_time = 3.0
+    stopping = EarlyStopping(patience=6, target=0.7)
+    fired = [stop for stop in map(stopping.update, records) if stop]
+    assert fired[0] == Stop("target", 0.7, 4, 4, 2.0)
+    assert time_to_target(records, 0.7) == fired[0]
+    assert time_to_target(records, 0.85) == Stop("target", 0.85, 8, 8, 4.0)
+    assert time_to_target(records, 0.95) is None
+    assert "reached the target 0.7" in fired[0].describe()

@@ -63,6 +63,9 @@ def validate(cfg: dict) -> None:
     for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
         check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
     check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
+    target = cfg["train"]["target"]
+    if target is not None:
+        check("train.target", target, 0 < target <= 1, "a validation score in (0, 1], or null")
     if cfg["train"]["dtype"] == "bfloat16" and cfg["cluster"]["device"] != "cuda":
         raise ConfigError(f"train.dtype=bfloat16 on cluster.device={cfg['cluster']['device']}: torch's CPU sparse "
                           "matmul has no bfloat16 kernel; valid there: float32, float64 (or strategy.halo_dtype="

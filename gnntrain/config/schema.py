@@ -262,6 +262,8 @@ class TrainConfig:
     """Evaluate every k epochs (and after the last)."""
     patience: int = 0
     """Stop once the best validation score is this many epochs old (checked after each evaluation; 0: never)."""
+    target: Optional[float] = None
+    """Stop at the first evaluation whose validation score is at least this (null: never)."""
     warmup_epochs: int = 2
     """First epochs left out of the timing means."""
     dtype: Precision = Precision.float32

@@ -182,7 +182,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
     records.extend(kept)
     every = cfg["train"]["checkpoint_every"]
-    stopping = EarlyStopping(cfg["train"]["patience"], kept)
+    stopping = EarlyStopping(cfg["train"]["patience"], cfg["train"]["target"], kept)
     stop = None
     exit_code = 1
     try:
@@ -203,7 +203,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                                     wandb_id)
             if stop:
                 if ctx.rank == 0:
-                    print(stop.describe(stopping.patience), flush=True)
+                    print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
         summary = None
