@@ -1,4 +1,4 @@
-"""``gnntrain-report <dir>``: one table (markdown and CSV) and per-epoch plots for any set of runs.
+"""``gnntrain-report <dir> [--target X]``: one table (markdown and CSV) and plots for any set of runs.
 
 ``<dir>`` is a run directory (it holds ``summary.json``) or any directory above run
 directories, e.g. a Hydra multirun directory; every run below it is read. Only
@@ -7,6 +7,16 @@ back from a cluster work the same. The table has one row per run: the config key
 differ between the runs, then the run's summary figures (epoch time, exposed and total
 communication, rows through the model's dense maps per epoch, bytes per kind, best validation
 and test scores, the network it ran under).
+
+Time to accuracy (``--target``: a validation score such as ``0.7``, or ``95%``: that fraction of
+the best validation score any run reached): per run, the epochs and the training seconds to
+the first evaluation at or above the target (:func:`gnntrain.engine.early_stop.time_to_target`,
+the rule ``train.target`` stops by; seconds are the epochs' times, under an emulated network
+the emulated time), or "not reached". Runs that differ only in ``seed`` form a group; each
+group gets the mean and a 95% Student-t interval of its runs' figures (time and epochs to the
+target over the runs that reached it, with how many did). ``curves.png`` plots the validation
+score, loss and epoch time per epoch; ``accuracy_vs_time.png`` the validation score against
+the training seconds, the target drawn across.
 """
 
 from __future__ import annotations
@@ -14,6 +24,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +33,14 @@ from pathlib import Path
 from gnntrain.comm import network
 from gnntrain.config import flatten
 from gnntrain.data.partition import comm_volume
+from gnntrain.engine.early_stop import time_to_target
+from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import GnntrainError, warn
 
 IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
 """Config keys that never tell runs apart in a table."""
+SEED_KEY = "seed"
+"""The key whose runs are repetitions of one setting (grouped, with mean and interval)."""
 
 
 @dataclass
@@ -33,7 +49,7 @@ class Run:
     summary: dict
     config: dict = field(default_factory=dict)
     """The flattened config (``section.key`` -> value) Hydra saved, empty if none was."""
-    records: list[dict] = field(default_factory=list)
+    records: list[EpochRecord] = field(default_factory=list)
 
 
 def find_runs(root: Path) -> list[Run]:
@@ -72,9 +88,7 @@ def load_run(path: Path) -> Run:
         from omegaconf import OmegaConf
 
         config = flatten(OmegaConf.to_container(OmegaConf.load(hydra_config), resolve=False))
-    metrics = path / "metrics.jsonl"
-    records = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()] if metrics.exists() else []
-    return Run(path, summary, config, records)
+    return Run(path, summary, config, read_records(path / "metrics.jsonl"))
 
 
 def differing_keys(runs: list[Run]) -> list[str]:
@@ -114,20 +128,104 @@ def figures(summary: dict) -> dict:
     return row
 
 
-def table_rows(runs: list[Run], root: Path) -> list[dict]:
+def table_rows(runs: list[Run], root: Path, target: float | None = None) -> list[dict]:
     keys = differing_keys(runs)
     rows = []
     for run in runs:
         row = {"run": str(run.path.relative_to(root))}
         row.update({k: run.config.get(k) for k in keys})
         row.update(figures(run.summary))
+        if target is not None:
+            reached = time_to_target(run.records, target)
+            row.update(epochs_to_target=reached.epoch if reached else None,
+                       s_to_target=reached.train_time if reached else None)
         rows.append(row)
     return rows
 
 
-def _cell(value) -> str:
+def parse_target(text: str) -> tuple[float, bool]:
+    """``0.7`` -> (0.7, absolute); ``95%`` -> (0.95, a fraction of the best run's best score)."""
+    relative = text.endswith("%")
+    try:
+        value = float(text[:-1]) / 100 if relative else float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise GnntrainError(f"--target {text} is invalid; valid: a validation score in (0, 1] such as 0.7, "
+                            "or a percentage of the best run's best score in (0, 100] such as 95%")
+    return value, relative
+
+
+def resolve_target(text: str, runs: list[Run]) -> float:
+    """The validation score ``text`` names for these runs."""
+    value, relative = parse_target(text)
+    if not relative:
+        return value
+    best = [run.summary["best_val"] for run in runs if run.summary.get("best_val") is not None]
+    if not best:
+        raise GnntrainError(f"--target {text} needs a best validation score, and no run under the path has one")
+    return value * max(best)
+
+
+GROUPED = ("epochs_to_target", "s_to_target", "best_val", "test_at_best_val", "epoch_ms", "MB_per_epoch",
+           "peak_mem_mb")
+"""The per-run figures a group reports as mean and interval."""
+
+
+def interval(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and the half-width of its 95% Student-t interval (None with fewer than 2 values)."""
+    if not values:
+        return None, None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    from scipy.stats import t
+
+    return mean, float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def group_rows(rows: list[dict], keys: list[str]) -> list[dict]:
+    """One row per setting (the differing keys but ``seed``): runs, seeds, and per figure of
+    :data:`GROUPED` the mean and 95% half-width over the runs that have it; ``reached``: how many
+    runs reached the target."""
+    setting = [k for k in keys if k != SEED_KEY]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(json.dumps(row.get(k), sort_keys=True) for k in setting), []).append(row)
+    out = []
+    for members in groups.values():
+        group = {k: members[0].get(k) for k in setting}
+        group.update(runs=len(members), seeds=" ".join(str(m.get(SEED_KEY, "-")) for m in members))
+        if "s_to_target" in members[0]:
+            group["reached"] = f"{sum(m['s_to_target'] is not None for m in members)}/{len(members)}"
+        for name in GROUPED:
+            values = [m[name] for m in members if m.get(name) is not None]
+            if name in members[0]:
+                group[name], group[f"{name}_ci95"] = interval(values)
+        out.append(group)
+    return out
+
+
+def with_intervals(groups: list[dict]) -> list[dict]:
+    """The groups for reading: each figure and its half-width in one cell, ``mean ± h``."""
+    out = []
+    for group in groups:
+        row = {}
+        for key, value in group.items():
+            if key.endswith("_ci95"):
+                continue
+            half = group.get(f"{key}_ci95")
+            row[key] = f"{_cell(value, key)} ± {_cell(half)}" if value is not None and half is not None else value
+        out.append(row)
+    return out
+
+
+NOT_REACHED = {"epochs_to_target": "not reached", "s_to_target": "not reached"}
+
+
+def _cell(value, column: str = "") -> str:
     if value is None:
-        return "-"
+        return NOT_REACHED.get(column, "-")
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
@@ -136,7 +234,7 @@ def _cell(value) -> str:
 def markdown(rows: list[dict]) -> str:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row.get(c), c) for c in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -148,19 +246,24 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
-def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
-    """Validation score, loss and epoch time per epoch, one line per run."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
+    """Validation score, loss and epoch time per epoch, one line per run."""
+    plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for run, label in zip(runs, labels):
-        evaluated = [r for r in run.records if r["val_acc"] is not None]
-        axes[0].plot([r["epoch"] for r in evaluated], [r["val_acc"] for r in evaluated], label=label)
-        axes[1].plot([r["epoch"] for r in run.records], [r["loss"] for r in run.records], label=label)
-        axes[2].plot([r["epoch"] for r in run.records], [r["epoch_time"] * 1e3 for r in run.records], label=label)
+        evaluated = [r for r in run.records if r.val_acc is not None]
+        axes[0].plot([r.epoch for r in evaluated], [r.val_acc for r in evaluated], label=label)
+        axes[1].plot([r.epoch for r in run.records], [r.loss for r in run.records], label=label)
+        axes[2].plot([r.epoch for r in run.records], [r.epoch_time * 1e3 for r in run.records], label=label)
     for ax, title in zip(axes, ("validation score", "training loss", "epoch time (ms)")):
         ax.set_xlabel("epoch")
         ax.set_title(title)
@@ -170,21 +273,60 @@ def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def report(root: Path, out: Path | None = None) -> Path:
-    """Write ``report.md``, ``report.csv`` and ``curves.png`` for the runs under ``root`` into
-    ``out`` (default: ``root``); prints the table. Returns the markdown file."""
+def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | None, path: Path) -> None:
+    """Validation score against training seconds, one line per run, one colour per group."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours = {group: f"C{i % 10}" for i, group in enumerate(dict.fromkeys(groups))}
+    labelled = set()
+    for run, group in zip(runs, groups):
+        seconds, points = 0.0, []
+        for r in run.records:
+            seconds += r.epoch_time
+            if r.val_acc is not None:
+                points.append((seconds, r.val_acc))
+        ax.plot(*zip(*points) if points else ([], []), color=colours[group], alpha=0.8,
+                label=None if group in labelled else group)
+        labelled.add(group)
+    if target is not None:
+        ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4g}")
+    ax.set_xlabel("training time (s)")
+    ax.set_ylabel("validation score")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def report(root: Path, out: Path | None = None, target: str | None = None) -> Path:
+    """Write ``report.md``, ``report.csv``, ``curves.png`` and ``accuracy_vs_time.png`` (and,
+    where runs repeat a setting over seeds or a target is given, ``groups.csv``) for the runs
+    under ``root`` into ``out`` (default: ``root``); prints the tables. Returns the markdown file."""
     runs = find_runs(root)
+    score = resolve_target(target, runs) if target is not None else None
     out = out or root
     out.mkdir(parents=True, exist_ok=True)
-    rows = table_rows(runs, root)
-    text = markdown(rows)
-    (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
-    write_csv(rows, out / "report.csv")
     keys = differing_keys(runs)
-    labels = [", ".join(f"{k.split('.')[-1]}={row[k]}" for k in keys) or row["run"] for row in rows]
-    plot_curves(runs, labels, out / "curves.png")
+    rows = table_rows(runs, root, score)
+    text = markdown(rows)
+    if score is not None:
+        text = f"Target: validation score {score:.4g}" + (f" ({target} of the best run's)" if target.endswith("%")
+                                                           else "") + "\n\n" + text
+    write_csv(rows, out / "report.csv")
+    written = [out / "report.md", out / "report.csv", out / "curves.png", out / "accuracy_vs_time.png"]
+    if SEED_KEY in keys or score is not None:
+        groups = group_rows(rows, keys)
+        text += "\nRuns grouped by setting (mean, and the half-width of a 95% t-interval over seeds):\n\n" + \
+            markdown(with_intervals(groups))
+        write_csv(groups, out / "groups.csv")
+        written.append(out / "groups.csv")
+    (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
+    setting = [k for k in keys if k != SEED_KEY]
+    label = lambda row, ks: ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in ks  # noqa: E731
+                                      if row[k] is not None) or row["run"]
+    plot_curves(runs, [label(row, keys) for row in rows], out / "curves.png")
+    plot_accuracy_vs_time(runs, [label(row, setting) for row in rows], score, out / "accuracy_vs_time.png")
     print(text, end="")
-    print(f"wrote {out / 'report.md'}, {out / 'report.csv'}, {out / 'curves.png'}")
+    print("wrote " + ", ".join(str(p) for p in written))
     return out / "report.md"
 
 
@@ -192,9 +334,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gnntrain-report", description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, help="a run directory or a directory of runs (e.g. a multirun dir)")
     parser.add_argument("--out", type=Path, default=None, help="where to write the report (default: the runs dir)")
+    parser.add_argument("--target", default=None,
+                        help="a validation score (0.7) or a percentage of the best run's best score (95%%): "
+                             "epochs and seconds to first reach it per run, mean and 95%% interval per setting")
     args = parser.parse_args(argv)
     try:
-        report(args.runs, args.out)
+        report(args.runs, args.out, args.target)
     except GnntrainError as exc:
         print(f"gnntrain-report: error: {exc}", file=sys.stderr)
         sys.exit(2)
