@@ -8,17 +8,25 @@ swept values, in the order given) and composes, validates and lays out each; oth
 (e.g. Optuna's) choose their jobs as they go and are not checked up front. At the end it reads
 how each job ended from its ``summary.json`` (:func:`gnntrain.engine.metrics.record_stop`), so
 it works the same for jobs that ran in other processes or on other machines.
+
+Progress: before each job of a sweep run in this process (Hydra's basic launcher) the callback
+prints one line for the sweep — the job's number, the jobs done, failed and left, and the time
+left at the mean duration of the jobs so far (:class:`SweepProgress`) — above the job's own
+epoch display. A launcher that runs jobs elsewhere (submitit) prints its own.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -48,16 +56,70 @@ LAST_SWEEP = SweepOutcome()
 """How the last sweep of this process ended (set when it ends)."""
 
 
+@dataclass
+class SweepProgress:
+    """Where a sweep stands, as jobs start and end in this process."""
+
+    total: int | None = None
+    """Jobs in the sweep (None where the sweeper picks them as it goes)."""
+    done: int = 0
+    failed: int = 0
+    durations: list[float] = field(default_factory=list)
+    """Seconds each finished job took."""
+    started: float = 0.0
+
+    def start_job(self, num: int) -> str:
+        """Note the start of job ``num`` (Hydra's job number, from 0); the sweep's progress line."""
+        self.started = time.perf_counter()
+        number = self.done + self.failed + 1
+        parts = [f"job {num} ({number}" + (f" of {self.total})" if self.total else ")"), f"{self.done} done",
+                 f"{self.failed} failed"]
+        if self.total:
+            left = self.total - number + 1
+            parts.append(f"{left} left")
+            if self.durations:
+                per_job = statistics.fmean(self.durations)
+                parts.append(f"about {clock(per_job * left)} to go ({clock(per_job)} per job)")
+        return "sweep: " + " · ".join(parts)
+
+    def end_job(self, failed: bool) -> None:
+        self.durations.append(time.perf_counter() - self.started)
+        if failed:
+            self.failed += 1
+        else:
+            self.done += 1
+
+
+def clock(seconds: float) -> str:
+    """``1h02m``, ``4m05s`` or ``12s``."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
 class SweepChecks(Callback):
+    def __init__(self) -> None:
+        self.progress = SweepProgress()
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.progress = SweepProgress()
         if config.hydra.sweeper._target_ != BASIC_SWEEPER:
             return
         jobs = sweep_jobs(config)
+        self.progress.total = len(jobs)
         problems = [f"job {num} ({' '.join(job)}): {problem}"
                     for num, job in enumerate(jobs) if (problem := job_problem(config, job))]
         if problems:
             raise SweepRefused(f"{len(problems)} of {len(jobs)} sweep jobs are invalid, none was started: "
                                + "; ".join(problems))
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.mode == RunMode.MULTIRUN:
+            print(self.progress.start_job(config.hydra.job.num), flush=True)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if config.hydra.mode == RunMode.MULTIRUN:
+            self.progress.end_job(failure(Path(config.hydra.runtime.output_dir)) is not None)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         jobs = job_dirs(Path(config.hydra.sweep.dir))

@@ -157,6 +157,24 @@ def test_a_sweep_goes_on_after_a_failed_job_and_reports_it(tmp_path) -> None:
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("gnntrain: error: 1 of 2 sweep jobs failed: job 0 (fault.rank=1 fault.epoch=2 ")
     assert "worker rank 1" in last
+    progress = [line for line in res.stdout.splitlines() if line.startswith("sweep: ")]
+    assert progress[0] == "sweep: job 0 (1 of 2) · 0 done · 0 failed · 2 left"
+    assert progress[1].startswith("sweep: job 1 (2 of 2) · 0 done · 1 failed · 1 left · about ")
+    assert res.stdout.index(progress[1]) < res.stdout.index("done: best val"), "the sweep's line comes first"
+
+
+def test_the_sweep_progress_estimates_the_time_left_from_the_jobs_so_far(monkeypatch) -> None:
+    from gnntrain import sweep
+
+    clock = iter([0.0, 60.0, 100.0, 220.0, 300.0])
+    monkeypatch.setattr(sweep.time, "perf_counter", lambda: next(clock))
+    progress = sweep.SweepProgress(total=4)
+    assert progress.start_job(0) == "sweep: job 0 (1 of 4) · 0 done · 0 failed · 4 left"
+    progress.end_job(failed=False)
+    progress.start_job(1)
+    progress.end_job(failed=True)
+    assert progress.start_job(2) == "sweep: job 2 (3 of 4) · 1 done · 1 failed · 2 left · about 3m00s to go (1m30s per job)"
+    assert sweep.clock(3725) == "1h02m" and sweep.clock(12.4) == "12s"
 
 
 def test_the_last_line_names_the_run_directory_and_no_empty_log_is_left(tmp_path) -> None:
