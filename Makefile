@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench zoo repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -51,6 +51,11 @@ repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
 	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE)
 
 repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
+
+# Every strategy of every family tuned and compared on time to a validation target under a fast
+# and a slow link (results/compare/table.md); SCALE=paper on a GPU cluster.
+compare: install
+	WANDB_MODE=disabled $(BIN)/python scripts/compare.py --scale $(SCALE)
 
 # Fails when a results/<paper>/table.md is older than the code it measures (rebuild it then).
 check-tables: install

@@ -273,11 +273,15 @@ def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | None, path: Path) -> None:
-    """Validation score against training seconds, one line per run, one colour per group."""
+def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | None, path: Path,
+                          log_time: bool = False) -> None:
+    """Validation score against training seconds (on a log axis with ``log_time``), one line per
+    run, one colour per group."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    colours = {group: f"C{i % 10}" for i, group in enumerate(dict.fromkeys(groups))}
+    names = list(dict.fromkeys(groups))
+    palette = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    colours = {group: palette(i % palette.N) for i, group in enumerate(names)}
     labelled = set()
     for run, group in zip(runs, groups):
         seconds, points = 0.0, []
@@ -290,6 +294,8 @@ def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | No
         labelled.add(group)
     if target is not None:
         ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4g}")
+    if log_time:
+        ax.set_xscale("log")
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation score")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -1,0 +1,265 @@
+"""Every method of every family on one graph and cluster, each tuned, compared on time to
+accuracy under a fast and a slow link (``make compare``): ``results/compare/table.md``.
+
+Epoch time rewards a method that saves communication even where it needs more epochs
+(staleness, sampling, quantization, mini-batches); the time a user waits for a model does not.
+So, as the empirical study of full-graph and mini-batch systems argues (arXiv 2406.00552),
+every strategy is compared on the training seconds to a validation target, each at its own best
+setting:
+
+1. **Tuning** (seed 0, fast link): every strategy over learning rate x its own knob
+   (:data:`LEARNING_RATES`, :data:`KNOBS`: PipeGCN's smoothing, BNS-GCN's boundary sampling
+   rate p, AdaQP's bit-widths, GNNPipe's chunks, the mini-batch family's batch size; vanilla and
+   data parallelism have no knob), stopping at the target (``train.target``) or after the
+   preset's patience. The setting chosen is the one that reached the target in the fewest
+   training seconds; where none reached it, the one with the best validation score. Tuning runs
+   under the fast link only (a choice: it halves the tuning); the slow link reuses the setting,
+   which can only understate the methods that move fewer bytes.
+2. **Runs** at the chosen setting: seeds 0-2 under each link (:data:`LINKS`), the preset's whole
+   budget (patience, no target stop), so the best test score is the method's, not the one at the
+   target.
+3. **Table**: per link and strategy, the training seconds and epochs to the target (mean and
+   95% t-interval over the seeds that reached it, with how many did), the best test score at the
+   best validation epoch, MB moved per training epoch, peak memory and the chosen setting, read by
+   :mod:`gnntrain.report` from the runs' own records (the same rule as ``train.target``); a
+   one-line verdict per link; ``accuracy_vs_time_<link>.png`` plots every run's validation score
+   against its training seconds (log axis).
+
+Every sweep runs through ``gnntrain -m`` into ``multirun/compare/<scale>/``; a sweep whose jobs
+all completed is not run again (``--fresh`` reruns all), so an interrupted comparison goes on
+where it stopped. ``--scale paper`` uses ``experiment=compare_paper`` (a GPU cluster) and its
+grid. Usage: ``python scripts/compare.py [--scale small|paper] [--strategies vanilla bns ...]
+[--fresh] [--table]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from jobs import git_commit  # noqa: E402
+
+from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, table_rows, write_csv  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
+STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "gnnpipe", "data_parallel",
+              "minibatch", "hopgnn", "p3", "naive", "lo"]
+FAMILY = {"vanilla": "graph-parallel", "pipegcn": "graph-parallel", "bns": "graph-parallel",
+          "adaqp": "graph-parallel", "gnnpipe": "pipeline", "data_parallel": "data-parallel",
+          "minibatch": "mini-batch", "hopgnn": "mini-batch", "p3": "mini-batch", "naive": "mini-batch",
+          "lo": "mini-batch"}
+BATCH = {"small": ["strategy.batch_size=16", "strategy.batch_size=32", "strategy.batch_size=64"],
+         "paper": ["strategy.batch_size=1024", "strategy.batch_size=4096", "strategy.batch_size=16384"]}
+KNOBS: dict[str, list[list[str]]] = {
+    "vanilla": [[]],
+    "data_parallel": [[]],
+    "pipegcn": [["strategy.smooth=none"], ["strategy.smooth=gf"]],
+    "bns": [["strategy.p=0.01"], ["strategy.p=0.1"], ["strategy.p=0.5"]],
+    "adaqp": [["strategy.assign=adaptive"], ["strategy.assign=fixed", "strategy.bits=4"],
+              ["strategy.assign=fixed", "strategy.bits=2"]],
+    "gnnpipe": [["strategy.chunks=1"], ["strategy.chunks=2"], ["strategy.chunks=4"]],
+}
+"""Each strategy's own knob: the override sets tuned (the mini-batch family: :data:`BATCH`)."""
+LEARNING_RATES = "0.005,0.01,0.02"
+LINKS = {
+    "small": {"fast": ["network=ib100"], "slow": ["network=eth10g", "network.bandwidth_gbps=0.25"]},
+    "paper": {"fast": ["network=ib100"], "slow": ["network=eth10g"]},
+}
+"""The two links, fast first (tuning runs under it)."""
+TARGET = {"small": 0.75, "paper": 0.95}
+"""The validation score to reach: Cora ~95% of GCN's best validation score (0.79); Reddit's."""
+SEEDS = "0,1,2"
+
+
+def knobs(strategy: str, scale: str) -> list[list[str]]:
+    return KNOBS.get(strategy) or [[knob] for knob in BATCH[scale]]
+
+
+@dataclass
+class Plan:
+    scale: str
+    root: Path
+    """Where the sweeps go: ``multirun/compare/<scale>``."""
+    fresh: bool = False
+    """Rerun sweeps that already completed."""
+    read_only: bool = False
+    """Run nothing: read the runs there are."""
+
+    def preset(self) -> str:
+        return f"experiment=compare_{self.scale}"
+
+
+def complete(path: Path, jobs: int) -> bool:
+    """Whether ``path`` holds ``jobs`` completed runs."""
+    summaries = [json.loads(p.read_text()) for p in path.rglob("summary.json") if "calibration_probe" not in p.parts]
+    return sum(s.get("status") == "completed" for s in summaries) >= jobs
+
+
+def run_sweep(plan: Plan, out: Path, overrides: list[str], jobs: int) -> None:
+    """``gnntrain -m overrides`` into ``out``, unless it already holds its jobs."""
+    if plan.read_only or (not plan.fresh and complete(out, jobs)):
+        return
+    if out.exists():
+        shutil.rmtree(out)
+    print(f"== gnntrain -m {' '.join(overrides)}", flush=True)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
+                   check=False, env=os.environ, cwd=REPO)
+    print(f"== {out.relative_to(REPO)}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def tune(plan: Plan, strategy: str) -> list[str] | None:
+    """Run the strategy's grid; the overrides of the setting chosen (see the module docstring),
+    None where no tuning run completed."""
+    target = TARGET[plan.scale]
+    candidates = []
+    for index, knob in enumerate(knobs(strategy, plan.scale)):
+        out = plan.root / "tune" / strategy / str(index)
+        run_sweep(plan, out, [plan.preset(), f"strategy={strategy}", *knob, f"train.lr={LEARNING_RATES}",
+                              f"train.target={target}", *LINKS[plan.scale]["fast"]], len(LEARNING_RATES.split(",")))
+        for run, row in zip(*runs_and_rows(out, target)):
+            candidates.append((row, [*knob, f"train.lr={run.config['train.lr']}"]))
+    if not candidates:
+        print(f"compare: no tuning run of {strategy} completed under {plan.root / 'tune' / strategy}", flush=True)
+        return None
+    return choose(candidates)
+
+
+def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
+    """Of (tuning run's row, its overrides): the overrides of the run that reached the target in
+    the fewest training seconds; where none did, of the one with the best validation score."""
+    reached = [c for c in candidates if c[0]["s_to_target"] is not None]
+    if reached:
+        return min(reached, key=lambda c: c[0]["s_to_target"])[1]
+    return max(candidates, key=lambda c: c[0]["best_val"] or 0.0)[1]
+
+
+def runs_and_rows(out: Path, target: float) -> tuple[list[Run], list[dict]]:
+    if not list(out.rglob("summary.json")):
+        return [], []
+    runs = find_runs(out)
+    return runs, table_rows(runs, out, target)
+
+
+def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dict | None, list[dict], list[Run]]:
+    """Seeds 0-2 at ``setting`` under ``link``: their group row (None where none completed), the
+    runs' own rows and the runs."""
+    out = plan.root / "runs" / link / strategy
+    run_sweep(plan, out, [plan.preset(), f"strategy={strategy}", *setting, f"seed={SEEDS}",
+                          *LINKS[plan.scale][link]], len(SEEDS.split(",")))
+    runs, rows = runs_and_rows(out, TARGET[plan.scale])
+    if not rows:
+        return None, [], []
+    about = {"strategy": strategy, "family": FAMILY[strategy], "link": link, "setting": " ".join(setting),
+             "network": rows[0]["network"]}
+    return {**about, **group_rows(rows, ["seed"])[0]}, [{**about, **row} for row in rows], runs
+
+
+def ci(row: dict, key: str, scale: float = 1.0, digits: int = 2) -> str:
+    mean, half = row.get(key), row.get(f"{key}_ci95")
+    if mean is None:
+        return "not reached" if key.endswith("to_target") else "-"
+    text = f"{mean * scale:.{digits}f}"
+    return text + (f" ± {half * scale:.{digits}f}" if half is not None else "")
+
+
+def verdict(rows: list[dict]) -> str:
+    """The link's one line: the fastest to the target, the runner-up (and whether their intervals
+    overlap, i.e. the lead is within the seeds' spread), the slowest, and who reached it with only
+    some seeds or none."""
+    reached = sorted((r for r in rows if r["s_to_target"] is not None), key=lambda r: r["s_to_target"])
+    if not reached:
+        return "no strategy reached the target"
+    line = f"fastest to the target: {reached[0]['strategy']} ({reached[0]['s_to_target']:.2f} s)"
+    if len(reached) > 1:
+        first, second = reached[0], reached[1]
+        overlap = (first["s_to_target"] + (first.get("s_to_target_ci95") or 0.0)
+                   >= second["s_to_target"] - (second.get("s_to_target_ci95") or 0.0))
+        line += (f", {second['s_to_target'] / first['s_to_target']:.2f}x ahead of {second['strategy']}"
+                 f"{' (their 95% intervals overlap)' if overlap else ''}; slowest that reached it: "
+                 f"{reached[-1]['strategy']} ({reached[-1]['s_to_target']:.2f} s)")
+    partly = [f"{r['strategy']} ({r['reached']})" for r in reached if r["reached"].split("/")[0] != r["reached"].split("/")[1]]
+    if partly:
+        line += f"; reached by some seeds only: {', '.join(partly)}"
+    never = [r["strategy"] for r in rows if r["s_to_target"] is None]
+    if never:
+        line += f"; never reached: {', '.join(never)}"
+    return line
+
+
+def table(rows: list[dict], scale: str) -> str:
+    lines = [f"Built by `make compare` (scale={scale}) at commit {git_commit()} on {os.cpu_count()} CPU cores. "
+             f"Preset `experiment=compare_{scale}`; target: validation score {TARGET[scale]}. Each strategy tuned on "
+             f"seed 0 under the fast link over lr {{{LEARNING_RATES}}} x its knob (the setting that reached the "
+             "target in the fewest training seconds), then seeds 0-2 at that setting under each link, with "
+             "the preset's whole epoch budget. Time to target: training seconds (evaluation left out; the "
+             "links emulated, so their time is the emulated time) to the first evaluation at or above the "
+             "target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). Test: the "
+             "test score at the best validation epoch. MB/epoch: every byte moved per training epoch.", ""]
+    for link in LINKS[scale]:
+        at_link = [r for r in rows if r["link"] == link]
+        if not at_link:
+            continue
+        lines += [f"## {link} link: {at_link[0]['network']}", "",
+                  "| strategy | family | time to target (s) | epochs to target | reached | test (%) | epoch (ms) "
+                  "| MB/epoch | peak MB | setting |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in sorted(at_link, key=lambda r: (r["s_to_target"] is None, r["s_to_target"] or 0.0)):
+            lines.append(f"| {r['strategy']} | {r['family']} | {ci(r, 's_to_target')} | "
+                         f"{ci(r, 'epochs_to_target', digits=1)} | {r['reached']} | "
+                         f"{ci(r, 'test_at_best_val', 100, 1)} | {ci(r, 'epoch_ms', digits=1)} | "
+                         f"{r['MB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` |")
+        lines += ["", f"Verdict ({link}): {verdict(at_link)}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=["small", "paper"], default="small")
+    parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=STRATEGIES)
+    parser.add_argument("--fresh", action="store_true", help="rerun sweeps that already completed")
+    parser.add_argument("--table", action="store_true", help="only rebuild the table from the runs there are")
+    args = parser.parse_args()
+    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
+        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    plan = Plan(args.scale, REPO / "multirun" / "compare" / args.scale, args.fresh, args.table)
+    out = REPO / "results" / "compare" / ("" if args.scale == "small" else "paper")
+    out.mkdir(parents=True, exist_ok=True)
+    groups, rows = [], []
+    curves: dict[str, list[tuple[Run, str]]] = {link: [] for link in LINKS[args.scale]}
+    for strategy in args.strategies:
+        setting = tune(plan, strategy)
+        if setting is None:
+            continue
+        for link in LINKS[args.scale]:
+            group, run_rows, runs = final(plan, strategy, setting, link)
+            if group is not None:
+                groups.append(group)
+                rows.extend(run_rows)
+                curves[link].extend((run, strategy) for run in runs)
+    if not groups:
+        raise SystemExit(f"compare: no completed runs under {plan.root}")
+    write_csv(rows, out / "runs.csv")
+    for link, runs in curves.items():
+        if runs:
+            plot_accuracy_vs_time([run for run, _ in runs], [name for _, name in runs], TARGET[args.scale],
+                                  out / f"accuracy_vs_time_{link}.png", log_time=True)
+    text = table(groups, args.scale)
+    (out / "table.md").write_text(text)
+    print(text)
+    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the accuracy-vs-time plots beside them")
+
+
+if __name__ == "__main__":
+    main()
