@@ -30,6 +30,7 @@ def _expected_halo_bytes(traces: list[dict], bits: int) -> dict[str, int]:
             "halo_bwd": EPOCHS * rows * sum(record_bytes(d, bits) for d in WIDTHS[1:])}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bits,ratio", [(2, 1 / 16), (8, 1 / 4)])
 def test_fixed_width_halo_bytes_are_exact(bits: int, ratio: float, tmp_path) -> None:
     vanilla = trace_job(tmp_path, "vanilla", *COMMON, "strategy=vanilla")
@@ -54,6 +55,7 @@ def test_full_width_messages_equal_vanilla(tmp_path) -> None:
                 assert torch.equal(f["grads"][epoch][name], grad)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [("model=gcn", "model.dropout=0.5"),
                                    ("model=deepgcn", "model.layers=3", "model.norm=batch"),
                                    ("model=gat", "model.heads=2")], ids=["gcn", "deepgcn", "gat"])
@@ -73,6 +75,7 @@ def test_overlap_equals_vanilla(model: tuple[str, ...], tmp_path) -> None:
             torch.testing.assert_close(o["grads"][epoch], v["grads"][epoch], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_adaptive_assignment_runs_and_both_ends_agree(tmp_path) -> None:
     """Reassigning after epoch 2 (period 2): widths come from {2, 4, 8}; a disagreement between the two
     ends of a message would garble the byte layout (shape errors or wrong rows). Bytes lie
@@ -97,6 +100,7 @@ def test_uniform_widths_average_to_the_mean_of_2_4_8_and_are_drawn_every_epoch(t
     assert len(set(means)) == EPOCHS
 
 
+@pytest.mark.slow
 def test_pipegcn_with_quantized_stale_halos(tmp_path) -> None:
     """PipeGCN's stale exchange through AdaQP's codec: the same bytes as AdaQP at that width."""
     adaqp = trace_job(tmp_path, "adaqp", *COMMON, "strategy=adaqp", "strategy.assign=fixed", "strategy.bits=4")

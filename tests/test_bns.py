@@ -46,6 +46,7 @@ def test_p0_sends_no_halo_bytes(tmp_path) -> None:
     assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in traces)
 
 
+@pytest.mark.slow
 def test_memory_kept_for_backward_shrinks_with_p(tmp_path) -> None:
     """BNS-GCN Fig. 6's memory (Eq. 4): the boundary rows a layer keeps for its backward go with
     the sampled halo, so p = 0 keeps less than p = 1 (max over ranks, every epoch)."""
@@ -114,6 +115,7 @@ def test_halo_bytes_scale_with_p_and_edge_sampling_moves_more(tmp_path) -> None:
         assert halo[name, 0.1] > 1.2 * halo["bns", 0.1], (name, halo)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,strategy", [
     ("gcn", "bns"), ("sage", "bns"), ("gat", "bns"), ("film", "bns"), ("sage", "bes"), ("gcn", "dropedge")])
 def test_sampled_run_equals_single_process_on_the_sampled_graph(model: str, strategy: str, tmp_path) -> None:

@@ -45,7 +45,7 @@ def _same_training(resumed: list[dict], uninterrupted: list[dict]) -> None:
     assert_same_training(resumed, uninterrupted, 6)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in ("vanilla", "gnnpipe", "hopgnn") else pytest.mark.slow)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "hopgnn" else pytest.mark.slow)
                                   for n in sorted(STRATEGIES)])
 def test_a_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(name: str, tmp_path) -> None:
     """The run checkpoints at epochs 2, 4 and 6 (two kept); a copy of it without the last
@@ -59,6 +59,7 @@ def test_a_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(name: str,
     _same_training(_run(tmp_path / "copy", *STRATEGIES[name], "train.resume=true"), original)
 
 
+@pytest.mark.slow
 def test_a_crashed_run_resumes_and_finishes_as_if_it_had_not_crashed(tmp_path) -> None:
     """A worker dies at the start of epoch 5; the same command with ``train.resume=true``
     continues after the checkpoint of epoch 4, and metrics.jsonl has each epoch once. Resuming

@@ -141,6 +141,7 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
         assert r["comm_bytes"] == sum(expected.values())
 
 
+@pytest.mark.slow
 def test_patience_stops_every_worker_after_the_same_epoch_and_says_so(tmp_path) -> None:
     """With lr 0 the validation score never beats epoch 1's: patience 3 stops both workers after
     epoch 4; the metrics keep 4 epochs and summary.json the stop, its epoch and training time."""
@@ -187,6 +188,7 @@ def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:
     assert all(0 <= r["strategy_metrics"]["bubble_share"] < 1 for r in records)
 
 
+@pytest.mark.slow
 def test_hopgnn_runs_out_of_the_box_and_refuses_a_bad_fanout(tmp_path) -> None:
     """``gnntrain strategy=hopgnn`` on the default graph and cluster, shortened to 2 epochs: the
     models migrate every iteration, the features fetched are reported by kind; epoch 1 runs one
@@ -206,6 +208,7 @@ def test_hopgnn_runs_out_of_the_box_and_refuses_a_bad_fanout(tmp_path) -> None:
         "(input layer first)")
 
 
+@pytest.mark.slow
 def test_multirun_runs_each_job_to_completion(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     res = run([GNNTRAIN, "-m", "dataset.num_nodes=300,400", "model=gcn,sage", "train.epochs=2",
@@ -259,6 +262,7 @@ def _live_processes_in_group(pgid: int, wait_s: float) -> list[int]:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_joins_a_torchrun_world_for_each_job_of_a_sweep(tmp_path) -> None:
     """Under torchrun the process group is created and destroyed per job, in the same processes."""
     sweep = tmp_path / "sweep"
@@ -269,6 +273,7 @@ def test_joins_a_torchrun_world_for_each_job_of_a_sweep(tmp_path) -> None:
     assert [(s["num_nodes"], s["world_size"], s["epochs"]) for s in summaries] == [(300, 2, 3), (400, 2, 3)]
 
 
+@pytest.mark.slow
 def test_offline_wandb_run_is_written_under_the_run_dir(tmp_path) -> None:
     run_dir = tmp_path / "run"
     env = dict(os.environ, WANDB_MODE="offline")

@@ -22,8 +22,8 @@ def _traces(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:
     return trace_job(tmp_path, name, *COMMON, *overrides, f"cluster.world_size={world}", worker=trace_full_batch)
 
 
-@pytest.mark.parametrize("model,norm", [("gcn", "none"), ("sage", "batch")])
-@pytest.mark.parametrize("world,group", [(2, 1), (4, 2)])
+@pytest.mark.parametrize("model,norm", [("gcn", "none"), pytest.param("sage", "batch", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("world,group", [pytest.param(2, 1, marks=pytest.mark.slow), (4, 2)])
 def test_data_parallel_equals_single_process(model: str, norm: str, world: int, group: int, tmp_path) -> None:
     reference = _traces(tmp_path, "single", 1, f"model={model}", f"model.norm={norm}")[0]
     traces = _traces(tmp_path, "dp", world, f"model={model}", f"model.norm={norm}", "strategy=data_parallel",
@@ -47,6 +47,7 @@ def test_data_parallel_layout_is_checked_before_the_workers_start() -> None:
     assert layout.axes == {"dp": 2, "gp": 2} and layout.parts == 2
 
 
+@pytest.mark.slow
 def test_point_to_point_transfers_stay_on_their_mesh_axis(tmp_path) -> None:
     cfg = make_cfg("strategy=data_parallel", "strategy.graph_parallel=2", "cluster.world_size=4",
                    "dataset.num_nodes=200")

@@ -81,19 +81,22 @@ def _assemble(tmp_path, world: int, num_nodes: int) -> dict:
 
 
 @pytest.mark.parametrize("dataset", ["synthetic", pytest.param("cora", marks=[needs_real_data, pytest.mark.slow])])
-@pytest.mark.parametrize("model,norm", CASES)
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("model,norm", [case if case == ("gcn", None) else pytest.param(*case, marks=pytest.mark.slow)
+                                        for case in CASES])
+@pytest.mark.parametrize("world", [pytest.param(2, marks=pytest.mark.slow), 4])
 def test_distributed_equals_single_process(dataset: str, model: str, norm: str | None, world: int,
                                            tmp_path) -> None:
     _check(_cfg(dataset, model, world, tmp_path, norm, "float64"), world, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gcnii"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_distributed_equals_single_process_in_float32(model: str, world: int, tmp_path) -> None:
     _check(_cfg("synthetic", model, world, tmp_path, None, "float32"), world, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gcn", "sage"])
 def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(model: str, tmp_path) -> None:
     """model.precompute_first (the authors' --use-pp) on 2 workers equals one process with it
@@ -115,6 +118,7 @@ def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(mod
     assert measured["halo_fwd"] + measured["precompute_halo_fwd"] < EPOCHS * halo_rows * sum(widths) * size
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precompute_first", [False, True])
 def test_inductive_training_equals_single_process(precompute_first: bool, tmp_path) -> None:
     """dataset.inductive (the authors' --inductive) trains on the training nodes' subgraph, and

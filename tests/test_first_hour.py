@@ -42,6 +42,7 @@ def losses(run_dir: Path) -> list[float]:
     return [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_dataset_added_by_yaml_alone_trains_and_one_or_two_workers_agree(tmp_path) -> None:
     write_npz_graph(tmp_path / "mygraph.npz")
     conf = tmp_path / "conf"
@@ -58,6 +59,7 @@ def test_a_dataset_added_by_yaml_alone_trains_and_one_or_two_workers_agree(tmp_p
     assert np.allclose(runs[1], runs[2], rtol=1e-10, atol=0)
 
 
+@pytest.mark.slow
 @needs_real_data
 def test_a_pyg_class_declared_by_yaml_loads_from_the_data_root(tmp_path) -> None:
     conf = tmp_path / "conf"
@@ -69,6 +71,7 @@ def test_a_pyg_class_declared_by_yaml_loads_from_the_data_root(tmp_path) -> None
     assert res.stdout.startswith("my-squirrel: 5201 nodes, 396706 edges")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body,expected", [
     ("pyg_class: Nope\n", ["dataset.pyg_class=Nope", "Planetoid", "WikipediaNetwork"]),
     ("source: file\n", ["dataset.file=None", ".npz", ".pt"]),
@@ -120,6 +123,7 @@ def test_many_more_workers_than_cores_is_warned_about(tmp_path) -> None:
     assert len(warnings) == 1 and f"{workers} workers" in warnings[0] and "cores" in warnings[0]
 
 
+@pytest.mark.slow
 @needs_real_data
 def test_a_truncated_processed_dataset_is_named_and_rebuilt(tmp_path) -> None:
     env = dict(os.environ, GNNTRAIN_CACHE=str(tmp_path / "cache"))
@@ -187,6 +191,7 @@ def test_the_last_line_names_the_run_directory_and_no_empty_log_is_left(tmp_path
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
 
 
+@pytest.mark.slow
 def test_wandb_keeps_quiet_unless_asked(tmp_path) -> None:
     env = dict(os.environ, WANDB_MODE="offline")
     quiet = run([GNNTRAIN, "train.epochs=1", *SMALL, f"hydra.run.dir={tmp_path / 'a'}"], tmp_path, env=env)
@@ -200,6 +205,7 @@ def test_wandb_keeps_quiet_unless_asked(tmp_path) -> None:
     assert any(line.startswith("wandb:") for line in (verbose.stdout + verbose.stderr).splitlines())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,sig", [
     ("group", signal.SIGINT), ("launcher", signal.SIGTERM),
     pytest.param("launcher", signal.SIGINT, marks=pytest.mark.slow),
@@ -240,6 +246,7 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     assert "finishing run" in wandb_log.read_text()
 
 
+@pytest.mark.slow
 def test_the_wandb_run_is_finished_when_rank_0_dies_outright(tmp_path) -> None:
     """Rank 0 writes the epochs; the launcher keeps the W&B run, so a rank 0 that dies without
     cleanup (exit code 3, no ``finally``) still leaves it finished, marked failed."""
@@ -254,6 +261,7 @@ def test_the_wandb_run_is_finished_when_rank_0_dies_outright(tmp_path) -> None:
     assert "finishing run" in log and "got exitcode: 1" in log
 
 
+@pytest.mark.slow
 def test_workers_stop_when_the_launcher_is_killed_outright(tmp_path) -> None:
     """SIGKILL to the launcher (the OOM killer, ``kill -9``) cannot be handled; its workers
     stop anyway, and the completed epochs stay on disk."""
@@ -307,6 +315,7 @@ def test_help_shows_the_projects_groups_and_keys_only(tmp_path) -> None:
     assert any(row.lstrip().startswith("strategy.p ") for row in bns.splitlines())
 
 
+@pytest.mark.slow
 def test_skipped_real_data_tests_are_announced_at_the_top(tmp_path) -> None:
     env = dict(os.environ, GNNTRAIN_DATA=str(tmp_path / "nowhere"))
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "tests/test_data.py"], cwd=REPO, env=env,

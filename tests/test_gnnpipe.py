@@ -35,7 +35,7 @@ def _run(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:
 SLOW = pytest.mark.slow
 
 
-@pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"])
+@pytest.mark.parametrize("model", ["gcn", *(pytest.param(m, marks=SLOW) for m in ("sage", "gat", "gcnii", "deepgcn", "film"))])
 @pytest.mark.parametrize("stages,group", [pytest.param(2, 1, marks=SLOW), (2, 2)])
 def test_one_chunk_equals_single_process(model: str, stages: int, group: int, tmp_path) -> None:
     reference = _run(tmp_path, "single", 1, f"model={model}")[0]
@@ -51,12 +51,14 @@ def test_one_chunk_equals_single_process(model: str, stages: int, group: int, tm
                 torch.testing.assert_close(g, grads[name], rtol=0, atol=0, msg=f"members disagree on {name}")
 
 
+@pytest.mark.slow
 def test_four_stages_with_one_chunk_equal_single_process(tmp_path) -> None:
     reference = _run(tmp_path, "single", 1, "model=gcnii")[0]
     traces = _run(tmp_path, "pipe", 4, "model=gcnii", "strategy=gnnpipe", "strategy.chunks=1")
     torch.testing.assert_close(torch.tensor(traces[0]["loss"]), torch.tensor(reference["loss"]), rtol=1e-9, atol=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,tricks", [("gcnii", ()), pytest.param("sage", ("strategy.detach_history=false",
                                                                                 "strategy.fixed_history=false"),
                                                                        marks=SLOW)])
@@ -97,6 +99,7 @@ def _element_bytes() -> int:
     return torch.float64.itemsize
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunks", [4, pytest.param(12, marks=SLOW)])
 def test_pipeline_moves_two_s_minus_one_n_h_per_epoch(chunks: int, tmp_path) -> None:
     stages, n, h = 4, 600, 16
@@ -112,6 +115,7 @@ def test_pipeline_moves_two_s_minus_one_n_h_per_epoch(chunks: int, tmp_path) -> 
             "epoch 1 also carries the pass that fills the history"
 
 
+@pytest.mark.slow
 def test_hybrid_halo_bytes_are_the_groups_graph_parallel_accounting(tmp_path) -> None:
     stages, group, chunks = 2, 2, 6
     traces = _run(tmp_path, "hybrid", stages * group, "model=gcn", "strategy=gnnpipe", f"strategy.stages={stages}",

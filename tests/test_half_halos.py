@@ -34,6 +34,7 @@ def _halved(tmp_path, strategy: tuple[str, ...]) -> tuple[list[dict], list[dict]
     return full, half
 
 
+@pytest.mark.slow
 def test_vanilla_bfloat16_halos_halve_the_bytes_and_keep_the_losses(tmp_path) -> None:
     full, half = _halved(tmp_path, ("strategy=vanilla",))
     assert half[0]["loss"] != full[0]["loss"]  # the rows really were rounded

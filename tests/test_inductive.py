@@ -42,6 +42,7 @@ def test_scores_count_validation_on_seen_nodes_and_test_on_the_whole_graph() -> 
     assert counts[3] == int(whole.val_mask.sum()) and counts[5] == int(whole.test_mask.sum())
 
 
+@pytest.mark.slow
 def test_inductive_run_scores_the_same_on_one_and_two_workers(tmp_path) -> None:
     common = (*GRAPH, "dataset.inductive=true", "train.epochs=30", "train.dtype=float64", "model=sage")
     one = train_records(tmp_path / "one", *common, "cluster.world_size=1")

@@ -248,6 +248,7 @@ def test_naive_carries_partial_aggregations_and_topology_with_the_model(runs) ->
     assert _epoch_bytes(runs["naive"], "allreduce") == _epoch_bytes(runs["minibatch"], "allreduce")
 
 
+@pytest.mark.slow
 def test_naive_with_attention_carries_projections_out_and_gradients_back(tmp_path) -> None:
     """GAT's first layer cannot aggregate before its weights: model d's forward hop t carries
     the projections of the inputs owned by ranks d..d+t-1, its backward hop k the gradients of

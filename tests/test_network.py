@@ -114,6 +114,7 @@ def test_emulation_changes_timing_only(tmp_path: Path) -> None:
         assert a["link_busy_time"] == 0 and b["link_busy_time"] > 0
 
 
+@pytest.mark.slow
 def test_calibration_scales_the_preset_and_is_reused_by_every_seed(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.8",

@@ -43,6 +43,7 @@ def test_every_graph_parallel_strategy_loads_parts_and_no_other() -> None:
     assert {name for name in STRATEGIES if loads_parts(name)} == set(PART_LOADING)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in ("vanilla", "adaqp") else pytest.mark.slow)
                                   for n in sorted(PART_LOADING)])
 def test_ranks_loading_their_parts_train_as_ranks_holding_the_whole_graph(name: str, tmp_path) -> None:
@@ -88,6 +89,7 @@ def test_the_cache_copy_serves_a_run_with_the_same_settings(tmp_path) -> None:
                             loads_parts=True).parted is None
 
 
+@pytest.mark.slow
 def test_an_assignment_file_is_the_partition(tmp_path) -> None:
     metis = prepare_job_data(make_cfg(*GRAPH), 3)
     path = tmp_path / "assignment.npy"
@@ -138,6 +140,7 @@ def test_a_partitioned_dataset_that_does_not_fit_the_run_is_refused_in_one_line(
         job.part_fields(1, 3)
 
 
+@pytest.mark.slow
 def test_gnntrain_partition_writes_the_dataset_and_a_run_then_loads_parts(tmp_path) -> None:
     overrides = ["dataset.num_nodes=400", "cluster.world_size=2", f"partition.dir={tmp_path}/parted"]
     wrote = subprocess.run([f"{GNNTRAIN}-partition", *overrides, f"hydra.run.dir={tmp_path}/p"], cwd=tmp_path,

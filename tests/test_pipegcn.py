@@ -82,6 +82,7 @@ def _ema(previous: torch.Tensor | None, fresh: torch.Tensor, smooth: str, gamma:
     return gamma * previous + (1 - gamma) * fresh
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("smooth, start", [("none", "zero"), ("gf", "zero"), ("gf", "first")])
 def test_halos_are_exactly_one_epoch_stale(smooth: str, start: str, tmp_path) -> None:
     """With the weights changing every epoch: the halo rows layer l uses in epoch t are the rows
@@ -114,6 +115,7 @@ def test_halos_are_exactly_one_epoch_stale(smooth: str, start: str, tmp_path) ->
                                            rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_staleness_error_is_logged(tmp_path) -> None:
     run_dir = tmp_path / "run"
     res = run([GNNTRAIN, "strategy=pipegcn", "strategy.track_staleness_error=true", "train.epochs=4", *SMALL,

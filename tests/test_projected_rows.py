@@ -46,6 +46,7 @@ def test_a_layer_counts_the_rows_through_its_map(layer_class: type, mapped_first
     assert rows.take() == (graph.num_local if mapped_first else graph.num_inner)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST else pytest.mark.slow) for n in STRATEGIES])
 def test_every_strategy_reports_the_rows_it_maps(name: str, tmp_path) -> None:
     records = train_records(tmp_path, f"strategy={name}", *STRATEGIES[name], "dataset.num_nodes=400",
@@ -53,6 +54,7 @@ def test_every_strategy_reports_the_rows_it_maps(name: str, tmp_path) -> None:
     assert all(r["strategy_metrics"]["projected_rows"] > 0 for r in records)
 
 
+@pytest.mark.slow
 @needs_real_data
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
 def test_the_pipeline_maps_each_row_about_once_per_layer_and_epoch(model: str, tmp_path) -> None:

@@ -36,6 +36,7 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "baseline_runs.json").re
 ACC_TOLERANCE = 0.5 / 120  # 120 = the smallest split (validation, test) of the 600-node graph
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(RECORDED["runs"]))
 def test_command_line_gives_the_recorded_figures(name: str, tmp_path) -> None:
     expected = RECORDED["runs"][name]

@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
 SMALL = ["dataset.num_nodes=300", "train.epochs=3", "train.dtype=float64"]

@@ -13,6 +13,7 @@ from dist_helpers import trace_job
 EPOCHS = 100
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,strategy", [
     pytest.param("gcn", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
     pytest.param("sage", ("strategy=bns", "strategy.p=0.5"), marks=pytest.mark.slow),
