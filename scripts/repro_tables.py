@@ -72,7 +72,7 @@ def curves(series: dict[str, Run | list[Run]], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, runs in series.items():
         runs = runs if isinstance(runs, list) else [runs]
-        scores = [{r["epoch"]: r["val_acc"] for r in run.records if r["val_acc"] is not None} for run in runs]
+        scores = [{r.epoch: r.val_acc for r in run.records if r.val_acc is not None} for run in runs]
         epochs = sorted(set.intersection(*(set(s) for s in scores)))
         ax.plot(epochs, [mean([s[e] * 100 for s in scores]) for e in epochs], label=label)
     ax.set_xlabel("epoch")
@@ -277,7 +277,7 @@ def wire_bits(run: Run) -> float:
     assignment (vanilla: its halo dtype's width)."""
     if run.config["strategy.name"] == "vanilla":
         return 8.0 * getattr(torch, run.config.get("strategy.halo_dtype") or run.config["train.dtype"]).itemsize
-    after = [r["strategy_metrics"]["mean_bits"] for r in run.records if r["epoch"] > run.config["strategy.period"]]
+    after = [r.strategy_metrics["mean_bits"] for r in run.records if r.epoch > run.config["strategy.period"]]
     return mean(after)
 
 
@@ -327,8 +327,8 @@ def _adaqp_speed(workers: int, by: dict[str, list[Run]]) -> str:
                      "mean bits": fmt(mean(wire_bits(r) for r in rs), ".2f"),
                      "s per reassignment (solve)": "-" if reassign is None else
                      f"{reassign:.3f} ({_metric(rs, 'solve_time'):.3f})",
-                     "largest assign_gap": fmt(max((e["strategy_metrics"]["assign_gap"] for r in rs for e in r.records
-                                                    if "reassign_time" in e["strategy_metrics"]), default=None), ".3g")})
+                     "largest assign_gap": fmt(max((e.strategy_metrics["assign_gap"] for r in rs for e in r.records
+                                                    if "reassign_time" in e.strategy_metrics), default=None), ".3g")})
     run = vanilla[0]
     period = next((r.config["strategy.period"] for rs in by.values() for r in rs if "strategy.period" in r.config), "-")
     return (f"## AdaQP Tables 4 and 9, {workers} workers ({'2M-1D' if workers == 2 else '2M-2D'})\n\n"
