@@ -327,8 +327,10 @@ def report(root: Path, out: Path | None = None, target: str | None = None) -> Pa
         written.append(out / "groups.csv")
     (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
     setting = [k for k in keys if k != SEED_KEY]
-    label = lambda row, ks: ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in ks  # noqa: E731
-                                      if row[k] is not None) or row["run"]
+
+    def label(row: dict, ks: list[str]) -> str:
+        return ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in ks if row[k] is not None) or row["run"]
+
     plot_curves(runs, [label(row, keys) for row in rows], out / "curves.png")
     plot_accuracy_vs_time(runs, [label(row, setting) for row in rows], score, out / "accuracy_vs_time.png")
     print(text, end="")

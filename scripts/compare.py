@@ -49,15 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import git_commit  # noqa: E402
 
 from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, table_rows, write_csv  # noqa: E402
+from gnntrain.strategies import family_of  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
 STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "gnnpipe", "data_parallel",
               "minibatch", "hopgnn", "p3", "naive", "lo"]
-FAMILY = {"vanilla": "graph-parallel", "pipegcn": "graph-parallel", "bns": "graph-parallel",
-          "adaqp": "graph-parallel", "gnnpipe": "pipeline", "data_parallel": "data-parallel",
-          "minibatch": "mini-batch", "hopgnn": "mini-batch", "p3": "mini-batch", "naive": "mini-batch",
-          "lo": "mini-batch"}
 BATCH = {"small": ["strategy.batch_size=16", "strategy.batch_size=32", "strategy.batch_size=64"],
          "paper": ["strategy.batch_size=1024", "strategy.batch_size=4096", "strategy.batch_size=16384"]}
 KNOBS: dict[str, list[list[str]]] = {
@@ -79,6 +76,11 @@ LINKS = {
 TARGET = {"small": 0.75, "paper": 0.95}
 """The validation score to reach: Cora ~95% of GCN's best validation score (0.79); Reddit's."""
 SEEDS = "0,1,2"
+
+
+def family(strategy: str) -> str:
+    """The name of the family module that implements ``strategy`` (``graph-parallel``, ...)."""
+    return family_of(strategy).__name__.rsplit(".", 1)[-1].replace("_", "-")
 
 
 def knobs(strategy: str, scale: str) -> list[list[str]]:
@@ -160,7 +162,7 @@ def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dic
     runs, rows = runs_and_rows(out, TARGET[plan.scale])
     if not rows:
         return None, [], []
-    about = {"strategy": strategy, "family": FAMILY[strategy], "link": link, "setting": " ".join(setting),
+    about = {"strategy": strategy, "family": family(strategy), "link": link, "setting": " ".join(setting),
              "network": rows[0]["network"]}
     return {**about, **group_rows(rows, ["seed"])[0]}, [{**about, **row} for row in rows], runs
 
@@ -188,7 +190,7 @@ def verdict(rows: list[dict]) -> str:
         line += (f", {second['s_to_target'] / first['s_to_target']:.2f}x ahead of {second['strategy']}"
                  f"{' (their 95% intervals overlap)' if overlap else ''}; slowest that reached it: "
                  f"{reached[-1]['strategy']} ({reached[-1]['s_to_target']:.2f} s)")
-    partly = [f"{r['strategy']} ({r['reached']})" for r in reached if r["reached"].split("/")[0] != r["reached"].split("/")[1]]
+    partly = [f"{r['strategy']} ({r['reached']})" for r in reached if r["reached"] != f"{r['runs']}/{r['runs']}"]
     if partly:
         line += f"; reached by some seeds only: {', '.join(partly)}"
     never = [r["strategy"] for r in rows if r["s_to_target"] is None]
@@ -197,9 +199,10 @@ def verdict(rows: list[dict]) -> str:
     return line
 
 
-def table(rows: list[dict], scale: str) -> str:
+def table(rows: list[dict], plan: Plan) -> str:
+    scale = plan.scale
     lines = [f"Built by `make compare` (scale={scale}) at commit {git_commit()} on {os.cpu_count()} CPU cores. "
-             f"Preset `experiment=compare_{scale}`; target: validation score {TARGET[scale]}. Each strategy tuned on "
+             f"Preset `{plan.preset()}`; target: validation score {TARGET[scale]}. Each strategy tuned on "
              f"seed 0 under the fast link over lr {{{LEARNING_RATES}}} x its knob (the setting that reached the "
              "target in the fewest training seconds), then seeds 0-2 at that setting under each link, with "
              "the preset's whole epoch budget. Time to target: training seconds (evaluation left out; the "
@@ -255,7 +258,7 @@ def main() -> None:
         if runs:
             plot_accuracy_vs_time([run for run, _ in runs], [name for _, name in runs], TARGET[args.scale],
                                   out / f"accuracy_vs_time_{link}.png", log_time=True)
-    text = table(groups, args.scale)
+    text = table(groups, plan)
     (out / "table.md").write_text(text)
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the accuracy-vs-time plots beside them")
