@@ -88,13 +88,14 @@ class Communicator:
             self.group = None
 
     def all_to_all_start(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
-                         kind: str, decode: Callable[[torch.Tensor], torch.Tensor] | None = None) -> InFlight:
+                         kind: str, decode: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                         into: torch.Tensor | None = None) -> InFlight:
         """Start sending ``send_splits[q]`` consecutive rows of ``send`` to each peer ``q`` and
-        receiving ``recv_splits[q]`` rows from each (stacked in peer order). The payload bytes
-        are counted now; the time blocked and the operation's lifetime when
-        :meth:`InFlight.wait` is called, which returns what arrived, passed through ``decode``
-        if given (e.g. dequantization)."""
-        recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:]))
+        receiving ``recv_splits[q]`` rows from each (stacked in peer order, into the contiguous
+        buffer ``into`` if given). The payload bytes are counted now; the time blocked and the
+        operation's lifetime when :meth:`InFlight.wait` is called, which returns what arrived,
+        passed through ``decode`` if given (e.g. dequantization)."""
+        recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:])) if into is None else into
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
         work = None

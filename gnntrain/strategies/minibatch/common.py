@@ -148,10 +148,15 @@ class MiniBatchTraining:
         blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
         return blocks
 
-    def fetch_features(self, ids: torch.Tensor) -> torch.Tensor:
-        """The feature rows of ``ids`` (collective); the remote ones count as misses."""
+    def stage_features(self, ids: torch.Tensor) -> None:
+        """Fetch the feature rows of the remote ones of ``ids`` into the store (collective); they count as misses."""
         self.missed += int(self.store.is_remote(ids).sum())
-        return self.store.fetch(ids, "x", "feat_fetch")
+        self.store.stage(ids, "x", "feat_fetch")
+
+    def fetch_features(self, ids: torch.Tensor) -> torch.Tensor:
+        """The feature rows of ``ids`` (collective)."""
+        self.stage_features(ids)
+        return self.store.read(ids, "x")
 
     def fetch_labels(self, roots: torch.Tensor) -> torch.Tensor:
         return self.store.fetch(roots, "y", "label_fetch")

@@ -59,7 +59,7 @@ import torch.distributed as dist
 from gnntrain.config.schema import check
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.mesh import Layout
-from gnntrain.parallel.migration import migrate
+from gnntrain.parallel.migration import migrate, wait_all
 from gnntrain.strategies.minibatch.common import MiniBatchConfig, MiniBatchTraining, minibatch_layout
 
 
@@ -174,22 +174,22 @@ class HopGNN(MiniBatchTraining):
         if self._roots_away_from_home(steps):
             labels = self.fetch_labels(all_roots)
         else:
-            labels = self.store.local(all_roots, "y")
+            labels = self.store.read(all_roots, "y")
         if self.pregather:
-            inputs = torch.unique(torch.cat([s.input_nodes for s in sampled]))
-            remote_inputs = inputs[self.store.is_remote(inputs)]
-            fetched = self.fetch_features(remote_inputs)
+            self.stage_features(torch.unique(torch.cat([s.input_nodes for s in sampled])))
         loss = self.graph.x.new_zeros(())
         start = 0
+        departed = []
         for index, ((offset, roots), blocks) in enumerate(zip(mine, sampled)):
-            if index:
-                migrate(self.params, self.comm, offset - mine[index - 1][0])
             if self.pregather:
-                x = self.store.assemble(blocks.input_nodes, "x", remote_inputs, fetched)
+                x = self.store.read(blocks.input_nodes, "x")
             else:
                 x = self.fetch_features(blocks.input_nodes)
+            if index:
+                departed.append(migrate(self.params, self.comm, offset - mine[index - 1][0]))
             loss += self.train_on(blocks, x, labels[start: start + roots.numel()], size)
             start += roots.numel()
+        wait_all(departed)
         return loss
 
     def _roots_away_from_home(self, steps: list[TimeStep]) -> bool:

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import torch
 
+from gnntrain.comm.communicator import InFlight
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.gnn import LinearPart
 from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
-from gnntrain.parallel.migration import migrate
+from gnntrain.parallel.migration import migrate, wait_all
 from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
@@ -54,6 +55,8 @@ class Naive(MiniBatchTraining):
     def __init__(self, cfg, ctx, job) -> None:
         super().__init__(cfg, ctx, job)
         self.maps = self.model.input_maps
+        self.departed: list[InFlight | None] = []
+        """The sends of the models this rank passed on in this iteration (:func:`migrate`)."""
 
     def _owned_by(self, ids: torch.Tensor, first: int, count: int, step: int) -> torch.Tensor:
         """Which of ``ids`` the ranks ``first, first + step, ...`` (``count`` of them) own."""
@@ -63,19 +66,25 @@ class Naive(MiniBatchTraining):
     def _own_rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Which of ``ids`` this rank owns, and their raw rows after the input dropout."""
         own = self.store.owner[ids] == self.rank
-        return own, self.dropped_input(self.store.local(ids[own], "x"), ids[own])
+        return own, self.dropped_input(self.store.read(ids[own], "x"), ids[own])
 
     def _travel(self, subgraph: SampledBlocks, partial: torch.Tensor) -> tuple[SampledBlocks, torch.Tensor]:
         """Move the held model one rank on with its subgraph's topology and ``partial``
         (``naive_partial``); the subgraph and partial data of the model arriving."""
         packed = self.pass_on(pack(subgraph).to(self.comm.device), 1, "topology")
         arrived = self.pass_on(partial, 1, "naive_partial")
-        migrate(self.params, self.comm, 1)
+        self.departed.append(migrate(self.params, self.comm, 1))
         return self.blocks_from(packed), arrived
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
-        if self.model.summed_input_layer is None:
-            return self._accumulate_projections(epoch, iteration, batch)
+        self.departed = []
+        loss = (self._accumulate_sums if self.model.summed_input_layer is not None
+                else self._accumulate_projections)(epoch, iteration, batch)
+        wait_all(self.departed)
+        return loss
+
+    def _accumulate_sums(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
+        """Fig. 6: the partial aggregations travel with the model; the last rank trains."""
         layer = self.model.summed_input_layer
         subgraph = self.sample(batch[self.rank], epoch, iteration)
         aggregated = torch.empty(0)
@@ -123,7 +132,7 @@ class Naive(MiniBatchTraining):
             if k:
                 held_ids = visited[(model - 1) % world][0]
                 arrived = self.pass_on(grad[~self._owned_by(held_ids, model - 2, k, -1)], -1, "naive_partial")
-                migrate(self.params, self.comm, -1)
+                self.departed.append(migrate(self.params, self.comm, -1))
                 grad = _filled(arrived, ~self._owned_by(visited[model][0], model - 1, k, -1))
             ids, own, x = visited[model]
             weight_gradient(self.maps, grad[own], x)
