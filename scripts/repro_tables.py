@@ -694,8 +694,8 @@ def _ablation_verdict(found: dict[str, Run | None], speed: dict[str, float]) -> 
              + ("." if off <= NON_LINK_TARGET else
                 f"; All computes {rows:.2f}x DGL's rows: a node shared by micrographs trained at different time "
                 f"steps is computed in each (Sec. 4: each micrograph is trained on its own), where a mini-batch "
-                f"computes it once; HopGNN's ranks also sample once per time step where DGL's sample once per "
-                f"iteration, and wait for each other at every time step's migration.")]
+                f"computes it once; and HopGNN's ranks wait for their models at every time step's migration "
+                f"where DGL's wait once per iteration.")]
     return "Shape targets:\n\n" + "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from conftest import make_cfg, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
 from gnntrain.config import validate
 from gnntrain.data import prepare_job_data
-from gnntrain.data.sampling import Topology, pack, sample_blocks, sampling_key
+from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout
@@ -61,6 +61,20 @@ def test_a_set_of_roots_computes_what_its_micrographs_compute(model: str) -> Non
         separately = torch.cat([net.forward_blocks(data.x[s.nodes].double(), s.blocks) for s in alone])
     torch.testing.assert_close(out, separately, rtol=1e-12, atol=1e-12)
     assert set(torch.cat([s.nodes for s in alone]).tolist()) == set(together.nodes.tolist())
+
+
+def test_groups_sampled_together_get_the_blocks_each_gets_alone() -> None:
+    _, data = _model_and_graph("gcn")
+    topology = Topology.of(data)
+    groups = [torch.tensor([5, 17, 100]), torch.tensor([3, 250]), torch.tensor([], dtype=torch.long),
+              torch.tensor([6, 18, 101, 4])]
+    keys = [sampling_key(7, 2, 4, layer) for layer in range(3)]
+    for group, grouped in zip(groups, sample_groups(topology, groups, [3, 2, 4], keys, torch.float64)):
+        alone = sample_blocks(topology, group, [3, 2, 4], keys, torch.float64)
+        assert torch.equal(grouped.nodes, alone.nodes) and grouped.hop_sizes == alone.hop_sizes
+        for a, b in zip(grouped.blocks, alone.blocks):
+            assert torch.equal(a.edge_src, b.edge_src) and torch.equal(a.edge_dst, b.edge_dst)
+            assert torch.equal(a.edge_scale, b.edge_scale)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -63,17 +63,25 @@ class Topology:
         return self.in_degree.numel()
 
     def sample(self, targets: torch.Tensor, fanout: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(source node, target position in ``targets``) of the in-edges each target keeps."""
+        """(source node, target position in ``targets``) of the in-edges each target keeps,
+        grouped by target in ``targets``' order."""
+        edge, target_pos = _ranges(self.indptr[targets], self.in_degree[targets])
         degree = self.in_degree[targets]
-        target_pos = torch.repeat_interleave(torch.arange(targets.numel()), degree)
-        first = torch.cumsum(degree, 0) - degree
-        edge = self.indptr[targets][target_pos] + torch.arange(target_pos.numel()) - first[target_pos]
         if degree.numel() and fanout < int(degree.max()):
+            first = torch.cumsum(degree, 0) - degree
             order = torch.argsort(target_pos.double() + keyed.uniform(key, edge), stable=True)
             rank = torch.arange(order.numel()) - first[target_pos[order]]
             edge = edge[order][rank < fanout]
             target_pos = target_pos[order][rank < fanout]
         return self.indices[edge], target_pos
+
+
+def _ranges(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i`` concatenated,
+    and the ``i`` each came from."""
+    owner = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    first = torch.cumsum(lengths, 0) - lengths
+    return starts[owner] + torch.arange(owner.numel()) - first[owner], owner
 
 
 @dataclass
@@ -115,23 +123,46 @@ def sample_blocks(topology: Topology, roots: torch.Tensor, fanouts: list[int], k
                   dtype: torch.dtype = torch.float32) -> SampledBlocks:
     """The blocks of ``roots`` (distinct global ids) for a model of ``len(fanouts)`` layers;
     ``keys[l]`` keys layer ``l``'s sampling (:func:`sampling_key`)."""
+    return sample_groups(topology, [roots], fanouts, keys, dtype)[0]
+
+
+def sample_groups(topology: Topology, groups: list[torch.Tensor], fanouts: list[int], keys: list[int],
+                  dtype: torch.dtype = torch.float32) -> list[SampledBlocks]:
+    """:func:`sample_blocks` of each group of roots, each node sampled once per layer however
+    many groups reach it (the samples are keyed, so a group's blocks are those it gets alone):
+    one sampler pass per layer over the union of the groups' targets."""
     layers = len(fanouts)
-    nodes, hop_sizes = roots, [roots.numel()]
-    edges: list[tuple[torch.Tensor, torch.Tensor]] = [None] * layers  # type: ignore[list-item]
+    nodes = list(groups)
+    hop_sizes = [[roots.numel()] for roots in groups]
+    edges: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[None] * layers for _ in groups]  # type: ignore[list-item]
     for layer in reversed(range(layers)):
-        src, dst = topology.sample(nodes, fanouts[layer], keys[layer])
-        known = nodes.numel()
-        unique, inverse = torch.unique(torch.cat([nodes, src]), return_inverse=True)
-        first_seen = torch.full((unique.numel(),), known + src.numel(), dtype=torch.long)
-        first_seen.scatter_reduce_(0, inverse, torch.arange(inverse.numel()), "amin")
-        fresh = unique[first_seen >= known]
-        local_of_unique = torch.empty(unique.numel(), dtype=torch.long)
-        local_of_unique[inverse[:known]] = torch.arange(known)
-        local_of_unique[first_seen >= known] = known + torch.arange(fresh.numel())
-        nodes = torch.cat([nodes, fresh])
-        hop_sizes.append(nodes.numel())
-        edges[layer] = (local_of_unique[inverse[known:]], dst)
-    return _blocks_of(nodes, hop_sizes, edges, topology, fanouts, dtype)
+        union = nodes[0] if len(groups) == 1 else torch.unique(torch.cat(nodes))
+        src, dst = topology.sample(union, fanouts[layer], keys[layer])
+        kept = torch.bincount(dst, minlength=union.numel())
+        for g, targets in enumerate(nodes):
+            if len(groups) == 1:
+                group_src, group_dst = src, dst
+            else:
+                position = torch.searchsorted(union, targets)
+                edge, group_dst = _ranges((torch.cumsum(kept, 0) - kept)[position], kept[position])
+                group_src = src[edge]
+            nodes[g], edges[g][layer] = _grow(targets, group_src, group_dst)
+            hop_sizes[g].append(nodes[g].numel())
+    return [_blocks_of(n, h, e, topology, fanouts, dtype) for n, h, e in zip(nodes, hop_sizes, edges)]
+
+
+def _grow(nodes: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """``nodes`` followed by the sources ``src`` not among them (by global id), and the edges
+    ``src -> nodes[dst]`` as local (source, target) ids."""
+    known = nodes.numel()
+    unique, inverse = torch.unique(torch.cat([nodes, src]), return_inverse=True)
+    first_seen = torch.full((unique.numel(),), known + src.numel(), dtype=torch.long)
+    first_seen.scatter_reduce_(0, inverse, torch.arange(inverse.numel()), "amin")
+    fresh = unique[first_seen >= known]
+    local_of_unique = torch.empty(unique.numel(), dtype=torch.long)
+    local_of_unique[inverse[:known]] = torch.arange(known)
+    local_of_unique[first_seen >= known] = known + torch.arange(fresh.numel())
+    return torch.cat([nodes, fresh]), (local_of_unique[inverse[known:]], dst)
 
 
 def _blocks_of(nodes: torch.Tensor, hop_sizes: list[int], edges: list[tuple[torch.Tensor, torch.Tensor]],

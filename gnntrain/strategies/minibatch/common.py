@@ -45,7 +45,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import StrategyConfig, check, workload
 from gnntrain.data import JobData
-from gnntrain.data.sampling import SampledBlocks, Topology, sample_blocks, sampling_key, unpack
+from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
@@ -143,10 +143,15 @@ class MiniBatchTraining:
         return math.ceil(self.train_ids.numel() / self.batch_size)
 
     def sample(self, roots: torch.Tensor, epoch: int, iteration: int) -> SampledBlocks:
+        return self.sample_groups([roots], epoch, iteration)[0]
+
+    def sample_groups(self, groups: list[torch.Tensor], epoch: int, iteration: int) -> list[SampledBlocks]:
+        """The blocks of each group of roots, in one sampler pass per layer (:func:`~gnntrain.data.sampling.sample_groups`)."""
         keys = [sampling_key(self.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
-        blocks = sample_blocks(self.topology, roots, self.fanouts, keys, self.dtype)
-        blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
-        return blocks
+        sampled = sample_groups(self.topology, groups, self.fanouts, keys, self.dtype)
+        for blocks in sampled:
+            blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
+        return sampled
 
     def stage_features(self, ids: torch.Tensor) -> None:
         """Fetch the feature rows of the remote ones of ``ids`` into the store (collective); they count as misses."""

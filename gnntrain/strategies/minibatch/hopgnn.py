@@ -5,8 +5,9 @@ One iteration on W ranks (Sec. 5.1, Fig. 9), model ``d`` starting on rank ``d``:
 1. redistribution: every root of mini-batch ``d`` goes to its *home*, the rank that owns its
    features; the roots of mini-batch ``d`` homed on rank ``s`` are model ``d``'s micrographs
    on ``s`` (every rank derives the mini-batches from the seed, so this moves no bytes);
-2. every rank samples the micrographs homed on it (keyed sampling: a micrograph's blocks are
-   the same whoever samples them and however they are grouped);
+2. every rank samples the micrographs homed on it, one sampler pass per layer over all its
+   time steps' roots (keyed sampling: a micrograph's blocks are the same whoever samples them
+   and however they are grouped);
 3. W time steps: at step ``t`` model ``d`` is on rank ``(d + t) mod W`` and trains on its
    micrographs there, fetching whatever inputs are still remote; between steps every model
    migrates one rank on, with its accumulated gradients (``model_migrate``,
@@ -169,7 +170,7 @@ class HopGNN(MiniBatchTraining):
         self.merges_run.append(merges)
         steps = plan(batch, self.owner, merges)
         mine = [(step.offset, step.roots[(self.rank - step.offset) % self.world]) for step in steps]
-        sampled = [self.sample(roots, epoch, iteration) for _, roots in mine]
+        sampled = self.sample_groups([roots for _, roots in mine], epoch, iteration)
         all_roots = torch.cat([roots for _, roots in mine])
         if self._roots_away_from_home(steps):
             labels = self.fetch_labels(all_roots)
