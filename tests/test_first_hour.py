@@ -24,7 +24,7 @@ EXACT = ["train.dtype=float64", "model.dropout=0", "train.epochs=4"]
 
 
 def write_dataset_yaml(conf_dir: Path, name: str, body: str) -> Path:
-    """A dataset option ``conf_dir/dataset/<name>.yaml`` as the README tells a user to write it."""
+    """A dataset option ``conf_dir/dataset/<name>.yaml`` as docs/usage.md tells a user to write it."""
     path = conf_dir / "dataset" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("defaults:\n  - /schema/dataset/dataset@_here_\n  - _self_\n\n" f"name: {name}\n{body}")

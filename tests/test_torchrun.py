@@ -41,7 +41,7 @@ def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resume
     """SIGKILL to one worker mid-training: torchrun (``--max-restarts=1``) restarts both, they
     resume from the last checkpoint (``train.resume=true``) and finish with the losses of an
     uninterrupted run, each epoch once in metrics.jsonl. torchrun runs with
-    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, as the README says: with the store shared, a
+    ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``, as docs/clusters.md says: with the store shared, a
     restarted group may read the previous group's addresses and fail to connect."""
     overrides = ["train.epochs=300", "train.checkpoint_every=20"]
     expected = _local(tmp_path, 2, *overrides)

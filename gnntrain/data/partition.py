@@ -3,7 +3,7 @@ on-disk cache.
 
 METIS runs in this one process on the whole graph: pymetis is built with 64-bit indices, so
 the limit is memory, not index range. Its peak is measured by ``scripts/bench_parted.py``
-(bytes per directed edge, in the README). A graph beyond one machine's memory is partitioned
+(bytes per directed edge, in docs/clusters.md). A graph beyond one machine's memory is partitioned
 elsewhere (e.g. ParMETIS, or any tool that writes a part id per node) and given as
 ``partition.assignment=path.npy``: a 1-D integer array of ``num_nodes`` part ids.
 

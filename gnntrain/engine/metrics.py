@@ -25,12 +25,22 @@ from gnntrain.files import write_atomically
 
 @dataclass
 class EpochRecord:
+    """One epoch of a run: one line of ``metrics.jsonl``, one W&B step (nested dicts flattened
+    as ``comm_bytes/<kind or category>``, ``comm_time/<category>``, ``comm_total_time/<category>``)."""
+
     epoch: int
+    """The epoch, from 1."""
     loss: float
+    """Training loss of the epoch (mean over its iterations for mini-batch strategies)."""
     train_acc: Optional[float]
+    """Score on the training nodes (accuracy; F1-micro for multilabel graphs); null on epochs without evaluation."""
     val_acc: Optional[float]
+    """Score on the validation nodes; null on epochs without evaluation."""
     test_acc: Optional[float]
+    """Score on the test nodes; null on epochs without evaluation."""
     epoch_time: float
+    """Seconds of training in the epoch, evaluation left out, max over ranks; on a GPU it ends
+    with the device synchronised."""
     compute_time: float
     """``epoch_time`` less the exposed communication of every category."""
     comm_time: float
@@ -43,8 +53,11 @@ class EpochRecord:
     """Exposed ``sync`` communication: seconds a rank waited on gradient all-reduces and
     cross-rank statistics (max over ranks)."""
     eval_time: float
+    """Seconds of evaluation after the epoch (0 where none was due)."""
     comm_bytes: int
+    """Payload bytes sent in training (categories ``data``, ``sync``, ``control``), summed over ranks."""
     comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
+    """Bytes per traffic kind (below), ``eval_`` and ``diag_`` kinds included."""
     comm_bytes_by_category: dict[str, int] = field(default_factory=dict)
     """Bytes per category, ``eval`` and ``diag`` included."""
     comm_time_by_category: dict[str, float] = field(default_factory=dict)
@@ -52,6 +65,7 @@ class EpochRecord:
     comm_total_time_by_category: dict[str, float] = field(default_factory=dict)
     """In-flight seconds per training category, max over ranks."""
     eval_comm_bytes: int = 0
+    """Bytes sent by evaluation, summed over ranks."""
     link_busy_time: float = 0.0
     """Under an emulated network: seconds the rank's links spent moving its training bytes
     (bytes / bandwidth), max over ranks; 0 on the real transport."""
@@ -59,8 +73,10 @@ class EpochRecord:
     """Under an emulated network: seconds of latency terms of the rank's training transfers,
     max over ranks."""
     peak_mem_mb: float = 0.0
+    """Peak memory in the epoch, max over ranks: CPU, the peak resident set; GPU, the peak allocated."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
-    """Strategy-specific figures (e.g. PipeGCN's staleness errors)."""
+    """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
+    ranks) and the strategy's own figures (see each strategy's page)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,14 +7,10 @@ epoch trains on and how each layer obtains its halo rows, then the shared full-b
 over the ``gp`` axis (the whole world) and the optimizer step. Evaluation runs on the full
 local graph with the policy's evaluation halo. The methods are presets of the policy:
 
-=============  ==========================================  ===================================
-strategy        halo policy                                 module
-=============  ==========================================  ===================================
-``vanilla``     synchronous, full precision                 :mod:`.synchronous`
-``pipegcn``     one epoch stale, overlapped (+ smoothing)   :mod:`.stale`
-``bns``         sampled boundary nodes (``bes``, ``dropedge``: sampled edges)  :mod:`.sampled`
-``adaqp``       quantized (+ central/marginal overlap)      :mod:`.quantized`, :mod:`.overlap`
-=============  ==========================================  ===================================
+* ``vanilla``: synchronous, full precision (:mod:`.synchronous`);
+* ``pipegcn``: one epoch stale, overlapped, with smoothing (:mod:`.stale`);
+* ``bns``: sampled boundary nodes; ``bes``, ``dropedge``: sampled edges (:mod:`.sampled`);
+* ``adaqp``: quantized, with the central/marginal overlap (:mod:`.quantized`, :mod:`.overlap`).
 
 ``model.precompute_first`` (the authors' ``--use-pp``) aggregates the input features for the
 first layer once (:meth:`~gnntrain.parallel.full_batch.FullBatchStep.model_input`), so no

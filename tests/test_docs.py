@@ -1,0 +1,23 @@
+"""The generated pages of docs/ say what the code says (scripts/docs.py writes them)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import docs  # noqa: E402
+
+
+def test_the_generated_pages_match_the_code() -> None:
+    stale = [str(path.relative_to(docs.DOCS.parent)) for path in docs.stale()]
+    assert not stale, f"stale generated docs: {', '.join(stale)}; run python scripts/docs.py"
+
+
+def test_every_strategy_has_a_page_with_its_keys() -> None:
+    for name in docs.STRATEGIES:
+        page = docs.strategy_page(name)
+        assert page.startswith(docs.GENERATED) and f"# `strategy={name}`" in page
+        for key in docs.dataclasses.fields(docs.schema_of(name)):
+            assert key.name == "name" or f"`strategy.{key.name}`" in page
