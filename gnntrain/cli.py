@@ -1,4 +1,5 @@
-"""``gnntrain``: compose the Hydra config, validate it, resolve it, launch the job.
+"""``gnntrain``: Hydra composes the config; the job is checked, calibrated and run by
+:mod:`gnntrain.api`, as every other caller runs one.
 
 Errors a user can cause (an unknown option, a misspelt key, a wrong type, a missing dataset,
 a dead worker) are printed as one line, ``gnntrain: error: ...``, with exit code 2 (bad
@@ -25,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gnntrain.config import one_line, register_schemas, validate
+from gnntrain.config import one_line, register_schemas
 from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed, interrupt
 from gnntrain.help import help_text
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
@@ -36,9 +37,7 @@ OmegaConf.register_new_resolver("gnntrain_help", lambda _root_: help_text(_root_
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
-    from gnntrain.engine.calibration import calibrated
-    from gnntrain.engine.loop import run_training
-    from gnntrain.launch import launch
+    from gnntrain import api
 
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
@@ -51,11 +50,11 @@ def _job(cfg: DictConfig) -> None:
         plain["run_dir"] = str(run_dir)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             name_sweep_job(plain["wandb"], hydra_cfg)
-        validate(plain)
+        api.check(plain)
         if plain["partition"]["only"]:
             _write_partitioned_dataset(plain)
             return
-        launch(calibrated(plain), run_training)
+        api.run(plain)
     except JobInterrupted as exc:
         _stop_interrupted(exc, cfg, run_dir)
     except (GnntrainError, OmegaConfBaseException) as exc:

@@ -4,7 +4,7 @@ the end (:data:`LAST_SWEEP`, which the CLI turns into its last line and a non-ze
 
 :class:`SweepChecks` is a Hydra callback (``hydra.callbacks.sweep`` in ``conf/config.yaml``).
 Up front it enumerates the jobs as Hydra's basic sweeper does (the cartesian product of the
-swept values, in the order given) and composes, validates and lays out each; other sweepers
+swept values, in the order given) and checks each as a run would (:func:`gnntrain.api.check`); other sweepers
 (e.g. Optuna's) choose their jobs as they go and are not checked up front. At the end it reads
 how each job ended from its ``summary.json`` (:func:`gnntrain.engine.metrics.record_stop`), so
 it works the same for jobs that ran in other processes or on other machines.
@@ -17,6 +17,7 @@ epoch display. A launcher that runs jobs elsewhere (submitit) prints its own.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import time
@@ -32,7 +33,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from gnntrain.config import one_line, validate
+from gnntrain.config import one_line
 from gnntrain.errors import GnntrainError
 from gnntrain.report import natural_key
 
@@ -128,27 +129,26 @@ class SweepChecks(Callback):
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:
-    """Each job's overrides, as the basic sweeper will launch them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-
+    """Each job's overrides, as the basic sweeper will launch them: the cartesian product of
+    the sweep overrides' values, in the order given, the other overrides in every job."""
     loader = GlobalHydra.instance().config_loader()
     params = [f"{key}={value}" for key, value in (config.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(
         params + list(config.hydra.overrides.task))
-    return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()] if o.is_sweep_override()
+               else [o.input_line] for o in overrides]
+    return [list(job) for job in itertools.product(*choices)]
 
 
 def job_problem(config: DictConfig, overrides: list[str]) -> str | None:
     """Why the job with these overrides would be refused at its start, or None."""
-    from gnntrain.launch import job_layout, resolve_world_size
+    from gnntrain import api
 
     try:
         job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)
         with open_dict(job):
             del job["hydra"]
-        plain = OmegaConf.to_container(job, resolve=True, enum_to_str=True)
-        validate(plain)
-        job_layout(plain, resolve_world_size(plain))
+        api.check(OmegaConf.to_container(job, resolve=True, enum_to_str=True))
     except (GnntrainError, OmegaConfBaseException, HydraException) as exc:
         return one_line(exc)
     return None

@@ -13,26 +13,15 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import OmegaConf
-
-from gnntrain.config import register_schemas, validate
-from gnntrain.engine.calibration import calibrated
-from gnntrain.engine.loop import run_training
-from gnntrain.launch import launch
+from gnntrain import api
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def compose_config(overrides: list[str]) -> dict:
-    """The resolved config the CLI composes for ``overrides`` (W&B disabled), validated."""
-    register_schemas()
-    GlobalHydra.instance().clear()
-    with initialize_config_module("gnntrain.conf", version_base="1.3"):
-        cfg = OmegaConf.to_container(compose("config", overrides=[*overrides, "wandb.mode=disabled"]),
-                                     resolve=True, enum_to_str=True)
-    validate(cfg)
+    """The resolved config the CLI composes for ``overrides`` (W&B disabled), checked."""
+    cfg = api.compose([*overrides, "wandb.mode=disabled"])
+    api.check(cfg)
     return cfg
 
 
@@ -41,7 +30,7 @@ def run_job(overrides: list[str]) -> dict:
     cfg = compose_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
         cfg["run_dir"] = run_dir
-        launch(calibrated(cfg), run_training)
+        api.run(cfg)
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
         lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
         return {**summary, "records": [json.loads(line) for line in lines]}

@@ -18,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from conftest import make_cfg  # noqa: E402
-from gnntrain.engine.loop import run_training  # noqa: E402
-from gnntrain.launch import launch  # noqa: E402
+from gnntrain import api  # noqa: E402
 
 RECORDED = ROOT / "tests" / "data" / "baseline_runs.json"
 KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "comm_bytes", "comm_bytes_by_kind", "eval_comm_bytes")
@@ -36,7 +35,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as run_dir:
             cfg = make_cfg(*recorded["common"], *run["overrides"])
             cfg["run_dir"] = run_dir
-            launch(cfg, run_training)
+            api.run(cfg)
             rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
         run["epochs"] = [{key: row[key] for key in KEYS} for row in rows]
         losses = ", ".join(f"{row['loss']:.4f}" for row in run["epochs"])

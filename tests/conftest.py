@@ -7,11 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import OmegaConf
-
-from gnntrain.config import register_schemas
+from gnntrain import api
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
@@ -47,25 +43,19 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def make_cfg(*overrides: str) -> dict:
-    """The resolved config ``gnntrain`` would build for these overrides, as a plain dict."""
-    register_schemas()
-    GlobalHydra.instance().clear()
-    with initialize_config_module("gnntrain.conf", version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides))
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-    plain["run_dir"] = ""
-    return plain
+    """The resolved config ``gnntrain`` would build for these overrides, as a plain dict,
+    checked as ``gnntrain`` checks it (:mod:`gnntrain.api`)."""
+    cfg = api.compose(list(overrides))
+    api.check(cfg)
+    return cfg
 
 
 def train_records(run_dir: Path, *overrides: str) -> list[dict]:
     """Train a job of ``overrides`` (spawned workers, as ``gnntrain`` runs it) into ``run_dir``;
     its ``metrics.jsonl`` records."""
-    from gnntrain.engine.loop import run_training
-    from gnntrain.launch import launch
-
     cfg = make_cfg(*overrides)
     cfg["run_dir"] = str(run_dir)
-    launch(cfg, run_training)
+    api.run(cfg)
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
 

@@ -14,7 +14,8 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.data import JobData
 from gnntrain.data import prepare_job_data
-from gnntrain.launch import job_layout, launch
+from gnntrain import api
+from gnntrain.launch import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.graph_parallel import GraphParallel
@@ -108,7 +109,7 @@ def trace_job(tmp_path, name: str, *overrides: str, worker=trace_training) -> li
     if world == 1:
         worker(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, job_layout(cfg, 1).parts))
     else:
-        launch(cfg, worker)
+        api.run(cfg, worker)
     return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
 
 

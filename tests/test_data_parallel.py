@@ -11,7 +11,8 @@ import torch
 from conftest import make_cfg
 from dist_helpers import assert_gradients_close, ring_transfers, trace_full_batch, trace_job
 from gnntrain.errors import ConfigError
-from gnntrain.launch import job_layout, launch
+from gnntrain import api
+from gnntrain.launch import job_layout
 
 EPOCHS = 3
 COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0.5", "train.dtype=float64",
@@ -52,7 +53,7 @@ def test_point_to_point_transfers_stay_on_their_mesh_axis(tmp_path) -> None:
     cfg = make_cfg("strategy=data_parallel", "strategy.graph_parallel=2", "cluster.world_size=4",
                    "dataset.num_nodes=200")
     cfg["trace_dir"] = str(tmp_path)
-    launch(cfg, ring_transfers)
+    api.run(cfg, ring_transfers)
     traces = [torch.load(tmp_path / f"rank{r}.pt") for r in range(4)]
     # mesh dp x gp = 2 x 2: gp groups {0, 1}, {2, 3}; dp groups {0, 2}, {1, 3}
     assert [t["received"]["gp"][0] for t in traces] == [1.0, 0.0, 3.0, 2.0]

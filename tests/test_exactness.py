@@ -21,7 +21,7 @@ import torch
 from conftest import make_cfg, needs_real_data
 from dist_helpers import assert_gradients_close, trace_training
 from gnntrain.data import prepare_job_data
-from gnntrain.launch import launch
+from gnntrain import api
 from gnntrain.models import build_model
 from gnntrain.models.norm import BatchNorm
 from gnntrain.parallel.mesh import WorkerContext
@@ -141,7 +141,7 @@ def _check_equal(cfg: dict, world: int, tmp_path) -> None:
     """Per epoch, the distributed run's loss, outputs and gradients equal one process's."""
     rtol = RTOL[cfg["train"]["dtype"]]
     reference = _single_process(cfg)
-    launch(cfg, trace_training)
+    api.run(cfg, trace_training)
     num_nodes = reference["out"][0].shape[0]
     dist_run = _assemble(tmp_path, world, num_nodes)
 

@@ -17,7 +17,8 @@ from gnntrain.data import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
-from gnntrain.launch import job_layout, launch
+from gnntrain import api
+from gnntrain.launch import job_layout
 from gnntrain.models import build_model
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer
@@ -149,4 +150,4 @@ def test_bad_layouts_are_refused_before_workers_start(overrides: tuple[str, ...]
 def test_more_chunks_than_nodes_is_refused() -> None:
     cfg = make_cfg("strategy=gnnpipe", "strategy.chunks=700", "dataset.num_nodes=600")
     with pytest.raises(ConfigError, match=r"strategy.chunks=700 asks for 700 parts .* 600 nodes; valid: at most 600"):
-        launch(cfg, trace_gnnpipe)
+        api.run(cfg, trace_gnnpipe)

@@ -12,10 +12,9 @@ import torch
 from conftest import make_cfg
 from dist_helpers import late_one_sided_send, timed_transfers
 from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
-from gnntrain.engine import calibration
-from gnntrain.engine.loop import run_training
+from gnntrain import calibration
 from gnntrain.errors import ConfigError
-from gnntrain.launch import launch
+from gnntrain import api
 from gnntrain.config import validate
 
 SMALL = ("dataset.num_nodes=1500", "model=sage", "model.hidden=32", "train.eval_every=100")
@@ -56,7 +55,7 @@ def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
     the all-reduce the ring cost, each within 10%."""
     cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000")
     cfg.update(trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000)
-    launch(cfg, timed_transfers)
+    api.run(cfg, timed_transfers)
     bandwidth, latency = 0.1 * GBIT, 1e-3
     expected_exchange = latency + 90 * 1024 * 4 / bandwidth
     expected_reduce = 2 * 1 / 2 * 250_000 * 4 / bandwidth + 2 * latency
@@ -72,15 +71,14 @@ def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path)
     receive."""
     cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=0")
     cfg.update(trace_dir=str(tmp_path), floats=625_000, delay_s=0.3)  # 2.5 MB: 0.2 s at 0.1 Gbit/s
-    launch(cfg, late_one_sided_send)
+    api.run(cfg, late_one_sided_send)
     assert torch.load(tmp_path / "rank1.pt")["waited"] >= 0.95 * (0.3 + 0.2)
 
 
 def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
-    cfg = calibration.calibrated(make_cfg(*overrides)) if "network.calibrate_share" in " ".join(overrides) \
-        else make_cfg(*overrides)
+    cfg = make_cfg(*overrides)
     cfg["run_dir"] = str(tmp_path / name)
-    launch(cfg, run_training)
+    api.run(cfg)
     records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     return json.loads((tmp_path / name / "summary.json").read_text()), records
 

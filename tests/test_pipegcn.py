@@ -11,7 +11,7 @@ import torch
 from conftest import make_cfg
 from dist_helpers import trace_pipeline, trace_training
 from test_cli import GNNTRAIN, SMALL, run
-from gnntrain.launch import launch
+from gnntrain import api
 
 EPOCHS = 6
 
@@ -38,7 +38,7 @@ def test_equals_vanilla_once_weights_stop_changing(world: int, tmp_path) -> None
     runs = {}
     for strategy in ("vanilla", "pipegcn"):
         cfg = _cfg(strategy, world, tmp_path, "train.lr=0")
-        launch(cfg, trace_training)
+        api.run(cfg, trace_training)
         runs[strategy] = _load(cfg, world)
     vanilla, pipe = runs["vanilla"], runs["pipegcn"]
     assert pipe[0]["loss"][0] != pytest.approx(vanilla[0]["loss"][0], rel=1e-5), "epoch 1 must differ (zero halos)"
@@ -92,7 +92,7 @@ def test_halos_are_exactly_one_epoch_stale(smooth: str, start: str, tmp_path) ->
     world, gamma = 3, 0.9
     cfg = _cfg("pipegcn", world, tmp_path, "train.lr=0.05", f"strategy.smooth={smooth}", f"strategy.gamma={gamma}",
                f"strategy.smooth_start={start}")
-    launch(cfg, trace_pipeline)
+    api.run(cfg, trace_pipeline)
     traces = _load(cfg, world)
     n = 1200
     for layer in (0, 1):

@@ -29,8 +29,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cfg
-from gnntrain.engine.loop import run_training
-from gnntrain.launch import launch
+from gnntrain import api
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "baseline_runs.json").read_text())
 ACC_TOLERANCE = 0.5 / 120  # 120 = the smallest split (validation, test) of the 600-node graph
@@ -42,7 +41,7 @@ def test_command_line_gives_the_recorded_figures(name: str, tmp_path) -> None:
     expected = RECORDED["runs"][name]
     cfg = make_cfg(*RECORDED["common"], *expected["overrides"])
     cfg["run_dir"] = str(tmp_path)
-    launch(cfg, run_training)
+    api.run(cfg)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in rows] == [e["epoch"] for e in expected["epochs"]]
     for row, want in zip(rows, expected["epochs"]):

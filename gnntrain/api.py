@@ -1,0 +1,56 @@
+"""One way to run a gnntrain config, whoever runs it: the CLI, the sweep callback, the scripts
+and the tests all go through these four steps, so none of them can run a config another refuses.
+
+* :func:`compose` — the plain, resolved config ``gnntrain OVERRIDES`` builds (Hydra's compose
+  API over the packaged ``gnntrain.conf``, schemas registered);
+* :func:`check` — what is refused before any worker starts: the schemas' and strategies'
+  checks (:func:`gnntrain.config.validate`) and the job's layout on its world size (the
+  strategy's mesh and parts, :func:`gnntrain.launch.job_layout`); the sweep callback checks
+  every job of a sweep with it before the first starts;
+* :func:`calibrate` — the network's bandwidths set by ``network.calibrate_share``
+  (:mod:`gnntrain.calibration`);
+* :func:`run` — check, calibrate and launch the workers (:func:`gnntrain.launch.launch`), each
+  running ``worker`` (default: the training loop).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from gnntrain.calibration import calibrated
+from gnntrain.config import register_schemas, validate
+from gnntrain.engine.loop import run_training
+from gnntrain.launch import WorkerFn, job_layout, launch, resolve_world_size
+
+
+def compose(overrides: list[str], run_dir: str = "") -> dict:
+    """The resolved config of ``overrides`` as a plain dict (enums as strings), with ``run_dir``."""
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("gnntrain.conf", version_base="1.3"):
+        cfg = hydra_compose("config", overrides=list(overrides))
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    plain["run_dir"] = run_dir
+    return plain
+
+
+def check(cfg: dict) -> None:
+    """Raise the one-line error a run of ``cfg`` would stop with before starting its workers."""
+    validate(cfg)
+    job_layout(cfg, resolve_world_size(cfg))
+
+
+def calibrate(cfg: dict) -> dict:
+    """``cfg`` under its calibrated network (unchanged where ``network.calibrate_share`` is unset)."""
+    return calibrated(cfg)
+
+
+def run(cfg: dict, worker: WorkerFn = run_training) -> Any:
+    """Check ``cfg``, calibrate its network and run ``worker`` on every rank; rank 0's return."""
+    check(cfg)
+    return launch(calibrate(cfg), worker)

@@ -1,0 +1,108 @@
+"""Start the workers of a job: spawn them on this machine (:mod:`.spawn`), or join the world
+``torchrun`` or a submitit job started (:mod:`.join`); every rank starts the same way
+(:mod:`.rank`).
+
+Before any worker starts, the strategy states the process and data layout it needs
+(:meth:`gnntrain.strategies.base.Strategy.layout`): the device-mesh axes, checked against the
+number of workers, and the number of graph partitions (:func:`job_layout`). Each rank builds
+the mesh after joining the process group. The launcher keeps the job's W&B run
+(:class:`~gnntrain.engine.metrics.WandbFollower`), so it is finished whatever the workers' fate;
+under torchrun, rank 0 keeps it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnntrain.data import prepare_job_data
+from gnntrain.engine.checkpoint import Resume
+from gnntrain.engine.metrics import WandbFollower, WandbSink
+from gnntrain.errors import ConfigError, interrupts_deferred, warn
+from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
+                                  warn_of_a_shared_rendezvous_store)
+from gnntrain.launch.rank import WorkerFn, run_rank
+from gnntrain.launch.spawn import spawn_and_join
+from gnntrain.parallel.mesh import Layout
+from gnntrain.strategies import loads_parts, strategy_class
+
+__all__ = ["WorkerFn", "job_layout", "launch", "leave_torchrun_world", "resolve_world_size", "under_torchrun"]
+
+OVERSUBSCRIPTION = 4
+"""Local workers per core above which a job is warned about."""
+
+
+def resolve_world_size(cfg: dict) -> int:
+    """The number of workers: torchrun's world, all visible GPUs (``world_size: 0`` on
+    ``cluster.device=cuda``), or ``cluster.world_size``; checks that the device and backend
+    can run them."""
+    cluster = cfg["cluster"]
+    gpus = torch.cuda.device_count() if cluster["device"] == "cuda" else 0
+    if cluster["device"] == "cuda" and gpus == 0:
+        raise ConfigError(f"cluster.device=cuda (cluster={cluster['name']}) but no CUDA GPU is visible; "
+                          "valid here: cluster.device=cpu (cluster=local)")
+    if cluster["backend"] == "nccl" and cluster["device"] != "cuda":
+        raise ConfigError(f"cluster.backend=nccl needs cluster.device=cuda, got cluster.device={cluster['device']}; "
+                          "valid on cpu: cluster.backend=gloo")
+    if under_torchrun():
+        return int(os.environ["WORLD_SIZE"])
+    world_size = cluster["world_size"] or gpus
+    if world_size < 1:
+        raise ConfigError(f"cluster.world_size={cluster['world_size']} must be >= 1 for cluster={cluster['name']}")
+    if cluster["backend"] == "nccl" and world_size > gpus:
+        raise ConfigError(f"cluster.world_size={world_size} exceeds the {gpus} visible GPUs: NCCL needs one GPU "
+                          "per worker (cluster.backend=gloo lets workers share a GPU)")
+    return world_size
+
+
+def job_layout(cfg: dict, world_size: int) -> Layout:
+    """The strategy's layout on ``world_size`` workers; ``partition.parts``, when set, must be
+    the number of parts it needs."""
+    name = cfg["strategy"]["name"]
+    layout = strategy_class(name).layout(cfg, world_size)
+    layout.check(world_size, name)
+    parts = cfg["partition"]["parts"]
+    if parts is not None and parts != layout.parts:
+        raise ConfigError(f"partition.parts={parts} does not fit strategy={name} on the number of workers "
+                          f"({world_size}); valid: {layout.parts} (or leave it unset)")
+    return layout
+
+
+def launch(cfg: dict, fn: WorkerFn) -> Any:
+    """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
+    (the spawned workers' results stay in their processes: they write to the run dir)."""
+    adopt_submitit_tasks()
+    world_size = resolve_world_size(cfg)
+    layout = job_layout(cfg, world_size)
+    resume = Resume.find(cfg)
+    if resume is not None:
+        resume.check(cfg, world_size)
+    job = prepare_job_data(cfg, layout.parts, layout.parts_key, loads_parts(cfg["strategy"]["name"]))
+    if under_torchrun():
+        warn_of_a_shared_rendezvous_store()
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        return run_rank(fn, cfg, job, layout, int(os.environ["RANK"]), world_size, local_rank, local_workers,
+                         "env://")
+    cores = len(os.sched_getaffinity(0))
+    if world_size > OVERSUBSCRIPTION * cores:
+        warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
+             "and their times say little about the method")
+    follower = None
+    if cfg["wandb"]["mode"] != "disabled":
+        with interrupts_deferred():
+            sink = WandbSink(cfg, Path(cfg["run_dir"]), resume.manifest["wandb_id"] if resume else None)
+        follower = WandbFollower(sink, Path(cfg["run_dir"]), resume.epoch + 1 if resume else 1)
+        cfg = {**cfg, "wandb": {**cfg["wandb"], "run": sink.identity()}}
+    exit_code = 1
+    try:
+        spawn_and_join(fn, cfg, job, layout, world_size, follower)
+        exit_code = 0
+    finally:
+        if follower is not None:
+            with interrupts_deferred():
+                follower.finish(exit_code)
+    return None

@@ -1,0 +1,60 @@
+"""Starting one rank of a job in this process: threads, memory, device, process group, device
+mesh and emulated network, then the worker function (:func:`run_rank`)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.allocator import keep_freed_memory
+from gnntrain.comm.network import EmulatedNetwork
+from gnntrain.data import JobData
+from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
+
+WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
+
+def _threads_per_worker(cfg: dict, local_workers: int) -> int:
+    if cfg["cluster"]["threads_per_worker"] > 0:
+        return cfg["cluster"]["threads_per_worker"]
+    return max(1, len(os.sched_getaffinity(0)) // local_workers)
+
+def _device(cfg: dict, local_rank: int) -> torch.device:
+    if cfg["cluster"]["device"] == "cuda":
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+        return device
+    return torch.device("cpu")
+
+def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
+              local_rank: int, local_workers: int, init_method: str) -> Any:
+    """Run one rank's share of a job in this process's process group.
+
+    A spawned worker creates the group and destroys it at the end of a completed job. A rank
+    that fails or is stopped leaves the group as it is and its process exits, which closes its
+    connections, so peers blocked in a collective with it fail at once: destroying the group
+    first would wait on work that peers may never finish. Under torchrun the group is created
+    by the first job and kept for the next jobs of a sweep (the same processes run them all):
+    re-initialising a group against torchrun's store can hang. It is destroyed at exit.
+    """
+    torch.set_num_threads(_threads_per_worker(cfg, local_workers))
+    if cfg["cluster"]["keep_freed_memory"]:
+        keep_freed_memory()
+    device = _device(cfg, local_rank)
+    keep_group = init_method == "env://"
+    if not dist.is_initialized():
+        dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
+        if keep_group:
+            atexit.register(dist.destroy_process_group)
+    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
+                        EmulatedNetwork.from_config(cfg["network"], rank))
+    result = fn(cfg, ctx, job)
+    dist.barrier()  # no rank tears its connections down while a peer still uses them
+    if not keep_group:
+        dist.destroy_process_group()
+    return result

@@ -1,0 +1,154 @@
+"""Spawning a job's workers on this machine and waiting for them.
+
+The parent has loaded the dataset and partition once (only the manifest where the ranks load
+their parts); ``world_size`` processes start with ``torch.multiprocessing`` (spawn) and receive
+the tensors through shared memory. If any worker dies, the others are terminated at once and
+:class:`~gnntrain.errors.WorkerFailed` names the rank that failed first; on Ctrl-C or SIGTERM
+(:class:`~gnntrain.errors.JobInterrupted` from the CLI's signal handler), or any other
+exception in the launcher, the workers are terminated too; a launcher killed outright
+(SIGKILL) takes its workers with it (Linux). No process outlives the job. While they run, the
+launcher passes rank 0's epochs on to the job's W&B run
+(:class:`~gnntrain.engine.metrics.WandbFollower`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+import torch.multiprocessing as mp
+
+from gnntrain.data import JobData
+from gnntrain.engine.metrics import WandbFollower
+from gnntrain.errors import WorkerFailed, interrupt, interrupts_deferred
+from gnntrain.launch.rank import WorkerFn, run_rank
+from gnntrain.parallel.mesh import Layout
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent dies."""
+
+FOLLOW_EVERY_S = 0.5
+"""How often the launcher passes rank 0's new epochs on to the W&B run."""
+
+# torch logs each worker it terminates after a failure; the failure is reported in one line here.
+logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+
+
+def _stop_with_the_launcher(launcher: int) -> None:
+    """Linux: the kernel sends this worker SIGTERM when the launcher dies, even of SIGKILL (the
+    OOM killer, ``kill -9``), which the launcher cannot pass on; the worker then stops as when
+    the launcher stops it. torch's spawn asks for SIGINT, which a worker ignores (Ctrl-C is the
+    launcher's to handle); workers orphaned that way have kept training. Elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != launcher:  # it died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+             init_method: str, launcher: int, failed_at: Any) -> None:
+    """A spawned worker. After an orderly finish (results written, process group destroyed)
+    it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
+    finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
+    run into a failed job.
+
+    Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
+    into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
+    (the W&B run is the launcher's); it then leaves as a finished worker does, without
+    finalization, whatever error the stop caused (e.g. a peer's closed connection). A worker
+    that fails stamps the time in ``failed_at[local_rank]``, so the launcher names the first;
+    a stop that reaches it while it exits ends it at once, with no traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stop_with_the_launcher(launcher)
+    stopped: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        # once: a second SIGTERM (the launcher's, after the group's) must not cut the sinks' closing short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stopped.append(signum)
+        interrupt(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
+    except Exception:
+        if not stopped:  # a real failure: the launcher reports the earliest
+            failed_at[local_rank] = time.monotonic()
+            # the launcher's stop may come while the failing worker exits: it then leaves at once, quietly
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
+            raise
+        # stopped (the error may be a peer's closed connection that came first): sinks are closed
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + stopped[0] if stopped else 0)
+
+
+def _free_port(addr: str) -> int:
+    with socket.socket() as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+                    follower: WandbFollower | None) -> None:
+    """Start the workers and wait for them, passing rank 0's epochs on to the W&B run; the
+    first worker to fail takes the others down."""
+    addr = cfg["cluster"]["master_addr"]
+    port = cfg["cluster"]["master_port"] or _free_port(addr)
+    failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
+    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
+                                 args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
+                                       failed_at))
+    try:
+        while not context.join(FOLLOW_EVERY_S):
+            if follower is not None:
+                with interrupts_deferred():
+                    follower.poll()
+    except mp.ProcessRaisedException as exc:
+        rank, trace = _first_failure(failed_at, context.error_files, exc)
+        last = trace.strip().splitlines()[-1]
+        raise WorkerFailed(f"worker rank {rank} failed: {last}") from None
+    except mp.ProcessExitedException as exc:
+        raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
+                           f"the other workers were stopped") from None
+    except BaseException:  # JobInterrupted from the CLI's signal handler, among others
+        _stop(context.processes)
+        raise
+
+
+def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaisedException) -> tuple[int, str]:
+    """The rank that failed first and its traceback.
+
+    The exception torch raises names whichever failed worker it noticed first, often a peer
+    whose collective broke because the real culprit had exited ("Connection closed by peer").
+    Each failing worker stamps the system-wide monotonic clock in ``failed_at`` before it
+    exits, and its peers notice the exit only after, so the earliest stamp is the cause."""
+    stamped = [(at, rank) for rank, at in enumerate(failed_at[:]) if at > 0 and os.path.isfile(error_files[rank])]
+    if not stamped:
+        return exc.error_index, str(exc)
+    rank = min(stamped)[1]
+    with open(error_files[rank], "rb") as fh:
+        return rank, pickle.load(fh)
+
+
+def _stop(workers: list, grace_s: float = 5.0) -> None:
+    """Terminate the workers (SIGTERM), then kill those still alive after ``grace_s``."""
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    deadline = time.monotonic() + grace_s
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.is_alive():
+            worker.kill()
+            worker.join()

@@ -1,0 +1,31 @@
+"""The packages that hold the mechanisms never reach up to the code that runs a job."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gnntrain"
+LOWER = ("engine", "strategies", "parallel", "models", "comm", "data")
+UPPER = ("gnntrain.launch", "gnntrain.cli", "gnntrain.api", "gnntrain.sweep")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, at any depth of its code (``from a import b`` counts a and a.b)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("package", LOWER)
+def test_lower_packages_do_not_import_the_launcher_or_the_cli(package: str) -> None:
+    offending = {str(path.relative_to(PACKAGE.parent)): sorted(n for n in imported_modules(path) if n in UPPER)
+                 for path in sorted((PACKAGE / package).rglob("*.py"))}
+    assert not {path: names for path, names in offending.items() if names}
