@@ -135,9 +135,12 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     params = [f"{key}={value}" for key, value in (config.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(
         params + list(config.hydra.overrides.task))
-    choices = [[f"{o.get_key_element()}={value}" for value in o.sweep_string_iterator()] if o.is_sweep_override()
-               else [o.input_line] for o in overrides]
-    return [list(job) for job in itertools.product(*choices)]
+    choices: dict[str, list[str]] = {}  # a key given twice keeps its first place and its last values
+    for o in overrides:
+        key = o.get_key_element()
+        values = list(o.sweep_string_iterator()) if o.is_discrete_sweep() else [o.get_value_element_as_str()]
+        choices[key] = [f"{key}={value}" for value in values]
+    return [list(job) for job in itertools.product(*choices.values())]
 
 
 def job_problem(config: DictConfig, overrides: list[str]) -> str | None:
