@@ -31,7 +31,6 @@ from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed, interru
 from gnntrain.help import help_text
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
 
-register_schemas()
 OmegaConf.register_new_resolver("gnntrain_help", lambda _root_: help_text(_root_), replace=True)
 
 
@@ -118,6 +117,7 @@ def _exit_with(exc: BaseException) -> None:
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
+        register_schemas()  # imports the strategies, and the plugins GNNTRAIN_PLUGINS names
         _job()
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc)

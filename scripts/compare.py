@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jobs import git_commit  # noqa: E402
 
 from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, table_rows, write_csv  # noqa: E402
-from gnntrain.strategies import family_of  # noqa: E402
+from gnntrain.strategies import method  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
@@ -80,7 +80,7 @@ SEEDS = "0,1,2"
 
 def family(strategy: str) -> str:
     """The name of the family module that implements ``strategy`` (``graph-parallel``, ...)."""
-    return family_of(strategy).__name__.rsplit(".", 1)[-1].replace("_", "-")
+    return method(strategy).family.name.replace("_", "-")
 
 
 def knobs(strategy: str, scale: str) -> list[list[str]]:

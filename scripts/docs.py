@@ -31,8 +31,7 @@ from gnntrain.config import schema
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.help import GROUPS, field_docs
 from gnntrain import strategies
-from gnntrain.strategies import FAMILIES, STRATEGIES, family_of, schema_of
-from gnntrain.strategies.graph_parallel import POLICIES
+from gnntrain.strategies import METHODS, families, method
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -67,6 +66,8 @@ def _default(f: dataclasses.Field) -> str:
         value = value.value
     if isinstance(value, bool):
         value = str(value).lower()
+    if value == schema.RUN_SEED:
+        return "the run's `seed`"
     if isinstance(value, str) and value.startswith("${"):
         return "(from the environment)"
     return f"`{value}`" if value not in ("", None) else "`null`" if value is None else '`""`'
@@ -101,7 +102,7 @@ def configuration() -> str:
              "(`conf/<group>/<option>.yaml`) may set other defaults.", "",
              "## Config groups", "", "| group | options (`conf/<group>/`) |", "|---|---|"]
     for group in GROUPS:
-        options = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+        options = sorted(METHODS) if group == "strategy" else sorted(p.stem for p in (CONF / group).glob("*.yaml"))
         lines.append(f"| `{group}=` | {', '.join(f'`{o}`' for o in options)} |")
     lines.append("")
     for title, cls in SECTIONS.items():
@@ -116,16 +117,16 @@ def configuration() -> str:
         f for f in dataclasses.fields(schema.RootConfig) if not dataclasses.is_dataclass(f.type)
         and f.name in field_docs(schema.RootConfig)]), ""]
     lines += ["## strategy keys", "", "Each strategy's own keys are on its page: "
-              + ", ".join(f"[`{name}`](strategies/{name}.md)" for name in sorted(STRATEGIES)) + ".", ""]
+              + ", ".join(f"[`{name}`](strategies/{name}.md)" for name in sorted(METHODS)) + ".", ""]
     return "\n".join(lines).replace("| `.", "| `")
 
 
 def _documenting_modules(name: str) -> list[Any]:
     """The modules whose docstrings describe strategy ``name``: those of its family along the
-    class hierarchy of the strategy (of a graph-parallel method, its halo policy), base first."""
-    family = family_of(name).__name__
+    class hierarchy of its implementation (of a graph-parallel method, its halo policy), base first."""
+    family = method(name).family.module
     modules: list[Any] = []
-    for klass in reversed(POLICIES.get(name, STRATEGIES[name]).__mro__):
+    for klass in reversed(method(name).implementation.__mro__):
         module = inspect.getmodule(klass)
         if module is not None and module.__name__.startswith(family) and module not in modules:
             modules.append(module)
@@ -133,14 +134,15 @@ def _documenting_modules(name: str) -> list[Any]:
 
 
 def strategy_page(name: str) -> str:
-    family = family_of(name)
+    family = method(name).family
     modules = _documenting_modules(name)
-    cls = schema_of(name)
+    cls = method(name).config
     keys = [f for f in dataclasses.fields(cls) if f.name != "name"]
     code = ", ".join(f"`{m.__name__.replace('.', '/')}.py`" for m in modules)
+    kinds = ", ".join(f"`{kind}` ({category})" for kind, category in method(name).kinds.items())
     lines = [GENERATED, "", f"# `strategy={name}`", "",
-             f"Family: [{_family_name(family)}](index.md#{_family_name(family)}) (baseline `{family.BASELINE}`); "
-             f"code: {code}.", ""]
+             f"Family: [{family.name}](index.md#{family.name}) (baseline `{family.baseline}`); code: {code}"
+             + (f"; its own traffic kinds: {kinds}." if kinds else "."), ""]
     for module in modules:
         lines += [markdown(inspect.cleandoc(module.__doc__ or "")), ""]
     if keys:
@@ -148,15 +150,11 @@ def strategy_page(name: str) -> str:
     return "\n".join(lines)
 
 
-def _family_name(family: Any) -> str:
-    return family.__name__.rsplit(".", 1)[-1]
-
-
 def strategy_index() -> str:
     lines = [GENERATED, "", "# Strategies", "", markdown(inspect.cleandoc(strategies.__doc__ or "")), ""]
-    for family in FAMILIES:
-        names = [n for n in STRATEGIES if family_of(n) is family]
-        lines += [f"## {_family_name(family)}", "", markdown(inspect.cleandoc(family.__doc__ or "")), "",
+    for family in families():
+        names = [n for n, m in METHODS.items() if m.family is family]
+        lines += [f"## {family.name}", "", markdown(inspect.cleandoc(sys.modules[family.module].__doc__ or "")), "",
                   "Pages: " + ", ".join(f"[`{n}`]({n}.md)" for n in names) + ".", ""]
     return "\n".join(lines)
 
@@ -181,7 +179,7 @@ def pages() -> dict[Path, str]:
     """Every generated page and its text."""
     out = {DOCS / "configuration.md": configuration(), DOCS / "results.md": results(),
            DOCS / "strategies" / "index.md": strategy_index()}
-    for name in STRATEGIES:
+    for name in METHODS:
         out[DOCS / "strategies" / f"{name}.md"] = strategy_page(name)
     return out
 

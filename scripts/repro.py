@@ -60,7 +60,7 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_vanilla": ["experiment=accuracy", "strategy=vanilla"],
         "accuracy_pipegcn": ["experiment=accuracy", "strategy=pipegcn", "strategy.smooth=none,g,f,gf"],
     },
-    # bes and dropedge run at their preset p = 0.1 (conf/strategy/{bes,dropedge}.yaml)
+    # bes and dropedge run at their preset p = 0.1 (their config dataclass, gnntrain/strategies/graph_parallel/sampled.py)
     "bns": {
         "speed_bns": ["experiment=bns_table4", "strategy.p=1,0.1,0.01,0"],
         "speed_edges": ["experiment=bns_table4", "strategy=bes,dropedge"],

@@ -16,8 +16,8 @@ def test_the_generated_pages_match_the_code() -> None:
 
 
 def test_every_strategy_has_a_page_with_its_keys() -> None:
-    for name in docs.STRATEGIES:
+    for name in docs.METHODS:
         page = docs.strategy_page(name)
         assert page.startswith(docs.GENERATED) and f"# `strategy={name}`" in page
-        for key in docs.dataclasses.fields(docs.schema_of(name)):
+        for key in docs.dataclasses.fields(docs.method(name).config):
             assert key.name == "name" or f"`strategy.{key.name}`" in page

@@ -335,12 +335,12 @@ def test_every_config_key_has_a_description_for_the_help() -> None:
 
     from gnntrain.config import schema
     from gnntrain.help import field_docs
-    from gnntrain.strategies import FAMILIES
+    from gnntrain.strategies import METHODS
 
     schemas = [schema.DatasetConfig, schema.SyntheticConfig, schema.ModelConfig, schema.GATConfig,
                schema.GCNIIConfig, schema.DeepGCNConfig, schema.StrategyConfig, schema.ClusterConfig,
                schema.NetworkConfig, schema.PartitionConfig, schema.TrainConfig, schema.WandbConfig,
-               schema.FaultConfig, *(s for family in FAMILIES for s in family.SCHEMAS.values())]
+               schema.FaultConfig, *(m.config for m in METHODS.values())]
     for cls in schemas:
         assert not {f.name for f in fields(cls)} - field_docs(cls).keys(), cls.__name__
     assert not {"seed"} - field_docs(schema.RootConfig).keys()

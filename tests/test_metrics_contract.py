@@ -11,26 +11,33 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import train_records
+from gnntrain import api
+from gnntrain.config import one_line
 from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.engine.metrics import EpochRecord, JsonlSink, WandbFollower, WandbSink
+from gnntrain.strategies import METHODS
 
-RUNS = {
-    "vanilla": ["strategy=vanilla"],
-    "pipegcn": ["strategy=pipegcn", "strategy.track_staleness_error=true"],
-    "bns": ["strategy=bns", "strategy.p=0.5"],
-    "adaqp": ["strategy=adaqp", "strategy.assign=fixed", "strategy.bits=4"],
-    "data_parallel": ["strategy=data_parallel"],
+SETTINGS = {
+    "pipegcn": ["strategy.track_staleness_error=true"],
+    "bns": ["strategy.p=0.5"],
+    "adaqp": ["strategy.assign=fixed", "strategy.bits=4"],
 }
+"""Settings that make a strategy send each kind of traffic it has (the others run as they come)."""
+FAST = ("vanilla", "pipegcn", "bns", "adaqp", "data_parallel", "hopgnn")
+"""The strategies ``make test`` runs the contract for; ``make test-slow`` runs the others."""
+BATCH_NORM = ("vanilla", "pipegcn", "bns", "bes", "dropedge", "adaqp", "data_parallel")
+"""Strategies whose records must also carry batch-norm statistics as sync traffic."""
 
 
-def _records(tmp_path, overrides: list[str]) -> list[dict]:
-    return train_records(tmp_path, "dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3",
-                         "model.norm=batch", "model=sage", *overrides)
+def _records(tmp_path, name: str) -> list[dict]:
+    norm = ["model.norm=batch"] if name in BATCH_NORM else []
+    return train_records(tmp_path, "dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3", "model=sage",
+                         f"strategy={name}", *norm, *SETTINGS.get(name, []))
 
 
-@pytest.mark.parametrize("name", sorted(RUNS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST else pytest.mark.slow) for n in METHODS])
 def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path) -> None:
-    for r in _records(tmp_path, RUNS[name]):
+    for r in _records(tmp_path, name):
         exposed, in_flight = r["comm_time_by_category"], r["comm_total_time_by_category"]
         assert set(exposed) == set(in_flight) == {"data", "sync", "control"}
         assert r["comm_time"] == exposed["data"] and r["comm_total_time"] == in_flight["data"]
@@ -40,10 +47,18 @@ def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path)
             {**r["comm_bytes_by_kind"], "eval_halo_fwd": r["eval_comm_bytes"]}).items()}
         training = {c: b for c, b in r["comm_bytes_by_category"].items() if c in exposed}
         assert r["comm_bytes"] == sum(training.values())
-        assert training["sync"] > 0, "gradients and batch-norm statistics are sync traffic"
-        assert (training["data"] > 0) == (name != "data_parallel"), "halo rows are data traffic"
-        assert (training["control"] > 0) == (name == "bns"), "keep masks are control traffic"
+        assert training["sync"] > 0, "gradients (and batch-norm statistics) are sync traffic"
+        assert (training["data"] > 0) == (name != "data_parallel"), "what a method moves to compute is data"
+        sends_control = name in ("bns", "bes", "dropedge") or METHODS[name].family.name == "minibatch"
+        assert (training["control"] > 0) == sends_control, "keep masks and the ids of fetched rows are control"
         assert (r["comm_bytes_by_category"]["diag"] > 0) == (name == "pipegcn")
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_strategy_refuses_a_misspelt_key_in_one_line(name: str) -> None:
+    with pytest.raises(Exception) as refused:
+        api.compose([f"strategy={name}", "strategy.no_such_key=1"])
+    assert "strategy.no_such_key" in one_line(refused.value)
 
 
 def test_every_kind_has_a_category() -> None:

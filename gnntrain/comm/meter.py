@@ -8,8 +8,11 @@ compute. ``total_s`` is the lifetime of the operation, which differs from ``wait
 operations overlap with compute. On a CUDA device both are the device's times, from events on
 its stream (:meth:`CommMeter.record_stream`, read by :meth:`CommMeter.settle`).
 
-Every kind belongs to one *category*, declared once in :data:`KIND_CATEGORIES`, so that a
-time or byte count means the same thing whichever strategy produced it:
+Every kind belongs to one *category*, declared once, so that a time or byte count means the
+same thing whichever strategy produced it: the kinds of the shared mechanisms (halo exchange,
+pipeline stages, feature fetching, model migration, gradient all-reduce) in
+:data:`KIND_CATEGORIES`, a method's own kinds in its registration
+(:class:`gnntrain.strategies.registry.Method`), which :func:`declare` adds:
 
 * ``data`` — what a method moves to compute: halo rows and their gradients, activations and
   their gradients between pipeline stages, remote features and labels of sampled nodes,
@@ -41,31 +44,35 @@ KIND_CATEGORIES: dict[str, str] = {
     "feat_fetch": "data",
     "label_fetch": "data",
     "model_migrate": "data",
-    "p3_partial": "data",
-    "naive_partial": "data",
-    "topology": "data",
     "allreduce": "sync",
     "bn_stats": "sync",
     "bn_stats_grad": "sync",
-    "weight_gather": "sync",
-    "sample_index": "control",
-    "assign": "control",
     "fetch_ids": "control",
-    "merge_time": "control",
 }
 PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data", "precompute_": "data"}
 CATEGORIES = ("data", "sync", "control", "eval", "diag")
 TRAINING_CATEGORIES = ("data", "sync", "control")
 
 
+def declare(kinds: dict[str, str]) -> None:
+    """Add kinds and their categories (a method's own, at its registration); a kind keeps the
+    category it was first declared with."""
+    for kind, name in kinds.items():
+        if name not in TRAINING_CATEGORIES:
+            raise ValueError(f"kind {kind!r} declared with category {name!r}; valid: {', '.join(TRAINING_CATEGORIES)}")
+        if KIND_CATEGORIES.setdefault(kind, name) != name:
+            raise ValueError(f"kind {kind!r} is already declared as {KIND_CATEGORIES[kind]!r}, not {name!r}")
+
+
 def category(kind: str) -> str:
     """The category of a recorded kind (prefix included); unknown kinds are an error, so every
-    new kind is declared in :data:`KIND_CATEGORIES`."""
+    new kind is declared (:func:`declare`)."""
     for prefix, name in PREFIX_CATEGORIES.items():
         if kind.startswith(prefix):
             return name
     if kind not in KIND_CATEGORIES:
-        raise KeyError(f"communication kind {kind!r} has no category; declare it in gnntrain.comm.meter")
+        raise KeyError(f"communication kind {kind!r} has no category; declare it with the method that sends it "
+                       "(Method.kinds) or in gnntrain.comm.meter")
     return KIND_CATEGORIES[kind]
 
 

@@ -22,10 +22,11 @@ from gnntrain.errors import ConfigError
 
 
 def register_schemas() -> None:
-    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; each
-    strategy family contributes its own (``SCHEMAS`` next to its code)."""
-    # imported here, not above: the families' schemas import gnntrain.config.schema
-    from gnntrain.strategies import FAMILIES
+    """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; every
+    registered strategy also becomes the ``strategy`` option of its name, built from its config
+    dataclass (:mod:`gnntrain.strategies.registry`)."""
+    # imported here, not above: the strategies' schemas import gnntrain.config.schema
+    from gnntrain.strategies import METHODS
 
     cs = ConfigStore.instance()
     cs.store(name="schema", node=RootConfig)
@@ -36,22 +37,22 @@ def register_schemas() -> None:
     cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
     cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
-    for family in FAMILIES:
-        for name, schema in family.SCHEMAS.items():
-            cs.store(group="schema/strategy", name=name, node=schema)
+    for name, method in METHODS.items():
+        cs.store(group="schema/strategy", name=name, node=method.config)
+        cs.store(group="strategy", name=name, node=method.config(name=name))
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
     cs.store(group="schema/network", name="network", node=NetworkConfig)
 
 
 def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
-    strategy's own keys are checked by its family."""
+    strategy's own keys are checked by its family and itself (:meth:`~gnntrain.strategies.registry.Method.check`)."""
     from gnntrain.data.registry import validate_dataset
     from gnntrain.models import MODELS, build_model
     from gnntrain.models.decay import parameter_decays
-    from gnntrain.strategies import STRATEGIES, family_of
+    from gnntrain.strategies import METHODS, method
 
-    for section, registry in (("model", MODELS), ("strategy", STRATEGIES)):
+    for section, registry in (("model", MODELS), ("strategy", METHODS)):
         name = cfg[section]["name"]
         if name not in registry:
             raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
@@ -90,7 +91,7 @@ def validate(cfg: dict) -> None:
         check("partition.objective", "vol", by_metis, "cut unless METIS partitions the graph (partition.method=metis, "
               "no partition.assignment): vol is METIS's objective")
     validate_network(cfg["network"])
-    family_of(cfg["strategy"]["name"]).validate(cfg["strategy"])
+    method(cfg["strategy"]["name"]).check(cfg["strategy"])
     if model["precompute_first"]:
         validate_precompute_first(cfg)
     if cfg["dataset"]["inductive"]:
@@ -99,12 +100,13 @@ def validate(cfg: dict) -> None:
 
 def require_graph_parallel(setting: str, cfg: dict) -> None:
     """``setting``=true is for the graph-parallel strategies only."""
-    from gnntrain.strategies import graph_parallel
+    from gnntrain.strategies import METHODS, graph_parallel
 
     name = cfg["strategy"]["name"]
-    if name not in graph_parallel.STRATEGIES:
+    members = [n for n, m in METHODS.items() if m.family is graph_parallel.FAMILY]
+    if name not in members:
         raise ConfigError(f"{setting}=true with strategy={name}; valid: a graph-parallel strategy "
-                          f"({', '.join(graph_parallel.STRATEGIES)})")
+                          f"({', '.join(members)})")
 
 
 def validate_precompute_first(cfg: dict) -> None:
@@ -144,10 +146,10 @@ def validate_network(net: dict) -> None:
         check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")
     against = net["calibrate_against"]
     if against is not None:
-        from gnntrain.strategies import STRATEGIES
+        from gnntrain.strategies import METHODS
 
-        check("network.calibrate_against", against, against in STRATEGIES,
-              f"a strategy ({', '.join(sorted(STRATEGIES))}) or null")
+        check("network.calibrate_against", against, against in METHODS,
+              f"a strategy ({', '.join(sorted(METHODS))}) or null")
 
 
 def flatten(tree: dict, prefix: str = "") -> dict:

@@ -164,6 +164,10 @@ class DeepGCNConfig(ModelConfig):
     """Learn the inverse temperature."""
 
 
+RUN_SEED: Any = "${seed}"
+"""The default of a strategy's own seed: the run's ``seed``."""
+
+
 def workload(default: Any) -> Any:
     """A strategy option that shapes the setting's work rather than the method (a mini-batch's
     size and fan-out): the calibration probe runs its baseline with the run's value of such an

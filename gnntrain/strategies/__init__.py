@@ -12,34 +12,37 @@
   partitioned across ranks, the features moving to the models (``minibatch``, ``lo``) or the
   models to the features (``hopgnn``).
 
-A family module exposes ``STRATEGIES`` (strategy name -> class implementing
-:class:`~gnntrain.strategies.base.Strategy`), ``SCHEMAS`` (config schemas, stored as
-``schema/strategy/<name>``), ``BASELINE`` (the strategy that network calibration probes for
-its members) and ``validate(strategy_cfg)``. A new family is one line below.
+Every method registers itself in its own module (:mod:`~gnntrain.strategies.registry`);
+importing this package imports the built-in ones and the plugins ``GNNTRAIN_PLUGINS`` names.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from gnntrain.errors import ConfigError
 from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel, minibatch
 from gnntrain.strategies.base import Strategy
+from gnntrain.strategies.registry import METHODS, Family, Method, load_plugins, method
 
-FAMILIES: tuple[ModuleType, ...] = (graph_parallel, data_parallel, gnnpipe, minibatch)
-STRATEGIES: dict[str, type[Strategy]] = {name: cls for family in FAMILIES for name, cls in family.STRATEGIES.items()}
+load_plugins()
+
+FAMILIES: tuple[Family, ...] = (graph_parallel.FAMILY, data_parallel.FAMILY, gnnpipe.FAMILY, minibatch.FAMILY)
+"""The built-in families, in the order the docs list them."""
+
+__all__ = ["FAMILIES", "METHODS", "Family", "Method", "baseline_of", "families", "loads_parts", "method",
+           "schema_of", "strategy_class"]
 
 
-def family_of(name: str) -> ModuleType:
-    """The family module that implements strategy ``name``."""
-    for family in FAMILIES:
-        if name in family.STRATEGIES:
-            return family
-    raise ConfigError(f"unknown strategy.name '{name}'; valid: {', '.join(sorted(STRATEGIES))}")
+def families() -> list[Family]:
+    """Every family with a registered method: the built-in ones, then the plugins'."""
+    found = list(FAMILIES)
+    for registered in METHODS.values():
+        if registered.family not in found:
+            found.append(registered.family)
+    return found
 
 
 def strategy_class(name: str) -> type[Strategy]:
-    return family_of(name).STRATEGIES[name]
+    """The class every rank builds for strategy ``name``."""
+    return method(name).strategy
 
 
 def loads_parts(name: str) -> bool:
@@ -50,12 +53,10 @@ def loads_parts(name: str) -> bool:
 
 
 def baseline_of(name: str) -> str:
-    """The baseline of strategy ``name``'s family (``BASELINE``)."""
-    return family_of(name).BASELINE
+    """The baseline of strategy ``name``'s family, which network calibration probes."""
+    return method(name).family.baseline
 
 
 def schema_of(name: str) -> type:
-    """The config schema of strategy ``name`` (the plain strategy schema where it has no options)."""
-    from gnntrain.config.schema import StrategyConfig
-
-    return family_of(name).SCHEMAS.get(name, StrategyConfig)
+    """The config schema of strategy ``name``."""
+    return method(name).config

@@ -32,17 +32,13 @@ from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.strategies.registry import Family, Method, register
 
 
 @dataclass
 class DataParallelConfig(StrategyConfig):
     graph_parallel: int = 1
     """Ranks per model replica, which split the graph between them (1: every rank holds the whole graph)."""
-
-
-BASELINE = "vanilla"
-"""The baseline network calibration probes: graph parallelism, the full-graph family's."""
-SCHEMAS = {"data_parallel": DataParallelConfig}
 
 
 def validate(strategy: dict) -> None:
@@ -96,4 +92,6 @@ class DataParallel:
         self.step.load_state_dict(state)
 
 
-STRATEGIES = {"data_parallel": DataParallel}
+FAMILY = Family("data_parallel", baseline="vanilla", module=__name__)
+"""Data parallelism; the baseline network calibration probes is graph parallelism, the full-graph family's."""
+register(Method("data_parallel", FAMILY, DataParallel, DataParallelConfig, validate=validate))

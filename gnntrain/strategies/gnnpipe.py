@@ -67,7 +67,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
-from gnntrain.config.schema import StrategyConfig, check
+from gnntrain.config.schema import RUN_SEED, StrategyConfig, check
 from gnntrain.data import JobData
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
@@ -79,6 +79,7 @@ from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
+from gnntrain.strategies.registry import Family, Method, register
 
 
 @dataclass
@@ -99,13 +100,8 @@ class GNNPipeConfig(StrategyConfig):
     """Refresh the history every alpha epochs instead of every epoch."""
     alpha: int = 23
     """Epochs between history refreshes under fixed_history."""
-    seed: int = 0
+    seed: int = RUN_SEED
     """Seed of the shuffles."""
-
-
-BASELINE = "vanilla"
-"""The baseline network calibration probes: graph parallelism, which the paper's Table 3 compares against."""
-SCHEMAS = {"gnnpipe": GNNPipeConfig}
 
 
 def validate(strategy: dict) -> None:
@@ -308,4 +304,7 @@ class GNNPipe:
             table.load_state_dict(state["tables"][layer])
 
 
-STRATEGIES = {"gnnpipe": GNNPipe}
+FAMILY = Family("gnnpipe", baseline="vanilla", module=__name__)
+"""Pipeline parallelism; the baseline network calibration probes is graph parallelism, which the paper's Table 3
+compares against."""
+register(Method("gnnpipe", FAMILY, GNNPipe, GNNPipeConfig, validate=validate))

@@ -36,16 +36,30 @@ masks, building the sampled graph and its sparse matrices (Table 12's overhead);
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
+from gnntrain.config.schema import RUN_SEED
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.strategies.graph_parallel.config import halo_wire
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.strategy import FAMILY
+from gnntrain.strategies.registry import Method, register
+
+
+@dataclass
+class SamplingConfig(GraphParallelConfig):
+    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``)."""
+
+    p: float = 0.1
+    """Keep each boundary node with this probability (the baselines drop as many edges as that drops)."""
+    seed: int = RUN_SEED
+    """Seed of the per-epoch samples."""
 
 
 def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
@@ -177,3 +191,7 @@ class BoundarySampling:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
+
+
+for _name in ("bns", "bes", "dropedge"):
+    register(Method(_name, FAMILY, BoundarySampling, SamplingConfig, kinds={"sample_index": "control"}))

@@ -38,11 +38,36 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
+from gnntrain.config.schema import RUN_SEED, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import halo_wire
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.strategy import FAMILY
+from gnntrain.strategies.registry import Method, register
+
+
+Smoothing = choices("Smoothing", "none", "f", "g", "gf")
+SmoothingStart = choices("SmoothingStart", "zero", "first")
+
+
+@dataclass
+class PipeGCNConfig(GraphParallelConfig):
+    """PipeGCN: halo exchanges one epoch stale, overlapped with compute."""
+
+    smooth: Smoothing = Smoothing.none
+    """Smooth the stale boundary features (f), gradients (g), both (gf) or none."""
+    gamma: float = 0.95
+    """Weight of the smoothing's moving average."""
+    smooth_start: SmoothingStart = SmoothingStart.zero
+    """Where the moving average starts: zero (the authors' helper/feature_buffer.py) or the first value received."""
+    track_staleness_error: bool = False
+    """Log the per-layer error of the stale values against fresh ones (costs an extra exchange)."""
+    bits: int = 32
+    """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
+    seed: int = RUN_SEED
+    """Seed of the quantization's stochastic rounding."""
 
 
 @dataclass
@@ -175,3 +200,6 @@ class _StaleExchange(torch.autograd.Function):
         pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo, ctx.layer))
         stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)
         return pipe.pipe.gradient_of_sent_rows(used), None, None
+
+
+register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}))

@@ -6,10 +6,12 @@ full precision."""
 from __future__ import annotations
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.parallel.halo import HaloExchange
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
-from gnntrain.strategies.graph_parallel.config import halo_wire
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.strategy import FAMILY
+from gnntrain.strategies.registry import Method, register
 
 
 class Synchronous:
@@ -35,3 +37,6 @@ class Synchronous:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+register(Method("vanilla", FAMILY, Synchronous, GraphParallelConfig))

@@ -13,20 +13,7 @@ features or the models:
 
 from __future__ import annotations
 
-from gnntrain.strategies.minibatch import common, hopgnn
-from gnntrain.strategies.minibatch.data_centric import LocalityOptimised, MiniBatch
-from gnntrain.strategies.minibatch.hopgnn import HopGNN, HopGNNConfig
-from gnntrain.strategies.minibatch.naive import Naive
-from gnntrain.strategies.minibatch.p3 import P3
+from gnntrain.strategies.minibatch import data_centric, hopgnn, naive, p3
+from gnntrain.strategies.minibatch.common import FAMILY
 
-STRATEGIES = {"minibatch": MiniBatch, "lo": LocalityOptimised, "p3": P3, "hopgnn": HopGNN, "naive": Naive}
-BASELINE = "minibatch"
-"""The family's baseline (network calibration probes it): DGL-style mini-batch training."""
-SCHEMAS = {"minibatch": common.MiniBatchConfig, "lo": common.MiniBatchConfig, "p3": common.MiniBatchConfig,
-           "hopgnn": HopGNNConfig, "naive": common.MiniBatchConfig}
-
-
-def validate(strategy: dict) -> None:
-    common.validate(strategy)
-    if strategy["name"] == "hopgnn":
-        hopgnn.validate(strategy)
+__all__ = ["FAMILY", "data_centric", "hopgnn", "naive", "p3"]

@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import StrategyConfig, check, workload
+from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, workload
 from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
 from gnntrain.errors import ConfigError
@@ -55,6 +55,7 @@ from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.strategies.registry import Family
 
 
 @dataclass
@@ -65,7 +66,7 @@ class MiniBatchConfig(StrategyConfig):
     """Training roots per iteration, over all ranks."""
     fanout: Any = workload(10)
     """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
-    seed: int = 0
+    seed: int = RUN_SEED
     """Seed of the mini-batches and the sampling."""
 
 
@@ -260,3 +261,7 @@ class MiniBatchTraining:
 
     def finish(self) -> None:
         pass
+
+
+FAMILY = Family("minibatch", baseline="minibatch", module="gnntrain.strategies.minibatch", validate=validate)
+"""Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""

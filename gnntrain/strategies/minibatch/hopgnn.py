@@ -61,7 +61,8 @@ from gnntrain.config.schema import check
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.mesh import Layout
 from gnntrain.parallel.migration import migrate, wait_all
-from gnntrain.strategies.minibatch.common import MiniBatchConfig, MiniBatchTraining, minibatch_layout
+from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining, minibatch_layout
+from gnntrain.strategies.registry import Method, register
 
 
 @dataclass
@@ -232,3 +233,6 @@ class HopGNN(MiniBatchTraining):
         merges = self.merges_run or [self.merges]
         return {**super().epoch_metrics(), "time_steps": self.world - sum(merges) / len(merges),
                 "merges": sum(merges) / len(merges), "examination": float(self.examination)}
+
+
+register(Method("hopgnn", FAMILY, HopGNN, HopGNNConfig, kinds={"merge_time": "control"}, validate=validate))

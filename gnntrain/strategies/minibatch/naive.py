@@ -48,7 +48,8 @@ from gnntrain.models import rows as projected_rows
 from gnntrain.models.gnn import LinearPart
 from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
 from gnntrain.parallel.migration import migrate, wait_all
-from gnntrain.strategies.minibatch.common import MiniBatchTraining
+from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
+from gnntrain.strategies.registry import Method, register
 
 
 class Naive(MiniBatchTraining):
@@ -144,3 +145,6 @@ def _filled(rows: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     filled = rows.new_zeros((where.numel(), rows.shape[1]))
     filled[where] = rows
     return filled
+
+
+register(Method("naive", FAMILY, Naive, MiniBatchConfig, kinds={"naive_partial": "data", "topology": "data"}))

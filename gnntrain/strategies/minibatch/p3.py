@@ -45,7 +45,8 @@ import torch
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import split, stacked_weight
-from gnntrain.strategies.minibatch.common import MiniBatchTraining
+from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
+from gnntrain.strategies.registry import Method, register
 
 
 class P3(MiniBatchTraining):
@@ -118,3 +119,6 @@ class P3(MiniBatchTraining):
         for m, rows in zip(self.maps, full.split([m.out_features for m in self.maps])):
             m.weight.copy_(rows)
         return super().evaluate()
+
+
+register(Method("p3", FAMILY, P3, MiniBatchConfig, kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}))

@@ -1,0 +1,104 @@
+"""The graph-parallel family's strategy class, which runs every method of the family with the
+method's halo policy (:mod:`gnntrain.strategies.graph_parallel`)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.distributed as dist
+
+from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.meter import CommMeter
+from gnntrain.data import JobData
+from gnntrain.graph import LocalGraph, local_graph_from_part
+from gnntrain.models.gnn import HaloSource
+from gnntrain.parallel.full_batch import FullBatchStep
+from gnntrain.parallel.halo import HaloExchange
+from gnntrain.parallel.inductive import WholeGraphScores
+from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.strategies import registry
+from gnntrain.strategies.graph_parallel.config import validate
+from gnntrain.strategies.registry import Family
+
+
+class HaloPolicy(Protocol):
+    """Built as ``policy(strategy config, local graph, communicator, model)``."""
+
+    def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
+        """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
+        the same inner nodes) and the source of its layers' halo rows."""
+        ...
+
+    def evaluation_halo(self) -> HaloSource:
+        """Halo rows for evaluation, which always runs on the rank's full local graph."""
+        ...
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """Policy-specific figures of the epoch just trained (every rank calls it)."""
+        ...
+
+    def finish(self) -> None:
+        """Complete whatever is still in flight after the last epoch."""
+        ...
+
+    def state_dict(self) -> dict:
+        """The policy's own state for a checkpoint (in-flight halos waited for)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class GraphParallel:
+    """A graph-parallel strategy: mesh ``gp`` = all workers, one partition per worker, which is
+    all a rank loads."""
+
+    loads_parts = True
+
+    @staticmethod
+    def layout(cfg: dict, world_size: int) -> Layout:
+        return Layout({"gp": world_size}, parts=world_size)
+
+    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+        self.meter = CommMeter()
+        self.comm = Communicator.of_mesh_axis(ctx, "gp", self.meter)
+        dtype = getattr(torch, cfg["train"]["dtype"])
+        self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
+        self.step = FullBatchStep(cfg, job.facts, self.graph, stats=self.comm, sync=self.comm)
+        policy = registry.method(cfg["strategy"]["name"]).implementation
+        self.policy: HaloPolicy = policy(cfg["strategy"], self.graph, self.comm, self.step.model)
+        if cfg["model"]["precompute_first"]:
+            self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
+        self.whole_graph_scores = (WholeGraphScores(job.whole, dtype, ctx.device, job.facts.multilabel)
+                                   if job.whole is not None and self.comm.rank == 0 else None)
+
+    def train_epoch(self, epoch: int) -> torch.Tensor:
+        return self.step.train(epoch, *self.policy.training_view(epoch))
+
+    def evaluate(self) -> torch.Tensor:
+        counts = self.step.local_eval_counts(self.policy.evaluation_halo())
+        if self.whole_graph_scores is not None:
+            counts += self.whole_graph_scores.counts(self.step.model)
+        return counts
+
+    def epoch_metrics(self) -> dict[str, float]:
+        """The policy's figures, and ``saved_for_backward_mb``: the most any rank's forward kept
+        for its backward (BNS-GCN's Eq. 4 memory; the memory straggler sets what a part needs)."""
+        saved = torch.tensor([self.step.saved_for_backward / 2**20], dtype=torch.float64, device=self.comm.device)
+        return {**self.policy.epoch_metrics(),
+                "saved_for_backward_mb": float(self.comm.reduce_untracked(saved, dist.ReduceOp.MAX))}
+
+    def finish(self) -> None:
+        self.policy.finish()
+
+    def state_dict(self) -> dict:
+        return {**self.step.state_dict(), "policy": self.policy.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step.load_state_dict(state)
+        self.policy.load_state_dict(state["policy"])
+
+
+FAMILY = Family("graph_parallel", baseline="vanilla", module="gnntrain.strategies.graph_parallel", runs=GraphParallel,
+                validate=validate)
+"""Graph parallelism; its baseline, which network calibration probes, is synchronous graph parallelism."""

@@ -1,0 +1,127 @@
+"""The strategy registry: every method declares itself once, in its own module, and everything
+that needs to know the strategies reads them here.
+
+A module declares a method with :func:`register`: its name (``strategy=<name>``), its family,
+the class that implements it, its config dataclass with its defaults and the traffic kinds it
+sends with their categories. From that one declaration
+
+* the config store offers ``strategy=<name>``, built from the dataclass (no YAML repeats a
+  default; the dataclass's attribute docstrings are ``--help``'s and the docs' descriptions),
+  and ``schema/strategy/<name>`` for experiment presets;
+* the meter knows its kinds (:func:`gnntrain.comm.meter.declare`);
+* validation runs its family's checks and its own;
+* the launcher builds its strategy (:attr:`Method.strategy`) and asks it for its layout and
+  whether its ranks load only their parts; calibration probes its family's baseline;
+* ``scripts/docs.py`` writes its page and the tests that run every strategy include it.
+
+A family (:class:`Family`) names its baseline and, where one class runs all its methods (the
+graph-parallel family's :class:`~gnntrain.strategies.graph_parallel.strategy.GraphParallel`,
+which takes each method's halo policy), that class.
+
+Methods outside the package: the Python files or modules named in ``GNNTRAIN_PLUGINS``
+(separated by ``os.pathsep``) are imported with the built-in strategies, in every process of a
+job (spawned and torchrun workers inherit the variable), so
+``GNNTRAIN_PLUGINS=my_method.py gnntrain strategy=mine`` runs a method written in one file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from gnntrain.comm import meter
+from gnntrain.config.schema import StrategyConfig
+from gnntrain.errors import ConfigError
+
+PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    """The family's name, e.g. ``graph_parallel``."""
+    baseline: str
+    """The strategy network calibration probes for the family's methods."""
+    module: str
+    """The module whose docstring describes the family."""
+    runs: Optional[type] = None
+    """The strategy class that runs every method of the family, given the method's
+    implementation; None: each method's implementation is its strategy class."""
+    validate: Optional[Callable[[dict], None]] = None
+    """Checks of the strategy section every method of the family shares."""
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    """``strategy=<name>``."""
+    family: Family
+    implementation: type
+    """The method's class: its strategy (:class:`~gnntrain.strategies.base.Strategy`), or what
+    its family's ``runs`` class takes (a graph-parallel halo policy)."""
+    config: type = StrategyConfig
+    """Its config dataclass, with its defaults (extends :class:`~gnntrain.config.schema.StrategyConfig`)."""
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Traffic kinds it sends beyond the shared mechanisms' (:data:`gnntrain.comm.meter.KIND_CATEGORIES`),
+    each with its category: ``data``, ``sync`` or ``control``."""
+    validate: Optional[Callable[[dict], None]] = None
+    """Checks of its own keys that their types cannot express."""
+
+    @property
+    def strategy(self) -> type:
+        """The class the launcher builds on every rank."""
+        return self.family.runs or self.implementation
+
+    def check(self, section: dict) -> None:
+        """The family's and the method's checks of a strategy section."""
+        for validate in (self.family.validate, self.validate):
+            if validate is not None:
+                validate(section)
+
+
+METHODS: dict[str, Method] = {}
+"""Every registered method, by name, in registration order."""
+
+
+def register(method: Method) -> Method:
+    """Make ``method`` known to the config store, the meter, validation and the launcher."""
+    if not issubclass(method.config, StrategyConfig):
+        raise TypeError(f"strategy {method.name!r}: its config {method.config.__name__} must extend StrategyConfig")
+    known = METHODS.get(method.name)
+    if known is not None and known.implementation is not method.implementation:
+        raise ValueError(f"strategy {method.name!r} is registered twice ({known.implementation.__module__} and "
+                         f"{method.implementation.__module__})")
+    meter.declare(method.kinds)
+    METHODS[method.name] = method
+    return method
+
+
+def method(name: str) -> Method:
+    """The registered method ``name``; ConfigError naming the valid ones otherwise."""
+    if name not in METHODS:
+        raise ConfigError(f"unknown strategy.name '{name}'; valid: {', '.join(sorted(METHODS))}")
+    return METHODS[name]
+
+
+def load_plugins() -> None:
+    """Import the files and modules ``GNNTRAIN_PLUGINS`` names (each once per process)."""
+    for entry in filter(None, os.environ.get(PLUGINS_VARIABLE, "").split(os.pathsep)):
+        path = Path(entry)
+        if path.suffix != ".py":
+            importlib.import_module(entry)
+            continue
+        name = f"gnntrain_plugin_{path.stem}"
+        if name in sys.modules:
+            continue
+        if not path.is_file():
+            raise ConfigError(f"{PLUGINS_VARIABLE} names {entry}, which is not a file; valid: Python files or "
+                              f"module names separated by '{os.pathsep}'")
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[name] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]

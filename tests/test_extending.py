@@ -1,0 +1,54 @@
+"""A method written in one file outside the package runs through ``gnntrain`` (docs/extending.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "docs" / "examples" / "int8_halo.py"
+TINY = ["dataset.num_nodes=300", "cluster.world_size=2", "train.epochs=3", "wandb.mode=disabled"]
+
+
+def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE) if plugins else ""}
+    return subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY, *overrides, f"hydra.run.dir={tmp_path / name}"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def _summary(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / name / "summary.json").read_text())
+
+
+def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(tmp_path: Path) -> None:
+    done = _gnntrain(tmp_path, "int8", "strategy=int8_halo")
+    assert done.returncode == 0, done.stderr
+    vanilla = _gnntrain(tmp_path, "vanilla", "strategy=vanilla", plugins=False)
+    assert vanilla.returncode == 0, vanilla.stderr
+    int8, full = _summary(tmp_path, "int8"), _summary(tmp_path, "vanilla")
+    assert int8["status"] == "completed" and int8["strategy"] == "int8_halo"
+    sent, baseline = int8["mean_comm_bytes_by_kind"], full["mean_comm_bytes_by_kind"]
+    assert "halo_fwd" not in sent and sent["halo_bwd"] == baseline["halo_bwd"]
+    # a byte per value and 4 per row against 4 per value, on rows of 32 (input) and 16 (hidden) values
+    assert 0.25 * baseline["halo_fwd"] < sent["int8_halo"] < 0.35 * baseline["halo_fwd"]
+
+
+def test_its_key_is_checked_and_listed(tmp_path: Path) -> None:
+    bad = _gnntrain(tmp_path, "bad", "strategy=int8_halo", "strategy.clip=2")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
+        "gnntrain: error: strategy.clip=2.0 is invalid; it must be in (0, 1]")
+    shown = subprocess.run([sys.executable, "-m", "gnntrain.cli", "strategy=int8_halo", "--help"], capture_output=True,
+                           text=True, env={**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE)})
+    assert "strategy.clip" in shown.stdout and "int8_halo" in shown.stdout
+
+
+@pytest.mark.parametrize("entry", ["missing.py"])
+def test_a_plugin_that_is_not_there_is_named(tmp_path: Path, entry: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY], capture_output=True, text=True,
+                          env={**os.environ, "GNNTRAIN_PLUGINS": str(tmp_path / entry)})
+    assert done.returncode == 2 and "GNNTRAIN_PLUGINS names" in done.stderr and entry in done.stderr
