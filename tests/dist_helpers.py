@@ -10,11 +10,11 @@ import torch.distributed as dist
 
 from conftest import make_cfg
 
+from gnntrain import api
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.data import JobData
 from gnntrain.data import prepare_job_data
-from gnntrain import api
 from gnntrain.launch import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class

@@ -10,8 +10,8 @@ import torch
 
 from conftest import make_cfg
 from dist_helpers import assert_gradients_close, ring_transfers, trace_full_batch, trace_job
-from gnntrain.errors import ConfigError
 from gnntrain import api
+from gnntrain.errors import ConfigError
 from gnntrain.launch import job_layout
 
 EPOCHS = 3
@@ -41,7 +41,7 @@ def test_data_parallel_equals_single_process(model: str, norm: str, world: int, 
 
 
 def test_data_parallel_layout_is_checked_before_the_workers_start() -> None:
-    cfg = make_cfg("strategy=data_parallel", "strategy.graph_parallel=3", "cluster.world_size=4")
+    cfg = api.compose(["strategy=data_parallel", "strategy.graph_parallel=3", "cluster.world_size=4"])
     with pytest.raises(ConfigError, match=r"strategy.graph_parallel=3 must divide .*\(4\); valid: 1, 2, 4"):
         job_layout(cfg, 4)
     layout = job_layout(make_cfg("strategy=data_parallel", "strategy.graph_parallel=2"), 4)

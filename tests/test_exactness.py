@@ -20,8 +20,8 @@ import torch
 
 from conftest import make_cfg, needs_real_data
 from dist_helpers import assert_gradients_close, trace_training
-from gnntrain.data import prepare_job_data
 from gnntrain import api
+from gnntrain.data import prepare_job_data
 from gnntrain.models import build_model
 from gnntrain.models.norm import BatchNorm
 from gnntrain.parallel.mesh import WorkerContext

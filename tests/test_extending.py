@@ -33,7 +33,7 @@ def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(tmp_path:
     int8, full = _summary(tmp_path, "int8"), _summary(tmp_path, "vanilla")
     assert int8["status"] == "completed" and int8["strategy"] == "int8_halo"
     sent, baseline = int8["mean_comm_bytes_by_kind"], full["mean_comm_bytes_by_kind"]
-    assert "halo_fwd" not in sent and sent["halo_bwd"] == baseline["halo_bwd"]
+    assert sent.get("halo_fwd", 0) == 0 and sent["halo_bwd"] == baseline["halo_bwd"]
     # a byte per value and 4 per row against 4 per value, on rows of 32 (input) and 16 (hidden) values
     assert 0.25 * baseline["halo_fwd"] < sent["int8_halo"] < 0.35 * baseline["halo_fwd"]
 

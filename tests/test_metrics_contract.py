@@ -12,8 +12,8 @@ import pytest
 
 from conftest import train_records
 from gnntrain import api
-from gnntrain.config import one_line
 from gnntrain.comm.meter import CommMeter, by_category, category
+from gnntrain.config import one_line
 from gnntrain.engine.metrics import EpochRecord, JsonlSink, WandbFollower, WandbSink
 from gnntrain.strategies import METHODS
 

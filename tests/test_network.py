@@ -11,11 +11,11 @@ import torch
 
 from conftest import make_cfg
 from dist_helpers import late_one_sided_send, timed_transfers
-from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
-from gnntrain import calibration
-from gnntrain.errors import ConfigError
 from gnntrain import api
+from gnntrain import calibration
+from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
 from gnntrain.config import validate
+from gnntrain.errors import ConfigError
 
 SMALL = ("dataset.num_nodes=1500", "model=sage", "model.hidden=32", "train.eval_every=100")
 

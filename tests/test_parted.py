@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from conftest import assert_same_training, make_cfg, train_records
+from gnntrain import api
 from gnntrain.data import JobData, parted_folder, partition_spec, prepare_job_data, write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
 from gnntrain.data.partition import carve_part
 from gnntrain.errors import ConfigError
-from gnntrain.strategies import STRATEGIES, loads_parts
+from gnntrain.strategies import METHODS, loads_parts
 from test_cli import GNNTRAIN
 
 GRAPH = ("dataset.num_nodes=500", "dataset.avg_degree=6", "cluster.world_size=3", "train.epochs=4",
@@ -40,7 +41,7 @@ def _records(run_dir: Path, *overrides: str) -> list[dict]:
 
 
 def test_every_graph_parallel_strategy_loads_parts_and_no_other() -> None:
-    assert {name for name in STRATEGIES if loads_parts(name)} == set(PART_LOADING)
+    assert {name for name in METHODS if loads_parts(name)} == set(PART_LOADING)
 
 
 @pytest.mark.slow
@@ -131,7 +132,7 @@ def test_a_partitioned_dataset_that_does_not_fit_the_run_is_refused_in_one_line(
     with pytest.raises(ConfigError, match="has parts=3, but this run needs parts=2"):
         prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}"), 2, loads_parts=True)
     with pytest.raises(ConfigError, match="needs the whole graph on its ranks: leave partition.dir unset"):
-        prepare_job_data(make_cfg(*GRAPH, "strategy=gnnpipe", f"partition.dir={tmp_path}"), 3)
+        prepare_job_data(api.compose([*GRAPH, "strategy=gnnpipe", f"partition.dir={tmp_path}"]), 3)
     with pytest.raises(ConfigError, match=r"holds no partitioned dataset \(no manifest.json\)"):
         prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}/elsewhere"), 3, loads_parts=True)
     (tmp_path / "part1.pt").write_bytes(b"broken")

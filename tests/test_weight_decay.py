@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_cfg
+from gnntrain import api
 from gnntrain.config import validate
 from gnntrain.errors import ConfigError
 from gnntrain.models import build_model
@@ -47,7 +48,7 @@ def test_a_group_overrides_the_yaml_and_the_first_matching_group_wins() -> None:
 
 
 def test_a_pattern_matching_no_parameter_is_refused_naming_it() -> None:
-    cfg = make_cfg("model=gcn", "model.decay_groups=[{params:[conv.0.*],weight_decay:1}]")
+    cfg = api.compose(["model=gcn", "model.decay_groups=[{params:[conv.0.*],weight_decay:1}]"])
     with pytest.raises(ConfigError, match=r"model.decay_groups\[0\].params pattern 'conv.0.\*' matches no parameter"):
         validate(cfg)
 
