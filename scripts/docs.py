@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import json
 import re
 import sys
 from enum import Enum
@@ -30,6 +31,7 @@ from gnntrain.comm import meter
 from gnntrain.config import schema
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.help import GROUPS, field_docs
+from gnntrain.models import MODELS
 from gnntrain import strategies
 from gnntrain.strategies import METHODS, families, method
 
@@ -41,9 +43,6 @@ SECTIONS = {
     "dataset": schema.DatasetConfig,
     "dataset (source: synthetic)": schema.SyntheticConfig,
     "model": schema.ModelConfig,
-    "model (gat)": schema.GATConfig,
-    "model (gcnii)": schema.GCNIIConfig,
-    "model (deepgcn)": schema.DeepGCNConfig,
     "strategy (every strategy)": schema.StrategyConfig,
     "cluster": schema.ClusterConfig,
     "network": schema.NetworkConfig,
@@ -66,6 +65,8 @@ def _default(f: dataclasses.Field) -> str:
         value = value.value
     if isinstance(value, bool):
         value = str(value).lower()
+    if isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+        value = json.dumps([dataclasses.asdict(v) for v in value])
     if value == schema.RUN_SEED:
         return "the run's `seed`"
     if isinstance(value, str) and value.startswith("${"):
@@ -101,8 +102,9 @@ def configuration() -> str:
              "the config those options compose, with their current values. A group's YAML "
              "(`conf/<group>/<option>.yaml`) may set other defaults.", "",
              "## Config groups", "", "| group | options (`conf/<group>/`) |", "|---|---|"]
+    registered = {"model": MODELS, "strategy": METHODS}
     for group in GROUPS:
-        options = sorted(METHODS) if group == "strategy" else sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+        options = sorted(registered.get(group) or (p.stem for p in (CONF / group).glob("*.yaml")))
         lines.append(f"| `{group}=` | {', '.join(f'`{o}`' for o in options)} |")
     lines.append("")
     for title, cls in SECTIONS.items():
@@ -113,12 +115,27 @@ def configuration() -> str:
         if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
             lines += [markdown(inspect.cleandoc(cls.__doc__)), ""]
         lines += _key_table(cls, section, fields) + [""]
+        if title == "model":
+            lines += _model_sections()
     lines += ["## top level", "", *_key_table(schema.RootConfig, "", [
         f for f in dataclasses.fields(schema.RootConfig) if not dataclasses.is_dataclass(f.type)
         and f.name in field_docs(schema.RootConfig)]), ""]
     lines += ["## strategy keys", "", "Each strategy's own keys are on its page: "
               + ", ".join(f"[`{name}`](strategies/{name}.md)" for name in sorted(METHODS)) + ".", ""]
     return "\n".join(lines).replace("| `.", "| `")
+
+
+def _model_sections() -> list[str]:
+    """Each registered model's own keys and the defaults it sets apart from the plain model's."""
+    base = {f.name: _default(f) for f in dataclasses.fields(schema.ModelConfig)}
+    lines = []
+    for name, spec in MODELS.items():
+        fields = [f for f in dataclasses.fields(spec.config) if f.name != "name" and _default(f) != base.get(f.name)]
+        lines += [f"## model={name}", ""]
+        if spec.config is not schema.ModelConfig and spec.config.__doc__:
+            lines += [markdown(inspect.cleandoc(spec.config.__doc__)), ""]
+        lines += (_key_table(spec.config, "model", fields) if fields else ["The plain model's defaults."]) + [""]
+    return lines
 
 
 def _documenting_modules(name: str) -> list[Any]:

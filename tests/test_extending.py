@@ -12,11 +12,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "int8_halo.py"
+MODEL = REPO / "docs" / "examples" / "mean_conv.py"
 TINY = ["dataset.num_nodes=300", "cluster.world_size=2", "train.epochs=3", "wandb.mode=disabled"]
 
 
 def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE) if plugins else ""}
+    env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join([str(EXAMPLE), str(MODEL)]) if plugins else ""}
     return subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY, *overrides, f"hydra.run.dir={tmp_path / name}"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
 
@@ -52,3 +53,15 @@ def test_a_plugin_that_is_not_there_is_named(tmp_path: Path, entry: str) -> None
     done = subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY], capture_output=True, text=True,
                           env={**os.environ, "GNNTRAIN_PLUGINS": str(tmp_path / entry)})
     assert done.returncode == 2 and "GNNTRAIN_PLUGINS names" in done.stderr and entry in done.stderr
+
+
+def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) -> None:
+    for name, workers in (("one", 1), ("two", 2)):
+        done = _gnntrain(tmp_path, name, "model=mean_conv", f"cluster.world_size={workers}", "model.dropout=0",
+                         "train.dtype=float64")
+        assert done.returncode == 0, done.stderr
+    one, two = ([json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+                for name in ("one", "two"))
+    assert one[-1]["loss"] < one[0]["loss"]
+    assert [r["loss"] for r in two] == pytest.approx([r["loss"] for r in one], rel=1e-9)
+    assert _summary(tmp_path, "two")["model"] == "mean_conv"

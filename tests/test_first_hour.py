@@ -335,10 +335,11 @@ def test_every_config_key_has_a_description_for_the_help() -> None:
 
     from gnntrain.config import schema
     from gnntrain.help import field_docs
+    from gnntrain.models import MODELS
     from gnntrain.strategies import METHODS
 
-    schemas = [schema.DatasetConfig, schema.SyntheticConfig, schema.ModelConfig, schema.GATConfig,
-               schema.GCNIIConfig, schema.DeepGCNConfig, schema.StrategyConfig, schema.ClusterConfig,
+    schemas = [schema.DatasetConfig, schema.SyntheticConfig, schema.ModelConfig, *(m.config for m in MODELS.values()),
+               schema.StrategyConfig, schema.ClusterConfig,
                schema.NetworkConfig, schema.PartitionConfig, schema.TrainConfig, schema.WandbConfig,
                schema.FaultConfig, *(m.config for m in METHODS.values())]
     for cls in schemas:

@@ -15,17 +15,18 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gnntrain.config.schema import (
-    ClusterConfig, DatasetConfig, DeepGCNConfig, GATConfig, GCNIIConfig, ModelConfig, NetworkConfig, RootConfig,
-    StrategyConfig, SyntheticConfig, check,
+    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SyntheticConfig, check,
 )
 from gnntrain.errors import ConfigError
 
 
 def register_schemas() -> None:
     """Put the schemas in Hydra's ConfigStore, under ``schema`` and ``schema/<group>``; every
-    registered strategy also becomes the ``strategy`` option of its name, built from its config
-    dataclass (:mod:`gnntrain.strategies.registry`)."""
-    # imported here, not above: the strategies' schemas import gnntrain.config.schema
+    registered model and strategy also becomes the ``model`` or ``strategy`` option of its name,
+    built from its config dataclass (:mod:`gnntrain.models.registry`,
+    :mod:`gnntrain.strategies.registry`)."""
+    # imported here, not above: the models' and strategies' schemas import gnntrain.config.schema
+    from gnntrain.models import MODELS
     from gnntrain.strategies import METHODS
 
     cs = ConfigStore.instance()
@@ -33,9 +34,9 @@ def register_schemas() -> None:
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
     cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
     cs.store(group="schema/model", name="model", node=ModelConfig)
-    cs.store(group="schema/model", name="gat", node=GATConfig)
-    cs.store(group="schema/model", name="gcnii", node=GCNIIConfig)
-    cs.store(group="schema/model", name="deepgcn", node=DeepGCNConfig)
+    for name, spec in MODELS.items():
+        cs.store(group="schema/model", name=name, node=spec.config)
+        cs.store(group="model", name=name, node=spec.config(name=name))
     cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
     for name, method in METHODS.items():
         cs.store(group="schema/strategy", name=name, node=method.config)

@@ -138,32 +138,6 @@ class ModelConfig:
     the first group with a pattern matching its name, train.weight_decay where none does."""
 
 
-@dataclass
-class GATConfig(ModelConfig):
-    heads: int = 8
-    """Attention heads of the hidden layers; model.hidden is their concatenated width."""
-    out_heads: int = 1
-    """Attention heads of the output layer, averaged (the GAT paper: 1 on Cora and CiteSeer, 8 on PubMed)."""
-    att_dropout: float = 0.6
-    """Dropout probability on the normalised attention coefficients, per edge and head (the GAT paper: 0.6)."""
-
-
-@dataclass
-class GCNIIConfig(ModelConfig):
-    alpha: float = 0.1
-    """Initial-residual weight."""
-    theta: float = 0.5
-    """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
-
-
-@dataclass
-class DeepGCNConfig(ModelConfig):
-    t: float = 1.0
-    """Initial inverse temperature of GENConv's softmax aggregation."""
-    learn_t: bool = True
-    """Learn the inverse temperature."""
-
-
 RUN_SEED: Any = "${seed}"
 """The default of a strategy's own seed: the run's ``seed``."""
 

@@ -18,10 +18,13 @@ activation; the receiver applies dropout to them (see :mod:`gnntrain.models.gnn`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain.config.schema import ModelConfig, Norm
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
@@ -30,6 +33,7 @@ from gnntrain.models.gnn import (
 )
 from gnntrain.models.projection import Projected, project
 from gnntrain.models.norm import AllSum, local_sum, make_norm
+from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GENLayer(MessagePassingLayer):
@@ -105,3 +109,21 @@ class DeepGCN(MessagePassingModel):
             return graph.target_rows(h) + propagate(conv, F.relu(norm(h)), i, graph, halo, self.dropout_at(i)), extra
 
         return Block(0, [conv], first) if i == 0 else Block(i, [conv, norm], res_plus)
+
+
+@dataclass
+class DeepGCNConfig(ModelConfig):
+    """DeeperGCN (Li et al., 2020): 7 res+ blocks of 64, LayerNorm, dropout 0.5, learnt softmax temperature."""
+
+    layers: int = 7
+    hidden: int = 64
+    norm: Norm = Norm.layer
+    t: float = 1.0
+    """Initial inverse temperature of GENConv's softmax aggregation."""
+    learn_t: bool = True
+    """Learn the inverse temperature."""
+
+
+register_model(ModelSpec("deepgcn", lambda cfg, i, o, s: DeepGCN(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"],
+                                                               cfg["norm"], cfg["t"], cfg["learn_t"], s),
+                         DeepGCNConfig))

@@ -21,15 +21,20 @@ head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`), never
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain.config.schema import ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
-from gnntrain.models.gnn import MessagePassingLayer
+from gnntrain.models.gnn import GNN, MessagePassingLayer, stack
+from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected, project
+from gnntrain.models.registry import ModelSpec, register_model
 from gnntrain.random16 import dropout
 from gnntrain.sparse import weighted_sum
 
@@ -73,3 +78,35 @@ class GATLayer(MessagePassingLayer):
         out = weighted_sum(graph.pattern("gcn"), alpha, z)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias
+
+
+@dataclass
+class GATConfig(ModelConfig):
+    """GAT (Velickovic et al., 2018): 2 layers, 8 heads of 8 in the hidden layer, dropout 0.6."""
+
+    hidden: int = 64
+    dropout: float = 0.6
+    heads: int = 8
+    """Attention heads of the hidden layers; model.hidden is their concatenated width."""
+    out_heads: int = 1
+    """Attention heads of the output layer, averaged (the GAT paper: 1 on Cora and CiteSeer, 8 on PubMed)."""
+    att_dropout: float = 0.6
+    """Dropout probability on the normalised attention coefficients, per edge and head (the GAT paper: 0.6)."""
+
+
+def build_gat(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+    """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
+    ``out_heads`` heads averaged (the GAT paper: one on Cora and CiteSeer, eight on PubMed).
+    ELU between layers, attention dropout ``att_dropout`` in every layer, as in the paper.
+    ``config.validate`` checks that ``heads`` divides ``hidden``."""
+    heads, att_dropout = cfg["heads"], cfg["att_dropout"]
+
+    def make_layer(a: int, b: int, last: bool) -> nn.Module:
+        if last:
+            return GATLayer(a, b, heads=cfg["out_heads"], concat=False, att_dropout=att_dropout)
+        return GATLayer(a, b // heads, heads=heads, att_dropout=att_dropout)
+
+    return stack(cfg, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
+
+
+register_model(ModelSpec("gat", build_gat, GATConfig))

@@ -10,12 +10,16 @@ aggregation, or the aggregation and then ``W`` on the target rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 from torch import nn
 
+from gnntrain.config.schema import DecayGroup, ModelConfig
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import LinearMessageLayer
+from gnntrain.models.gnn import LinearMessageLayer, stack
 from gnntrain.models.projection import Projected
+from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GCNLayer(LinearMessageLayer):
@@ -47,3 +51,15 @@ class GCNLayer(LinearMessageLayer):
     def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
                     transform: bool) -> torch.Tensor:
         return self.aggregate_messages(z, graph, transform)
+
+
+@dataclass
+class GCNConfig(ModelConfig):
+    """GCN (Kipf and Welling, 2017): 2 x 16, dropout 0.5, weight decay on the first layer only."""
+
+    decay_groups: list[DecayGroup] = field(default_factory=lambda: [
+        DecayGroup(["convs.0.*"], "${train.weight_decay}"), DecayGroup(["*"], 0.0)])  # type: ignore[arg-type]
+
+
+register_model(ModelSpec("gcn", lambda cfg, i, o, s: stack(cfg, i, o, s, lambda a, b, last: GCNLayer(a, b)),
+                         GCNConfig))

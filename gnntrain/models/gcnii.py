@@ -16,17 +16,20 @@ residual ``H_0`` uses the rank's own rows and needs no halo. The convolution equ
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain.config.schema import DecayGroup, ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block, squared_weight_sums,
 )
 from gnntrain.models.projection import Projected, project
+from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -94,3 +97,22 @@ class GCNII(MessagePassingModel):
             return F.relu(propagate(conv, h, i, graph, halo, self.dropout_at(i), extra["h0"])), extra
 
         return Block(i, [conv], run, carries=("h0",))
+
+
+@dataclass
+class GCNIIConfig(ModelConfig):
+    """GCNII (Chen et al., 2020) on Cora: 64 x 64, dropout 0.6, alpha 0.1, lambda 0.5, weight decay
+    0.01 on the convolutions."""
+
+    layers: int = 64
+    hidden: int = 64
+    dropout: float = 0.6
+    decay_groups: list[DecayGroup] = field(default_factory=lambda: [DecayGroup(["convs.*"], 0.01)])
+    alpha: float = 0.1
+    """Initial-residual weight."""
+    theta: float = 0.5
+    """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
+
+
+register_model(ModelSpec("gcnii", lambda cfg, i, o, s: GCNII(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"],
+                                                           cfg["alpha"], cfg["theta"]), GCNIIConfig))

@@ -418,3 +418,10 @@ class GNN(MessagePassingModel):
             return (h if norm is None else self.activation(norm(h))), extra
 
         return Block(i, [conv] if norm is None else [conv, norm], run)
+
+
+def stack(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum, make_layer: LayerFactory,
+          activation: Callable = F.relu) -> GNN:
+    """A :class:`GNN` of ``cfg``'s layers, hidden width, dropout and norm (a ``model`` section)."""
+    return GNN(make_layer, in_dim, cfg["hidden"], out_dim, cfg["layers"], cfg["dropout"], cfg["norm"],
+               activation, all_sum)

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import LinearMessageLayer
+from gnntrain.models.gnn import LinearMessageLayer, stack
 from gnntrain.models.projection import Projected, project
+from gnntrain.models.registry import ModelSpec, register_model
 
 
 class SAGELayer(LinearMessageLayer):
@@ -56,3 +57,6 @@ class SAGELayer(LinearMessageLayer):
     def from_aggregated(self, a: torch.Tensor) -> torch.Tensor:
         neighbours, own = a.split(self.in_dim, dim=1)
         return super().from_aggregated(neighbours) + own @ self.lin_r.weight.t()
+
+
+register_model(ModelSpec("sage", lambda cfg, i, o, s: stack(cfg, i, o, s, lambda a, b, last: SAGELayer(a, b))))

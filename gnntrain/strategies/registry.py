@@ -18,10 +18,11 @@ A family (:class:`Family`) names its baseline and, where one class runs all its 
 graph-parallel family's :class:`~gnntrain.strategies.graph_parallel.strategy.GraphParallel`,
 which takes each method's halo policy), that class.
 
-Methods outside the package: the Python files or modules named in ``GNNTRAIN_PLUGINS``
-(separated by ``os.pathsep``) are imported with the built-in strategies, in every process of a
-job (spawned and torchrun workers inherit the variable), so
-``GNNTRAIN_PLUGINS=my_method.py gnntrain strategy=mine`` runs a method written in one file.
+Methods and models outside the package: the Python files or modules named in
+``GNNTRAIN_PLUGINS`` (separated by ``os.pathsep``) are imported with the built-in strategies, in
+every process of a job (spawned and torchrun workers inherit the variable), so
+``GNNTRAIN_PLUGINS=my_method.py gnntrain strategy=mine`` runs a method written in one file (a
+model registers with :func:`gnntrain.models.registry.register_model` the same way).
 """
 
 from __future__ import annotations

@@ -1,0 +1,43 @@
+"""The model registry: every model declares itself once, beside its layer, with
+:func:`register_model`: its name (``model=<name>``), how to build it, and its config dataclass,
+whose defaults are the model's paper settings. The config store offers ``model=<name>`` built
+from that dataclass (no YAML repeats a default), and ``--help`` and the docs describe its keys
+from the dataclass's attribute docstrings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from torch import nn
+
+from gnntrain.config.schema import ModelConfig
+from gnntrain.errors import ConfigError
+from gnntrain.models.norm import AllSum
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    """``model=<name>``."""
+    build: Callable[[dict, int, int, AllSum], nn.Module]
+    """``build(model section, input width, output width, all_sum)``: the model, on one rank."""
+    config: type[ModelConfig] = ModelConfig
+    """Its config dataclass (extends :class:`~gnntrain.config.schema.ModelConfig`), with its paper's defaults."""
+
+
+MODELS: dict[str, ModelSpec] = {}
+"""Every registered model, by name."""
+
+
+def register_model(spec: ModelSpec) -> ModelSpec:
+    if not issubclass(spec.config, ModelConfig):
+        raise TypeError(f"model {spec.name!r}: its config {spec.config.__name__} must extend ModelConfig")
+    MODELS[spec.name] = spec
+    return spec
+
+
+def model_spec(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise ConfigError(f"unknown model.name '{name}'; valid: {', '.join(sorted(MODELS))}")
+    return MODELS[name]
