@@ -49,8 +49,8 @@ def _job(cfg: DictConfig) -> None:
         plain["run_dir"] = str(run_dir)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             name_sweep_job(plain["wandb"], hydra_cfg)
-        api.check(plain)
         if plain["partition"]["only"]:
+            api.check(plain)
             _write_partitioned_dataset(plain)
             return
         api.run(plain)

@@ -19,6 +19,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel import FAMILY
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig
+from gnntrain.strategies.graph_parallel.synchronous import Synchronous
 from gnntrain.strategies.registry import Method, register
 
 
@@ -35,33 +36,19 @@ def validate(strategy: dict) -> None:
     check("strategy.clip", strategy["clip"], 0 < strategy["clip"] <= 1, "in (0, 1]")
 
 
-class Int8Halo:
-    """The halo policy: the graph the epoch trains on, and where its layers' halo rows come from."""
+class Int8Halo(Synchronous):
+    """The halo policy: vanilla's (the full graph, full-precision halos for evaluation), with the
+    training halo rows sent as int8 codes."""
 
     def __init__(self, cfg: dict, graph: LocalGraph, comm, model) -> None:
-        self.graph, self.clip = graph, cfg["clip"]
-        self.exchange = HaloExchange(graph, comm)
+        super().__init__(cfg, graph, comm, model)
+        self.clip = cfg["clip"]
 
     def training_view(self, epoch: int):
         return self.graph, self.halo_rows
 
     def halo_rows(self, h: torch.Tensor, layer: int) -> torch.Tensor:
         return _Int8Exchange.apply(h, self.exchange, layer, self.clip)
-
-    def evaluation_halo(self):
-        return self.exchange
-
-    def epoch_metrics(self) -> dict[str, float]:
-        return {}
-
-    def finish(self) -> None:
-        pass
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
 
 
 class _Int8Exchange(torch.autograd.Function):

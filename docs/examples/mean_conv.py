@@ -11,42 +11,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from torch import nn
-
 from gnntrain.config.schema import ModelConfig
-from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import LinearMessageLayer, stack
-from gnntrain.models.projection import Projected
+from gnntrain.models.gcn import GCNLayer
+from gnntrain.models.gnn import stack
 from gnntrain.models.registry import ModelSpec, register_model
 
 
-class MeanConv(LinearMessageLayer):
-    """``W mean_j h_j + b``: messages are a linear map of the sources, aggregated by the mean
-    operator, so the layer may map before or after aggregating and runs from partial sums."""
+class MeanConv(GCNLayer):
+    """``W mean_j h_j + b``: GCN's layer with the mean over the in-neighbours as its aggregation
+    matrix instead of GCN's normalised one; the messages stay a linear map of the sources, so the
+    layer maps before or after aggregating, whichever costs less, and runs from partial sums."""
 
     operator_kind = "mean"
-
-    def __init__(self, in_dim: int, out_dim: int) -> None:
-        super().__init__()
-        self.in_dim = in_dim
-        self.lin = nn.Linear(in_dim, out_dim)
-
-    @property
-    def input_maps(self) -> list[nn.Linear]:
-        return [self.lin]
-
-    @property
-    def message_map(self) -> nn.Linear:
-        return self.lin
-
-    @property
-    def output_bias(self) -> torch.Tensor:
-        return self.lin.bias
-
-    def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                    transform: bool) -> torch.Tensor:
-        return self.aggregate_messages(z, graph, transform)
 
 
 @dataclass

@@ -49,14 +49,12 @@ def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
     strategy's own keys are checked by its family and itself (:meth:`~gnntrain.strategies.registry.Method.check`)."""
     from gnntrain.data.registry import validate_dataset
-    from gnntrain.models import MODELS, build_model
+    from gnntrain.models import build_model, model_spec
     from gnntrain.models.decay import parameter_decays
-    from gnntrain.strategies import METHODS, method
+    from gnntrain.strategies import method
 
-    for section, registry in (("model", MODELS), ("strategy", METHODS)):
-        name = cfg[section]["name"]
-        if name not in registry:
-            raise ConfigError(f"unknown {section}.name '{name}'; valid: {', '.join(sorted(registry))}")
+    model_spec(cfg["model"]["name"])
+    method(cfg["strategy"]["name"])
     validate_dataset(cfg["dataset"])
     model = cfg["model"]
     check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")

@@ -291,6 +291,13 @@ class RootConfig:
     """Seed of the model initialisation and the partitioning."""
 
 
+def registered(registry: dict[str, Any], key: str, name: str) -> Any:
+    """``registry[name]``; ConfigError ``unknown key 'name'; valid: ...`` where it is not there."""
+    if name not in registry:
+        raise ConfigError(f"unknown {key} '{name}'; valid: {', '.join(sorted(registry))}")
+    return registry[name]
+
+
 def check(key: str, value: Any, ok: bool, rule: str) -> None:
     """Raise ConfigError ``key=value is invalid; it must be rule`` unless ``ok``."""
     if not ok:

@@ -65,8 +65,8 @@ class Topology:
     def sample(self, targets: torch.Tensor, fanout: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(source node, target position in ``targets``) of the in-edges each target keeps,
         grouped by target in ``targets``' order."""
-        edge, target_pos = _ranges(self.indptr[targets], self.in_degree[targets])
         degree = self.in_degree[targets]
+        edge, target_pos = _ranges(self.indptr[targets], degree)
         if degree.numel() and fanout < int(degree.max()):
             first = torch.cumsum(degree, 0) - degree
             order = torch.argsort(target_pos.double() + keyed.uniform(key, edge), stable=True)
@@ -139,12 +139,13 @@ def sample_groups(topology: Topology, groups: list[torch.Tensor], fanouts: list[
         union = nodes[0] if len(groups) == 1 else torch.unique(torch.cat(nodes))
         src, dst = topology.sample(union, fanouts[layer], keys[layer])
         kept = torch.bincount(dst, minlength=union.numel())
+        first = torch.cumsum(kept, 0) - kept
         for g, targets in enumerate(nodes):
             if len(groups) == 1:
                 group_src, group_dst = src, dst
             else:
                 position = torch.searchsorted(union, targets)
-                edge, group_dst = _ranges((torch.cumsum(kept, 0) - kept)[position], kept[position])
+                edge, group_dst = _ranges(first[position], kept[position])
                 group_src = src[edge]
             nodes[g], edges[g][layer] = _grow(targets, group_src, group_dst)
             hop_sizes[g].append(nodes[g].numel())

@@ -11,8 +11,7 @@ from typing import Callable
 
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig
-from gnntrain.errors import ConfigError
+from gnntrain.config.schema import ModelConfig, registered
 from gnntrain.models.norm import AllSum
 
 
@@ -38,6 +37,5 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 
 
 def model_spec(name: str) -> ModelSpec:
-    if name not in MODELS:
-        raise ConfigError(f"unknown model.name '{name}'; valid: {', '.join(sorted(MODELS))}")
-    return MODELS[name]
+    """The registered model ``name``; ConfigError naming the valid ones otherwise."""
+    return registered(MODELS, "model.name", name)

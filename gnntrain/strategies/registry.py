@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from gnntrain.comm import meter
-from gnntrain.config.schema import StrategyConfig
+from gnntrain.config.schema import StrategyConfig, registered
 from gnntrain.errors import ConfigError
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
@@ -104,9 +104,7 @@ def register(method: Method) -> Method:
 
 def method(name: str) -> Method:
     """The registered method ``name``; ConfigError naming the valid ones otherwise."""
-    if name not in METHODS:
-        raise ConfigError(f"unknown strategy.name '{name}'; valid: {', '.join(sorted(METHODS))}")
-    return METHODS[name]
+    return registered(METHODS, "strategy.name", name)
 
 
 def load_plugins() -> None:
