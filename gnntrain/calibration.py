@@ -13,8 +13,10 @@ batch size, fan-out) and its own defaults for the rest (so a method's knobs, 16-
 them, never change the link), always at seed :data:`PROBE_SEED`: the link belongs to the
 setting, so every seed and every method of a sweep runs under the same one.
 
-A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline on the same
-dataset, model, workers and partition under the preset network, and measures per epoch the
+A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline in the run's
+setting (its workload keys, :func:`gnntrain.config.keys.setting`: dataset, model, workers,
+partition, precision and optimizer; every other key at its default) under the preset network,
+and measures per epoch the
 compute time ``C`` (epoch less exposed communication), the exposed communication ``X`` and,
 within it, the links' busy time ``B`` (bytes / bandwidth); the rest, ``X - B`` (latency, the
 real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
@@ -42,16 +44,15 @@ import os
 import socket
 from pathlib import Path
 
+from omegaconf import MISSING, OmegaConf
+
+from gnntrain.config import flatten
+from gnntrain.config.keys import keys_playing, setting
+from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, RootConfig
 from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
 from gnntrain.launch import launch, under_torchrun
 from gnntrain.strategies import baseline_of, schema_of
-
-SETTING_KEYS = {"dataset": None, "model": None, "cluster": None, "partition": ("method", "objective", "parts"),
-                "train": ("dtype",)}
-"""What shapes the baseline's epoch besides its own options, hence the calibration (``None``:
-the whole section)."""
-
 
 PROBE_SEED = 0
 """The seed every probe runs at, whatever the run's (model initialisation, dropout, sampling)."""
@@ -110,7 +111,7 @@ def probe_strategy(cfg: dict) -> dict:
             continue
         if field.name == "seed":
             section["seed"] = PROBE_SEED
-        elif field.metadata.get("workload") and field.name in cfg["strategy"]:
+        elif field.metadata.get(ROLE) == WORKLOAD and field.name in cfg["strategy"]:
             section[field.name] = cfg["strategy"][field.name]
         elif field.default is not dataclasses.MISSING:
             section[field.name] = field.default
@@ -130,10 +131,8 @@ def _scaled(cfg: dict, scale: float) -> dict:
 
 
 def _setting_key(cfg: dict, baseline: dict) -> str:
-    setting = {section: cfg[section] if keys is None else {k: cfg[section][k] for k in keys}
-               for section, keys in SETTING_KEYS.items()}
     net = {k: v for k, v in cfg["network"].items() if k not in ("calibration", "calibrate_against")}
-    text = json.dumps({"setting": setting, "baseline": baseline, "network": net, "host": socket.gethostname()},
+    text = json.dumps({"setting": setting(flatten(cfg)), "baseline": baseline, "network": net, "host": socket.gethostname()},
                       sort_keys=True)
     return f"{cfg['dataset']['name']}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
@@ -143,17 +142,30 @@ def _share(summary: dict) -> float:
     return (summary["mean_epoch_time"] - summary["mean_compute_time"]) / summary["mean_epoch_time"]
 
 
-def _probe(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
-    """Run the baseline under the preset network with its bandwidths scaled by ``scale``; its summary."""
+def probe_config(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
+    """The config of a probe: the run's setting and place keys, every other key of the root
+    schema at its default, the ``baseline`` strategy section, the network with its bandwidths
+    scaled by ``scale``, ``network.probe_epochs`` epochs (the first a warm-up) evaluated once,
+    :data:`PROBE_SEED`, no W&B, under the run dir's ``calibration_probe/<name>``."""
     probe = _scaled(cfg, scale)
+    kept = keys_playing(WORKLOAD, PLACE)
+    for key, default in flatten(OmegaConf.to_container(OmegaConf.structured(RootConfig), enum_to_str=True)).items():
+        if default != MISSING and not key.startswith(kept):
+            section, _, leaf = key.rpartition(".")
+            (probe[section] if section else probe)[leaf] = default
     epochs = cfg["network"]["probe_epochs"]
     probe["strategy"] = baseline
     probe["seed"] = PROBE_SEED
     probe["network"]["calibrate_share"] = None
-    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs, checkpoint_every=0, resume=False)
+    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs)
     probe["wandb"]["mode"] = "disabled"
-    probe["fault"] = {"rank": None, "epoch": None}
     probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe" / name)
+    return probe
+
+
+def _probe(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
+    """Run the baseline's probe (:func:`probe_config`); its summary."""
+    probe = probe_config(cfg, baseline, scale, name)
     launch(probe, run_training)
     return json.loads((Path(probe["run_dir"]) / "summary.json").read_text())
 

@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, register_schemas
-from gnntrain.errors import GnntrainError, JobInterrupted, WorkerFailed, interrupt
+from gnntrain.errors import ConfigError, GnntrainError, JobInterrupted, WorkerFailed, interrupt
 from gnntrain.help import help_text
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
 
@@ -46,6 +46,9 @@ def _job(cfg: DictConfig) -> None:
         signal.signal(signal.SIGINT, interrupt)
     try:
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+        if plain["run_dir"]:
+            raise ConfigError(f"run_dir={plain['run_dir']} is set by gnntrain; valid: hydra.run.dir=<dir> "
+                              "(hydra.sweep.dir=<dir> in a sweep)")
         plain["run_dir"] = str(run_dir)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             name_sweep_job(plain["wandb"], hydra_cfg)

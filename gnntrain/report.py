@@ -32,13 +32,15 @@ from pathlib import Path
 
 from gnntrain.comm import network
 from gnntrain.config import flatten
+from gnntrain.config.keys import keys_playing
+from gnntrain.config.schema import PLACE
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine.early_stop import time_to_target
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import GnntrainError, warn
 
-IGNORED_KEYS = ("run_dir", "wandb.", "partition.cache_dir", "dataset.root", "cluster.master_port")
-"""Config keys that never tell runs apart in a table."""
+IGNORED_KEYS = keys_playing(PLACE)
+"""Config keys that never tell runs apart in a table: the schemas' place keys."""
 SEED_KEY = "seed"
 """The key whose runs are repetitions of one setting (grouped, with mean and interval)."""
 

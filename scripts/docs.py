@@ -29,6 +29,7 @@ from omegaconf import MISSING
 
 from gnntrain.comm import meter
 from gnntrain.config import schema
+from gnntrain.config.keys import part_of
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.help import GROUPS, field_docs
 from gnntrain.models import MODELS
@@ -88,10 +89,12 @@ def _own_fields(cls: type) -> list[dataclasses.Field]:
 
 def _key_table(cls: type, prefix: str, fields: list[dataclasses.Field]) -> list[str]:
     docs = field_docs(cls)
-    rows = ["| key | default | description |", "|---|---|---|"]
+    rows = ["| key | default | part | description |", "|---|---|---|---|"]
     for f in fields:
         text = markdown(docs.get(f.name, "")).replace("|", "\\|")
-        rows.append(f"| `{prefix}.{f.name}` | {_default(f)} | {text} |")
+        key = f"{prefix}.{f.name}".lstrip(".")
+        part = f.metadata.get(schema.ROLE) or part_of(key) or ""
+        rows.append(f"| `{key}` | {_default(f)} | {part} | {text} |")
     return rows
 
 
@@ -101,6 +104,10 @@ def configuration() -> str:
              "`KEY=VALUE` (`gnntrain train.epochs=50`); `gnntrain [GROUP=OPTION ...] --help` lists the keys of",
              "the config those options compose, with their current values. A group's YAML "
              "(`conf/<group>/<option>.yaml`) may set other defaults.", "",
+             "A key's *part* says what else it is besides its value (`gnntrain.config.keys`): *place* (where the "
+             "run reads, writes or meets: free to change on resume, never telling runs apart in a table), "
+             "*conduct* (how long and how safely it runs: free to change on resume) or *workload* (what "
+             "shapes an epoch's work: the setting network calibration measures and caches per).", "",
              "## Config groups", "", "| group | options (`conf/<group>/`) |", "|---|---|"]
     registered = {"model": MODELS, "strategy": METHODS}
     for group in GROUPS:
@@ -122,7 +129,7 @@ def configuration() -> str:
         and f.name in field_docs(schema.RootConfig)]), ""]
     lines += ["## strategy keys", "", "Each strategy's own keys are on its page: "
               + ", ".join(f"[`{name}`](strategies/{name}.md)" for name in sorted(METHODS)) + ".", ""]
-    return "\n".join(lines).replace("| `.", "| `")
+    return "\n".join(lines)
 
 
 def _model_sections() -> list[str]:

@@ -72,6 +72,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["dataset.inductive=true", "strategy=gnnpipe"], ["dataset.inductive=true", "strategy=gnnpipe", "vanilla"]),
     (["strategy=pipegcn", "strategy.smooth_start=one"], ["strategy.smooth_start", "zero", "first"]),
     (["cluster.device=tpu"], ["cluster.device", "cpu", "cuda"]),
+    (["run_dir=/tmp/mine"], ["run_dir=/tmp/mine", "hydra.run.dir"]),
     (["cluster.backend=nccl"], ["cluster.backend=nccl", "cluster.device=cuda", "gloo"]),
     pytest.param(["cluster=gpu"], ["cluster.device=cuda", "no CUDA GPU", "cluster.device=cpu"],
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")),

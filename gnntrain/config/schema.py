@@ -31,6 +31,44 @@ Backend = choices("Backend", "gloo", "nccl")
 Device = choices("Device", "cpu", "cuda")
 
 
+ROLE = "role"
+"""The field metadata key naming the part a key plays beyond its value (:mod:`gnntrain.config.keys`
+derives the lists of keys that play each part)."""
+PLACE = "place"
+"""Where the run reads, writes or meets its peers: never what it computes, never what tells runs
+apart in a table; free to change on resume."""
+CONDUCT = "conduct"
+"""How long and how safely the run is carried out (epochs, checkpoints, timeouts, threads):
+never what an epoch computes, so free to change on resume."""
+WORKLOAD = "workload"
+"""What shapes the work an epoch does (the graph, the model, the workers, the partition, the
+precision; a mini-batch's size and fan-out): network calibration measures its baseline under
+the run's values of these keys, and caches the result per their values."""
+
+
+def role(part: str, default: Any) -> Any:
+    """A dataclass field playing ``part`` (:data:`PLACE`, :data:`CONDUCT` or :data:`WORKLOAD`)."""
+    return field(default=default, metadata={ROLE: part})
+
+
+def place(default: Any) -> Any:
+    """A key that says where the run reads, writes or meets (:data:`PLACE`)."""
+    return role(PLACE, default)
+
+
+def conduct(default: Any) -> Any:
+    """A key that says how the run is carried out (:data:`CONDUCT`)."""
+    return role(CONDUCT, default)
+
+
+def workload(default: Any) -> Any:
+    """A key that shapes the work an epoch does (:data:`WORKLOAD`). A strategy option of this
+    kind shapes the setting rather than the method: the calibration probe runs its baseline with
+    the run's value of such an option where the baseline has it, and the baseline's own defaults
+    for every other option."""
+    return role(WORKLOAD, default)
+
+
 DatasetSource = choices("DatasetSource", "pyg", "ogb", "file", "synthetic")
 
 
@@ -56,7 +94,7 @@ class DatasetConfig:
     """source=file: a .npz or .pt holding edge_index [2,E], x [N,F], y [N] and optionally train/val/test_mask; absolute or under dataset.root."""
     multilabel: bool = False
     """Labels are a 0/1 matrix [N,C]: BCE loss, F1-micro scores."""
-    root: str = DEFAULT_DATA_ROOT
+    root: str = place(DEFAULT_DATA_ROOT)
     """Folder the files are read from, never written to (default $GNNTRAIN_DATA, else ~/.cache/gnntrain/data)."""
     to_undirected: bool = True
     """Add every edge's reverse."""
@@ -64,7 +102,7 @@ class DatasetConfig:
     """Which column of a multi-split mask to use (e.g. the 10 geom-gcn splits)."""
     split_seed: int = 0
     """Seed of the random 50/25/25 split of graphs shipped without one."""
-    download: bool = True
+    download: bool = conduct(True)
     """Fetch missing files where the network allows (false: report them instead)."""
     normalize_features: bool = False
     """Divide each node's features by their sum once at load (the GCN and GAT papers' preprocessing,
@@ -142,13 +180,6 @@ RUN_SEED: Any = "${seed}"
 """The default of a strategy's own seed: the run's ``seed``."""
 
 
-def workload(default: Any) -> Any:
-    """A strategy option that shapes the setting's work rather than the method (a mini-batch's
-    size and fan-out): the calibration probe runs its baseline with the run's value of such an
-    option where the baseline has it, and the baseline's own defaults for every other option."""
-    return field(default=default, metadata={"workload": True})
-
-
 @dataclass
 class StrategyConfig:
     """A training strategy from ``gnntrain.strategies``."""
@@ -170,16 +201,16 @@ class ClusterConfig:
     """gloo or nccl."""
     device: Device = Device.cpu
     """What each worker trains on: cpu, or cuda (GPU local_rank mod visible GPUs)."""
-    threads_per_worker: int = 0
+    threads_per_worker: int = conduct(0)
     """Torch threads per worker (0: cores / local workers)."""
-    keep_freed_memory: bool = True
+    keep_freed_memory: bool = conduct(True)
     """Keep freed memory in each worker's heap for reuse (glibc ``mallopt``): large CPU tensors
     then skip page faults; resident memory stays at its peak (:mod:`gnntrain.allocator`)."""
-    master_addr: str = "127.0.0.1"
+    master_addr: str = place("127.0.0.1")
     """Address of the process-group rendezvous for locally spawned workers."""
-    master_port: int = 0
+    master_port: int = place(0)
     """Its port (0: a free one)."""
-    timeout_s: int = 300
+    timeout_s: int = conduct(300)
     """Collective timeout in seconds."""
 
 
@@ -209,46 +240,46 @@ class NetworkConfig:
 
 @dataclass
 class PartitionConfig:
-    method: PartitionMethod = PartitionMethod.metis
+    method: PartitionMethod = workload(PartitionMethod.metis)
     """metis (balanced, via pymetis) or random."""
-    objective: PartitionObjective = PartitionObjective.cut
+    objective: PartitionObjective = workload(PartitionObjective.cut)
     """What METIS minimises: cut (edges between parts) or vol (total communication volume: the
     halo rows an exchange moves, the PipeGCN/BNS-GCN authors' --partition-obj vol)."""
-    parts: Optional[int] = None
+    parts: Optional[int] = workload(None)
     """Number of parts; null: as many as the strategy's layout needs."""
-    cache_dir: str = DEFAULT_CACHE_DIR
+    cache_dir: str = place(DEFAULT_CACHE_DIR)
     """Where partitions and processed datasets are cached (default $GNNTRAIN_CACHE, else ~/.cache/gnntrain)."""
-    assignment: Optional[str] = None
+    assignment: Optional[str] = workload(None)
     """A precomputed partition (.npy of one part id per node, e.g. from ParMETIS) used instead of method."""
-    dir: Optional[str] = None
+    dir: Optional[str] = place(None)
     """Folder of the partitioned dataset (per-part files); null: the cache's. Ranks load only their part from it."""
-    only: bool = False
+    only: bool = conduct(False)
     """Write the partitioned dataset and exit (what gnntrain-partition does)."""
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 100
+    epochs: int = conduct(100)
     """Training epochs."""
     lr: float = 0.01
     """Learning rate."""
     weight_decay: float = 0.0
     """L2 weight decay of the parameters no group of model.decay_groups names."""
-    optimizer: Optimizer = Optimizer.adam
+    optimizer: Optimizer = workload(Optimizer.adam)
     """adam or sgd."""
-    eval_every: int = 1
+    eval_every: int = conduct(1)
     """Evaluate every k epochs (and after the last)."""
     patience: int = 0
     """Stop once the best validation score is this many epochs old (checked after each evaluation; 0: never)."""
     target: Optional[float] = None
     """Stop at the first evaluation whose validation score is at least this (null: never)."""
-    warmup_epochs: int = 2
+    warmup_epochs: int = conduct(2)
     """First epochs left out of the timing means."""
-    dtype: Precision = Precision.float32
+    dtype: Precision = workload(Precision.float32)
     """Floating-point type of features, parameters and messages (float64 for numerical checks; bfloat16 on cuda only)."""
-    checkpoint_every: int = 0
+    checkpoint_every: int = conduct(0)
     """Write a checkpoint every k epochs and after the last, under <run dir>/checkpoints (0: none)."""
-    resume: Any = False
+    resume: Any = conduct(False)
     """Continue from the newest complete checkpoint: true (this run dir; none yet: start afresh) or a run dir."""
 
 
@@ -276,19 +307,32 @@ class FaultConfig:
     """The epoch at whose start fault.rank exits."""
 
 
+def section(schema: type, part: Optional[str] = None, group: bool = False) -> Any:
+    """A root field holding a section of ``schema``, every key of which plays ``part`` where one
+    is given. ``group``: the section is an option of a config group, whose schema extends
+    ``schema``, so the root has no default for it."""
+    metadata = {"schema": schema} if part is None else {"schema": schema, ROLE: part}
+    if group:
+        return field(default=MISSING, metadata=metadata)
+    return field(default_factory=schema, metadata=metadata)
+
+
 @dataclass
 class RootConfig:
-    dataset: Any = MISSING
-    model: Any = MISSING
-    strategy: Any = MISSING
-    cluster: Any = MISSING
-    network: Any = MISSING
-    partition: PartitionConfig = field(default_factory=PartitionConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    wandb: WandbConfig = field(default_factory=WandbConfig)
-    fault: FaultConfig = field(default_factory=FaultConfig)
+    dataset: Any = section(DatasetConfig, WORKLOAD, group=True)
+    model: Any = section(ModelConfig, WORKLOAD, group=True)
+    strategy: Any = section(StrategyConfig, group=True)
+    cluster: Any = section(ClusterConfig, WORKLOAD, group=True)
+    network: Any = section(NetworkConfig, group=True)
+    partition: PartitionConfig = section(PartitionConfig)
+    train: TrainConfig = section(TrainConfig)
+    wandb: WandbConfig = section(WandbConfig, PLACE)
+    fault: FaultConfig = section(FaultConfig, CONDUCT)
     seed: int = 0
     """Seed of the model initialisation and the partitioning."""
+    run_dir: str = place("")
+    """The run's directory, set by gnntrain to Hydra's (``hydra.run.dir``, or the sweep job's);
+    not an option."""
 
 
 def registered(registry: dict[str, Any], key: str, name: str) -> Any:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from gnntrain.config.keys import section_keys_playing
+from gnntrain.config.schema import CONDUCT, PLACE
 from gnntrain.data.graph_data import GraphData, GraphFacts, induced_subgraph
 from gnntrain.data.parted import PartedDataset, write_parted
 from gnntrain.data.partition import (
@@ -53,8 +55,10 @@ class JobData:
 
 
 def dataset_key(dataset_cfg: dict) -> str:
-    """Cache key of a dataset config: its name plus a hash of the keys that shape the graph."""
-    shaping = {k: v for k, v in dataset_cfg.items() if k not in ("root", "download")}
+    """Cache key of a dataset config: its name plus a hash of the keys that shape the graph (all
+    but its place and conduct keys)."""
+    aside = section_keys_playing("dataset", PLACE, CONDUCT)
+    shaping = {k: v for k, v in dataset_cfg.items() if k not in aside}
     digest = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:10]
     return f"{dataset_cfg['name']}-{digest}"
 

@@ -27,6 +27,8 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.config import flatten
+from gnntrain.config.keys import keys_playing
+from gnntrain.config.schema import CONDUCT, PLACE
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import ConfigError
 from gnntrain.files import write_atomically
@@ -34,11 +36,9 @@ from gnntrain.files import write_atomically
 FORMAT = 1
 KEEP = 2
 """Complete checkpoints kept per run (the newest)."""
-FREE_ON_RESUME = ("run_dir", "train.epochs", "train.checkpoint_every", "train.resume", "train.warmup_epochs",
-                  "train.eval_every", "wandb.", "fault.", "dataset.root", "partition.cache_dir", "partition.dir",
-                  "cluster.timeout_s", "cluster.threads_per_worker", "cluster.master_addr", "cluster.master_port",
-                  "cluster.keep_freed_memory")
-"""Config keys a resumed run may change: none of them alters what an epoch computes."""
+FREE_ON_RESUME = keys_playing(PLACE, CONDUCT)
+"""Config keys a resumed run may change, the place and conduct keys of the schemas: none of them
+alters what an epoch computes."""
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,0 +1,53 @@
+"""The lists of config keys that play a part beyond their value, read from the schemas' field
+metadata (:data:`~gnntrain.config.schema.ROLE`), so a key added to a schema with its part is in
+every list that needs it:
+
+* :data:`~gnntrain.config.schema.PLACE` and :data:`~gnntrain.config.schema.CONDUCT` keys may
+  change on resume (:mod:`gnntrain.engine.checkpoint`); place keys never tell runs apart in a
+  table (:mod:`gnntrain.report`); neither kind is part of a dataset's cache key
+  (:func:`gnntrain.data.dataset_key`);
+* :data:`~gnntrain.config.schema.WORKLOAD` keys are the setting network calibration measures and
+  caches per (:mod:`gnntrain.calibration`).
+
+A root section whose field plays a part passes it to every key in it. Keys are dotted
+(``train.epochs``); a whole section is its name and a dot (``wandb.``), so ``key.startswith``
+over the returned tuple tells whether a flattened key plays the part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gnntrain.config.schema import CONDUCT, PLACE, ROLE, WORKLOAD, RootConfig
+
+PARTS = (PLACE, CONDUCT, WORKLOAD)
+
+
+def keys_playing(*parts: str, root: type = RootConfig) -> tuple[str, ...]:
+    """The dotted keys of ``root`` (and whole sections, ending in a dot) that play one of ``parts``."""
+    keys = []
+    for field in dataclasses.fields(root):
+        schema = field.metadata.get("schema")
+        if field.metadata.get(ROLE) in parts:
+            keys.append(f"{field.name}." if schema else field.name)
+        elif schema is not None:
+            keys.extend(f"{field.name}.{key}" for key in keys_playing(*parts, root=schema))
+    return tuple(keys)
+
+
+def part_of(key: str) -> str | None:
+    """The part the root config's dotted ``key`` plays, None where it plays none."""
+    return next((part for part in PARTS if key.startswith(keys_playing(part))), None)
+
+
+def section_keys_playing(section: str, *parts: str) -> tuple[str, ...]:
+    """The keys of root section ``section`` that play one of ``parts``, without the section's name."""
+    prefix = f"{section}."
+    return tuple(key[len(prefix):] for key in keys_playing(*parts) if key.startswith(prefix))
+
+
+def setting(flat: dict) -> dict:
+    """The workload keys of a flattened config (``section.key`` -> value), place keys left out:
+    what shapes the work of an epoch, whoever runs it."""
+    workload, places = keys_playing(WORKLOAD), keys_playing(PLACE)
+    return {key: value for key, value in flat.items() if key.startswith(workload) and not key.startswith(places)}

@@ -1,0 +1,60 @@
+"""The key lists derived from the schemas' field metadata: resume, tables, dataset caches and
+the calibration probe each read the part a key plays, not a list of their own."""
+
+from __future__ import annotations
+
+from conftest import make_cfg
+
+from gnntrain import calibration
+from gnntrain.config import flatten
+from gnntrain.config.keys import keys_playing, part_of, setting
+from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD
+from gnntrain.data import dataset_key
+from gnntrain.engine.checkpoint import FREE_ON_RESUME
+from gnntrain.report import IGNORED_KEYS
+
+
+def test_parts_of_keys_follow_their_fields_and_sections() -> None:
+    assert part_of("dataset.root") == part_of("partition.cache_dir") == part_of("run_dir") == PLACE
+    assert part_of("wandb.project") == PLACE  # the whole section
+    assert part_of("train.epochs") == part_of("fault.rank") == part_of("cluster.timeout_s") == CONDUCT
+    assert part_of("dataset.name") == part_of("model.hidden") == part_of("train.dtype") == WORKLOAD
+    assert part_of("train.lr") is None and part_of("strategy.name") is None
+
+
+def test_resume_and_tables_read_the_parts() -> None:
+    assert set(FREE_ON_RESUME) == set(keys_playing(PLACE)) | set(keys_playing(CONDUCT))
+    assert IGNORED_KEYS == keys_playing(PLACE)
+    assert not any(key.startswith(FREE_ON_RESUME) for key in ("train.lr", "model.hidden", "strategy.name", "seed"))
+
+
+def test_dataset_key_ignores_where_the_files_are_and_whether_to_download() -> None:
+    cfg = make_cfg("dataset=cora")
+    moved = {**cfg["dataset"], "root": "/elsewhere", "download": False}
+    assert dataset_key(moved) == dataset_key(cfg["dataset"])
+    assert dataset_key({**cfg["dataset"], "to_undirected": False}) != dataset_key(cfg["dataset"])
+
+
+def test_calibration_probe_keeps_the_setting_and_resets_the_rest() -> None:
+    cfg = make_cfg("strategy=pipegcn", "network=eth10g", "network.calibrate_share=0.5", "model.hidden=32",
+                   "cluster.threads_per_worker=1", "train.lr=0.1", "train.patience=3", "train.checkpoint_every=2",
+                   "train.dtype=float64", "fault.rank=1", "fault.epoch=2")
+    cfg["run_dir"] = "/tmp/run"
+    probe = calibration.probe_config(cfg, calibration.probe_strategy(cfg), 0.5, "preset")
+    assert setting(flatten(probe)) == setting(flatten(cfg))
+    assert probe["train"]["lr"] == 0.01 and probe["train"]["patience"] == 0 and probe["train"]["checkpoint_every"] == 0
+    assert probe["fault"] == {"rank": None, "epoch": None}
+    assert probe["train"]["epochs"] == probe["train"]["eval_every"] == cfg["network"]["probe_epochs"]
+    assert probe["strategy"]["name"] == "vanilla" and probe["network"]["calibrate_share"] is None
+    assert probe["network"]["bandwidth_gbps"] == cfg["network"]["bandwidth_gbps"] * 0.5
+    assert probe["run_dir"] == "/tmp/run/calibration_probe/preset" and probe["wandb"]["mode"] == "disabled"
+
+
+def test_calibration_cache_key_ignores_place_keys_only() -> None:
+    cfg = make_cfg("network=eth10g", "network.calibrate_share=0.5")
+    baseline = calibration.probe_strategy(cfg)
+    elsewhere = make_cfg("network=eth10g", "network.calibrate_share=0.5", "cluster.master_port=29999",
+                         "wandb.project=other")
+    wider = make_cfg("network=eth10g", "network.calibrate_share=0.5", "model.hidden=32")
+    assert calibration._setting_key(elsewhere, baseline) == calibration._setting_key(cfg, baseline)
+    assert calibration._setting_key(wider, baseline) != calibration._setting_key(cfg, baseline)
