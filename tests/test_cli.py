@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gnntrain.strategies import METHODS
+
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
 SMALL = ["dataset.num_nodes=600", "dataset.avg_degree=6"]
@@ -140,6 +142,20 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
     for r in records:
         assert r["comm_bytes_by_kind"] == expected
         assert r["comm_bytes"] == sum(expected.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_strategy_runs_through_the_command(name: str, tmp_path) -> None:
+    """``gnntrain strategy=<name>`` for every registered strategy, on a small graph for 2 epochs:
+    exit 0, both epochs' records with the contract's keys, a completed summary naming it."""
+    run_dir = tmp_path / "run"
+    res = run([GNNTRAIN, f"strategy={name}", "train.epochs=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and all(RECORD_KEYS <= r.keys() for r in records)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["strategy"], summary["epochs"]) == ("completed", name, 2)
 
 
 @pytest.mark.slow

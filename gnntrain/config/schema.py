@@ -16,9 +16,19 @@ DEFAULT_DATA_ROOT = "${oc.env:GNNTRAIN_DATA,${oc.env:HOME,.}/.cache/gnntrain/dat
 DEFAULT_CACHE_DIR = "${oc.env:GNNTRAIN_CACHE,${oc.env:HOME,.}/.cache/gnntrain}"
 
 
-def choices(name: str, *values: str) -> type[Enum]:
+class Choice(str, Enum):
+    """A string enum member that prints as its value (``f"{Precision.float32}"`` is ``float32``)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return self.value.__format__(spec)
+
+
+def choices(name: str, *values: str) -> type[Choice]:
     """A string enum whose members are ``values`` (a key that takes one of them)."""
-    return Enum(name, {v: v for v in values}, type=str, module=__name__)
+    return Choice(name, {v: v for v in values}, module=__name__)  # type: ignore[return-value]
 
 
 PartitionMethod = choices("PartitionMethod", "metis", "random")
