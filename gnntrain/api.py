@@ -40,9 +40,12 @@ def compose(overrides: list[str], run_dir: str = "") -> dict:
 
 
 def check(cfg: dict) -> None:
-    """Raise the one-line error a run of ``cfg`` would stop with before starting its workers."""
+    """Raise the one-line error a run of ``cfg`` would stop with before starting its workers.
+    ``partition.only`` with ``partition.parts`` set starts none: its parts serve later runs on
+    that many parts, whatever this config's number of workers."""
     validate(cfg)
-    job_layout(cfg, resolve_world_size(cfg))
+    if not (cfg["partition"]["only"] and cfg["partition"]["parts"] is not None):
+        job_layout(cfg, resolve_world_size(cfg))
 
 
 def calibrate(cfg: dict) -> dict:

@@ -141,6 +141,12 @@ def test_a_partitioned_dataset_that_does_not_fit_the_run_is_refused_in_one_line(
         job.part_fields(1, 3)
 
 
+def test_partitioning_alone_writes_any_number_of_parts_a_run_would_refuse() -> None:
+    api.check(api.compose([*GRAPH, "partition.only=true", "partition.parts=4"]))
+    with pytest.raises(ConfigError, match="partition.parts=4 does not fit strategy=vanilla"):
+        api.check(api.compose([*GRAPH, "partition.parts=4"]))
+
+
 @pytest.mark.slow
 def test_gnntrain_partition_writes_the_dataset_and_a_run_then_loads_parts(tmp_path) -> None:
     overrides = ["dataset.num_nodes=400", "cluster.world_size=2", f"partition.dir={tmp_path}/parted"]
