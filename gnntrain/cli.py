@@ -95,7 +95,7 @@ def name_sweep_job(wandb: dict, hydra_cfg: DictConfig) -> None:
 
 def _record_stop(cfg: DictConfig, run_dir: Path, status: str, line: str) -> int:
     """Mark the run's summary (rank 0 only); the number of completed epochs."""
-    from gnntrain.engine.metrics import record_stop
+    from gnntrain.engine.recorder import record_stop
 
     if int(os.environ.get("RANK", "0")) != 0:
         return 0

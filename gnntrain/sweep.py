@@ -6,7 +6,7 @@ the end (:data:`LAST_SWEEP`, which the CLI turns into its last line and a non-ze
 Up front it enumerates the jobs as Hydra's basic sweeper does (the cartesian product of the
 swept values, in the order given) and checks each as a run would (:func:`gnntrain.api.check`); other sweepers
 (e.g. Optuna's) choose their jobs as they go and are not checked up front. At the end it reads
-how each job ended from its ``summary.json`` (:func:`gnntrain.engine.metrics.record_stop`), so
+how each job ended from its ``summary.json`` (:func:`gnntrain.engine.recorder.record_stop`), so
 it works the same for jobs that ran in other processes or on other machines.
 
 Progress: before each job of a sweep run in this process (Hydra's basic launcher) the callback

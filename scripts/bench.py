@@ -1,7 +1,8 @@
 """Benchmark: our layers vs PyG's on one graph, and vanilla on 2 workers vs 1 process.
 
 1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN,
-   GraphSAGE, GAT and GCNII against the same architectures built from PyG's ``GCNConv``
+   GraphSAGE, GAT and GCNII (on a graph of ``--gcnii-nodes``, half the others', so that PyG's
+   reference fits a 24 GiB machine) against the same architectures built from PyG's ``GCNConv``
    (``cached=True``), ``SAGEConv``, ``GATConv`` and ``GCN2Conv`` (``cached=True``) layers, which
    take the ``edge_index`` (PyG's message passing, as it runs without the optional sparse
    extensions). Epochs alternate ours/PyG so both see the same
@@ -9,7 +10,8 @@
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
    by our single-process epoch time.
 
-Both run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by default.
+Both run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by default; each
+model's comparison runs in a process of its own.
 
 Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N] ...``.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
 import statistics
 import time
@@ -31,7 +34,7 @@ from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
 from gnntrain.allocator import keep_freed_memory
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
-from gnntrain.models import build_model
+from gnntrain.models import build_model, model_spec
 
 from jobs import run_job
 
@@ -98,31 +101,50 @@ def training_step(model: nn.Module, forward, y: torch.Tensor, mask: torch.Tensor
     return step
 
 
-def compare_layers(data, args) -> dict:
-    graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
+def graph(args, nodes: int):
+    """The benchmark's synthetic graph of ``nodes`` nodes (the same in every process: seed 0)."""
+    torch.manual_seed(0)
+    return generate(nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
+
+
+def compare_model(args, name: str) -> dict:
+    """One model's row: our layers' and PyG's training epochs, alternating, in this process."""
+    keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
+    nodes = args.gcnii_nodes if name == "gcnii" else args.nodes
+    data = graph(args, nodes)
+    local = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
     no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
     dims = [data.num_features] + [args.hidden] * (args.layers - 1) + [data.num_classes]
+    layers = args.gcnii_layers if name == "gcnii" else args.layers
+    own = {"gat": {"heads": args.heads, "out_heads": 1, "att_dropout": 0.0}, "gcnii": {"alpha": 0.1, "theta": 0.5}}
+    config = model_spec(name).config(name=name, hidden=args.hidden, layers=layers, dropout=0.0, norm="none",
+                                     **own.get(name, {}))
+    ours = build_model(config, data.num_features, data.num_classes)
+    pyg = pyg_model(name, dims, args)
+    steps = {
+        "ours": training_step(ours, lambda: ours(data.x, local, no_halo), data.y, data.train_mask),
+        "pyg": training_step(pyg, lambda: pyg(data.x, data.edge_index), data.y, data.train_mask),
+    }
+    times: dict[str, list[float]] = {"ours": [], "pyg": []}
+    for epoch in range(args.warmup + args.epochs):
+        for which, step in steps.items():
+            t = timed_epoch(step)
+            if epoch >= args.warmup:
+                times[which].append(t)
+    ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
+    print(f"{name:6s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
+          f"ours/PyG = {ours_s / pyg_s:.3f}" + (f"   ({nodes} nodes)" if nodes != args.nodes else ""), flush=True)
+    return {"nodes": nodes, "ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
+
+
+def compare_layers(args) -> dict:
+    """Every model's row, each in a fresh process: a model's freed memory, kept in the heap for
+    reuse, never adds to the next one's peak."""
+    context = multiprocessing.get_context("spawn")
     rows = {}
     for name in args.models:
-        layers = args.gcnii_layers if name == "gcnii" else args.layers
-        cfg = {"name": name, "hidden": args.hidden, "layers": layers, "dropout": 0.0, "norm": "none",
-               "heads": args.heads, "out_heads": 1, "att_dropout": 0.0, "alpha": 0.1, "theta": 0.5}
-        ours = build_model(cfg, data.num_features, data.num_classes)
-        pyg = pyg_model(name, dims, args)
-        steps = {
-            "ours": training_step(ours, lambda: ours(data.x, graph, no_halo), data.y, data.train_mask),
-            "pyg": training_step(pyg, lambda: pyg(data.x, data.edge_index), data.y, data.train_mask),
-        }
-        times: dict[str, list[float]] = {"ours": [], "pyg": []}
-        for epoch in range(args.warmup + args.epochs):
-            for which, step in steps.items():
-                t = timed_epoch(step)
-                if epoch >= args.warmup:
-                    times[which].append(t)
-        ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
-        rows[name] = {"ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
-        print(f"{name:6s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
-              f"ours/PyG = {ours_s / pyg_s:.3f}", flush=True)
+        with context.Pool(1) as pool:
+            rows[name] = pool.apply(compare_model, (args, name))
     return rows
 
 
@@ -153,16 +175,18 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model")
     parser.add_argument("--heads", type=int, default=8, help="GAT heads (hidden must be a multiple)")
     parser.add_argument("--gcnii-layers", type=int, default=8, help="GCNII convolutions")
+    parser.add_argument("--gcnii-nodes", type=int, default=50_000,
+                        help="nodes of GCNII's graph (same degree): PyG's GCN2Conv keeps every layer's per-edge "
+                             "messages for the backward pass, 18-24 GB at 100k nodes and 8 layers")
     parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     kept = keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
 
-    torch.manual_seed(0)
-    data = generate(args.nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
+    data = graph(args, args.nodes)
     print(f"synthetic graph: {data.num_nodes} nodes, {data.num_edges} edges, {data.num_features} features; "
           f"{args.layers} layers x {args.hidden}; {torch.get_num_threads()} threads", flush=True)
-    layers = compare_layers(data, args)
+    layers = compare_layers(args)
     vanilla = vanilla_two_workers(args, layers[args.models[0]]["ours_epoch_s"])
     result = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "features": data.num_features,

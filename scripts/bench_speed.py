@@ -45,7 +45,7 @@ from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.quantized_exchange import decode, encode
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
-from gnntrain.models import build_model
+from gnntrain.models import build_model, model_spec
 from gnntrain.models.gnn import step_key
 from gnntrain.random16 import LEVELS, _Dropout, uniform16, unit_noise
 from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
@@ -187,7 +187,7 @@ def dropout_row(args: argparse.Namespace) -> dict:
     models = {}
     for name, (rate, _) in variants.items():
         torch.manual_seed(0)
-        models[name] = build_model({"name": "gcn", "hidden": 256, "layers": 3, "dropout": rate, "norm": "none"},
+        models[name] = build_model(model_spec("gcn").config(name="gcn", hidden=256, layers=3, dropout=rate),
                                    data.num_features, data.num_classes)
     times: dict[str, list[float]] = {name: [] for name in variants}
     for epoch in range(1 + args.dropout_epochs):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gnntrain import api
+from gnntrain.config.schema import ModelConfig
+from gnntrain.models import MODELS
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
@@ -48,6 +52,14 @@ def make_cfg(*overrides: str) -> dict:
     cfg = api.compose(list(overrides))
     api.check(cfg)
     return cfg
+
+
+def model_config(name: str, **keys: Any) -> ModelConfig:
+    """Model ``name``'s config dataclass with those of ``keys`` it has, its defaults elsewhere (one
+    set of keys serves every model)."""
+    config = MODELS[name].config
+    own = {f.name for f in dataclasses.fields(config)}
+    return config(name=name, **{k: v for k, v in keys.items() if k in own})
 
 
 def train_records(run_dir: Path, *overrides: str) -> list[dict]:

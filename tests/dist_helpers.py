@@ -13,6 +13,7 @@ from conftest import make_cfg
 from gnntrain import api
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
+from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
 from gnntrain.data import prepare_job_data
 from gnntrain.launch import job_layout
@@ -24,7 +25,7 @@ from gnntrain.strategies.graph_parallel import GraphParallel
 def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
     """:func:`record_training` of this rank's graph-parallel strategy, written to
     ``<trace_dir>/rank<r>.pt``."""
-    trace = record_training(GraphParallel(cfg, ctx, job), cfg, ctx)
+    trace = record_training(GraphParallel(run_config(cfg), ctx, job), cfg, ctx)
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
     return trace
 
@@ -68,7 +69,7 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     inner rows (``input``), the halo rows the strategy handed the layer (``used``), the gradient
     of those halo rows (``grad_halo``, what goes back to their owners) and the gradient the
     exchange gave the layer input (``grad_from_peers``). Written to ``<trace_dir>/rank<r>.pt``."""
-    strategy = GraphParallel(cfg, ctx, job)
+    strategy = GraphParallel(run_config(cfg), ctx, job)
     graph = strategy.graph
     epochs: list[dict] = []
     training_view = strategy.policy.training_view
@@ -152,7 +153,7 @@ def trace_full_batch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     ``evaluate``, recording per epoch the global loss and evaluation counts (summed over
     ranks; the counts before the epoch's step) and the gradients the optimizer steps with.
     Written to ``<trace_dir>/rank<r>.pt``."""
-    strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+    strategy = strategy_class(cfg["strategy"]["name"])(run_config(cfg), ctx, job)
     trace: dict = {"loss": [], "grads": [], "counts": []}
     _record_steps(trace, strategy.step.optimizer, strategy.step.model)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
@@ -169,7 +170,7 @@ def trace_gnnpipe(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
     ``<trace_dir>/rank<r>.pt`` (when set) and returned."""
     from gnntrain.strategies.gnnpipe import GNNPipe
 
-    strategy = GNNPipe(cfg, ctx, job)
+    strategy = GNNPipe(run_config(cfg), ctx, job)
     names = {id(p): n for n, p in strategy.model.named_parameters()}
     trace: dict = {"loss": [], "grads": [], "bytes": [], "stage": strategy.stage}
     strategy.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
@@ -240,7 +241,7 @@ def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     epoch the global loss, evaluation counts (summed over ranks), bytes by kind and epoch
     metrics, and the gradients of every optimizer step (all-reduced). Written to
     ``<trace_dir>/rank<r>.pt``."""
-    strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+    strategy = strategy_class(cfg["strategy"]["name"])(run_config(cfg), ctx, job)
     trace: dict = {"loss": [], "grads": [], "counts": [], "bytes": [], "metrics": []}
     _record_steps(trace, strategy.optimizer, strategy.model)
     for epoch in range(1, cfg["train"]["epochs"] + 1):
@@ -256,7 +257,7 @@ def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
 def save_variance_coefficients(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
     """Build an adaptive AdaQP strategy and write its plan's ``c_k`` per layer and direction,
     with the global ids of the halo rows (forward order) and of the sent rows (backward order)."""
-    strategy = GraphParallel(cfg, ctx, job)
+    strategy = GraphParallel(run_config(cfg), ctx, job)
     graph = strategy.graph
     trace = {"coefficients": strategy.policy.plan.coefficients, "send_splits": graph.send_splits,
              "recv_splits": graph.recv_splits, "halo": graph.global_ids[graph.num_inner:].cpu(),

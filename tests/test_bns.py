@@ -13,6 +13,7 @@ import torch
 
 from conftest import make_cfg
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
+from gnntrain.config.typed import run_config
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.activation_memory import SavedActivations
@@ -135,7 +136,7 @@ def test_sampled_run_equals_single_process_on_the_sampled_graph(model: str, stra
     cfg = make_cfg(*overrides, "cluster.world_size=1")
     ctx = WorkerContext(0, 1, torch.device("cpu"))
     job = prepare_job_data(cfg, 1)
-    strategy = GraphParallel(cfg, ctx, job)
+    strategy = GraphParallel(run_config(cfg), ctx, job)
     full, full_view = strategy.graph, strategy.policy.training_view
     strategy.policy.training_view = lambda epoch: (_graph_with_edges(full, *edges[epoch - 1]), full_view(epoch)[1])
     reference = record_training(strategy, cfg, ctx)

@@ -8,7 +8,7 @@ import torch
 from torch_geometric.nn import FiLMConv, GATConv, GCN2Conv, GCNConv, GENConv, SAGEConv
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
-from conftest import make_cfg, needs_real_data
+from conftest import make_cfg, model_config, needs_real_data
 from gnntrain import keyed
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
@@ -258,10 +258,10 @@ def test_local_graph_with_halo_rows_reproduces_full_graph_rows(kind: str, halo_s
     aggregation and res+ blocks; FiLM: target-side modulation of halo-sourced messages), also
     when the central and the marginal rows are computed apart."""
     data, full = _graph("synthetic")
-    cfg = {"name": kind, "hidden": 16, "layers": 3, "dropout": 0.0, "norm": "layer", "heads": 4, "out_heads": 2,
-           "att_dropout": 0.0, "alpha": 0.1, "theta": 0.5, "t": 0.5, "learn_t": True}
+    config = model_config(kind, hidden=16, layers=3, dropout=0.0, norm="layer", heads=4, out_heads=2, att_dropout=0.0,
+                          alpha=0.1, theta=0.5, t=0.5, learn_t=True)
     torch.manual_seed(0)
-    model = build_model(cfg, data.num_features, 5)
+    model = build_model(config, data.num_features, 5)
     with torch.no_grad():
         # reference: every layer input over the whole graph, recorded by a pass-through halo
         inputs = []
@@ -284,8 +284,8 @@ def test_deepgcn_matches_pyg_res_plus_stack() -> None:
 
     data, graph = _graph("synthetic")
     torch.manual_seed(0)
-    cfg = {"name": "deepgcn", "hidden": 12, "layers": 4, "dropout": 0.0, "norm": "layer", "t": 0.5, "learn_t": True}
-    ours = build_model(cfg, data.num_features, 5)
+    config = model_config("deepgcn", hidden=12, layers=4, dropout=0.0, norm="layer", t=0.5, learn_t=True)
+    ours = build_model(config, data.num_features, 5)
     lin_in, lin_out = torch.nn.Linear(data.num_features, 12), torch.nn.Linear(12, 5)
     blocks = torch.nn.ModuleList(
         DeepGCNLayer(GENConv(12, 12, aggr="softmax", t=0.5, learn_t=True, norm="layer"), torch.nn.LayerNorm(12),

@@ -14,7 +14,8 @@ from conftest import train_records
 from gnntrain import api
 from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.config import one_line
-from gnntrain.engine.metrics import EpochRecord, JsonlSink, WandbFollower, WandbSink
+from gnntrain.engine.metrics import EpochRecord
+from gnntrain.engine.recorder import JsonlSink, WandbFollower, WandbSink
 from gnntrain.strategies import METHODS
 
 SETTINGS = {

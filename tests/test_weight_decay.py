@@ -8,6 +8,7 @@ import pytest
 from conftest import make_cfg
 from gnntrain import api
 from gnntrain.config import validate
+from gnntrain.config.typed import run_config
 from gnntrain.errors import ConfigError
 from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import build_optimizer
@@ -18,7 +19,7 @@ def _decays(*overrides: str) -> dict[str, float]:
     cfg = make_cfg(*overrides)
     validate(cfg)
     model = build_model(cfg["model"], 8, 3)
-    optimizer = build_optimizer(model, cfg)
+    optimizer = build_optimizer(model, run_config(cfg))
     decay_of = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
     return {name: decay_of[id(p)] for name, p in model.named_parameters()}
 
@@ -57,5 +58,5 @@ def test_a_stage_optimizer_takes_its_parameters_decays() -> None:
     cfg = make_cfg("model=gcn", "train.weight_decay=5e-4")
     model = build_model(cfg["model"], 8, 3)
     second = list(model.convs[1].parameters())
-    groups = build_optimizer(model, cfg, second).param_groups
+    groups = build_optimizer(model, run_config(cfg), second).param_groups
     assert [(len(g["params"]), g["weight_decay"]) for g in groups] == [(2, 0.0)]

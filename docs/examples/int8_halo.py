@@ -31,18 +31,18 @@ class Int8HaloConfig(GraphParallelConfig):
     """Scale the codes to this share of the row's largest magnitude (values beyond it saturate)."""
 
 
-def validate(strategy: dict) -> None:
+def validate(config: Int8HaloConfig) -> None:
     """What the key's type cannot say (a bad value stops the run in one line)."""
-    check("strategy.clip", strategy["clip"], 0 < strategy["clip"] <= 1, "in (0, 1]")
+    check("strategy.clip", config.clip, 0 < config.clip <= 1, "in (0, 1]")
 
 
 class Int8Halo(Synchronous):
     """The halo policy: vanilla's (the full graph, full-precision halos for evaluation), with the
     training halo rows sent as int8 codes."""
 
-    def __init__(self, cfg: dict, graph: LocalGraph, comm, model) -> None:
-        super().__init__(cfg, graph, comm, model)
-        self.clip = cfg["clip"]
+    def __init__(self, config: Int8HaloConfig, graph: LocalGraph, comm, model) -> None:
+        super().__init__(config, graph, comm, model)
+        self.clip = config.clip
 
     def training_view(self, epoch: int):
         return self.graph, self.halo_rows

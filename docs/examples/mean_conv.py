@@ -32,5 +32,5 @@ class MeanConvConfig(ModelConfig):
     hidden: int = 32
 
 
-register_model(ModelSpec("mean_conv", lambda cfg, i, o, s: stack(cfg, i, o, s, lambda a, b, last: MeanConv(a, b)),
+register_model(ModelSpec("mean_conv", lambda c, i, o, s: stack(c, i, o, s, lambda a, b, last: MeanConv(a, b)),
                          MeanConvConfig))

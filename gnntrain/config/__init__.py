@@ -15,7 +15,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gnntrain.config.schema import (
-    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SyntheticConfig, check,
+    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SyntheticConfig, TrainConfig,
+    check,
 )
 from gnntrain.errors import ConfigError
 
@@ -48,6 +49,7 @@ def register_schemas() -> None:
 def validate(cfg: dict) -> None:
     """Checks the schemas' types cannot express; raises ConfigError naming the bad value. The
     strategy's own keys are checked by its family and itself (:meth:`~gnntrain.strategies.registry.Method.check`)."""
+    from gnntrain.config.typed import run_config
     from gnntrain.data.registry import validate_dataset
     from gnntrain.models import build_model, model_spec
     from gnntrain.models.decay import parameter_decays
@@ -56,94 +58,92 @@ def validate(cfg: dict) -> None:
     model_spec(cfg["model"]["name"])
     method(cfg["strategy"]["name"])
     validate_dataset(cfg["dataset"])
-    model = cfg["model"]
-    check("model.layers", model["layers"], model["layers"] >= 1, ">= 1")
-    check("model.hidden", model["hidden"], model["hidden"] >= 1, ">= 1")
-    check("model.dropout", model["dropout"], 0.0 <= model["dropout"] < 1.0, "in [0, 1)")
+    run = run_config(cfg)
+    model, train = run.model, run.train
+    check("model.layers", model.layers, model.layers >= 1, ">= 1")
+    check("model.hidden", model.hidden, model.hidden >= 1, ">= 1")
+    check("model.dropout", model.dropout, 0.0 <= model.dropout < 1.0, "in [0, 1)")
     for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
-        check(f"train.{key}", cfg["train"][key], cfg["train"][key] >= rule, f">= {rule}")
-    check("train.lr", cfg["train"]["lr"], cfg["train"]["lr"] >= 0, ">= 0")
-    target = cfg["train"]["target"]
-    if target is not None:
-        check("train.target", target, 0 < target <= 1, "a validation score in (0, 1], or null")
-    if cfg["train"]["dtype"] == "bfloat16" and cfg["cluster"]["device"] != "cuda":
-        raise ConfigError(f"train.dtype=bfloat16 on cluster.device={cfg['cluster']['device']}: torch's CPU sparse "
+        check(f"train.{key}", getattr(train, key), getattr(train, key) >= rule, f">= {rule}")
+    check("train.lr", train.lr, train.lr >= 0, ">= 0")
+    if train.target is not None:
+        check("train.target", train.target, 0 < train.target <= 1, "a validation score in (0, 1], or null")
+    if train.dtype == "bfloat16" and run.cluster.device != "cuda":
+        raise ConfigError(f"train.dtype=bfloat16 on cluster.device={run.cluster.device}: torch's CPU sparse "
                           "matmul has no bfloat16 kernel; valid there: float32, float64 (or strategy.halo_dtype="
                           "bfloat16 for 16-bit halos)")
-    validate_checkpointing(cfg)
-    if "heads" in model:
-        check("model.heads", model["heads"], model["heads"] >= 1 and model["hidden"] % model["heads"] == 0,
-              f"a divisor of model.hidden={model['hidden']}")
-        check("model.out_heads", model["out_heads"], model["out_heads"] >= 1, ">= 1")
-        check("model.att_dropout", model["att_dropout"], 0.0 <= model["att_dropout"] < 1.0, "in [0, 1)")
-    if model["decay_groups"]:
-        parameter_decays([name for name, _ in build_model(model, 2, 2).named_parameters()], model["decay_groups"],
-                         cfg["train"]["weight_decay"])
-    if model["name"] == "gcnii":
-        check("model.norm", model["norm"], model["norm"] == "none", "none for gcnii (it has no norm layers)")
-    parts = cfg["partition"]["parts"]
-    if parts is not None:
-        check("partition.parts", parts, parts >= 1, ">= 1")
-    partition = cfg["partition"]
-    if str(partition["objective"]) == "vol":
-        by_metis = str(partition["method"]) == "metis" and not partition["assignment"]
+    validate_checkpointing(run.train)
+    if hasattr(model, "heads"):
+        check("model.heads", model.heads, model.heads >= 1 and model.hidden % model.heads == 0,
+              f"a divisor of model.hidden={model.hidden}")
+        check("model.out_heads", model.out_heads, model.out_heads >= 1, ">= 1")
+        check("model.att_dropout", model.att_dropout, 0.0 <= model.att_dropout < 1.0, "in [0, 1)")
+    if model.decay_groups:
+        parameter_decays([name for name, _ in build_model(model, 2, 2).named_parameters()], model.decay_groups,
+                         train.weight_decay)
+    if model.name == "gcnii":
+        check("model.norm", model.norm, model.norm == "none", "none for gcnii (it has no norm layers)")
+    partition = run.partition
+    if partition.parts is not None:
+        check("partition.parts", partition.parts, partition.parts >= 1, ">= 1")
+    if partition.objective == "vol":
+        by_metis = partition.method == "metis" and not partition.assignment
         check("partition.objective", "vol", by_metis, "cut unless METIS partitions the graph (partition.method=metis, "
               "no partition.assignment): vol is METIS's objective")
-    validate_network(cfg["network"])
-    method(cfg["strategy"]["name"]).check(cfg["strategy"])
-    if model["precompute_first"]:
-        validate_precompute_first(cfg)
-    if cfg["dataset"]["inductive"]:
-        require_graph_parallel("dataset.inductive", cfg)
+    validate_network(run.network)
+    method(run.strategy.name).check(run.strategy)
+    if model.precompute_first:
+        validate_precompute_first(run)
+    if run.dataset.inductive:
+        require_graph_parallel("dataset.inductive", run)
 
 
-def require_graph_parallel(setting: str, cfg: dict) -> None:
+def require_graph_parallel(setting: str, run: RootConfig) -> None:
     """``setting``=true is for the graph-parallel strategies only."""
     from gnntrain.strategies import METHODS, graph_parallel
 
-    name = cfg["strategy"]["name"]
+    name = run.strategy.name
     members = [n for n, m in METHODS.items() if m.family is graph_parallel.FAMILY]
     if name not in members:
         raise ConfigError(f"{setting}=true with strategy={name}; valid: a graph-parallel strategy "
                           f"({', '.join(members)})")
 
 
-def validate_precompute_first(cfg: dict) -> None:
+def validate_precompute_first(run: RootConfig) -> None:
     """``model.precompute_first`` needs a graph-parallel strategy and a first layer that
     aggregates its input with fixed weights (so its aggregation can run once)."""
     from gnntrain.models import build_model
 
-    require_graph_parallel("model.precompute_first", cfg)
-    if build_model(cfg["model"], 1, 1).summed_input_layer is None:
-        raise ConfigError(f"model.precompute_first=true with model={cfg['model']['name']}, whose first layer does not "
+    require_graph_parallel("model.precompute_first", run)
+    if build_model(run.model, 1, 1).summed_input_layer is None:
+        raise ConfigError(f"model.precompute_first=true with model={run.model.name}, whose first layer does not "
                           "aggregate its input with fixed weights; valid: model=gcn or sage")
 
 
-def validate_checkpointing(cfg: dict) -> None:
-    train = cfg["train"]
-    check("train.checkpoint_every", train["checkpoint_every"], train["checkpoint_every"] >= 0, ">= 0 (0: none)")
-    resume = train["resume"]
+def validate_checkpointing(train: TrainConfig) -> None:
+    check("train.checkpoint_every", train.checkpoint_every, train.checkpoint_every >= 0, ">= 0 (0: none)")
+    resume = train.resume
     check("train.resume", resume, isinstance(resume, bool) or (isinstance(resume, str) and resume != ""),
           "true, false or a run dir")
 
 
-def validate_network(net: dict) -> None:
-    emulated = net["bandwidth_gbps"] is not None
+def validate_network(net: NetworkConfig) -> None:
+    emulated = net.bandwidth_gbps is not None
     if emulated:
-        check("network.bandwidth_gbps", net["bandwidth_gbps"], net["bandwidth_gbps"] > 0, "> 0")
-    check("network.latency_us", net["latency_us"], net["latency_us"] >= 0, ">= 0")
-    if net["gpus_per_node"] is not None:
-        check("network.gpus_per_node", net["gpus_per_node"], net["gpus_per_node"] >= 1, ">= 1 (or null: one level)")
-        bw = net["intra_bandwidth_gbps"]
+        check("network.bandwidth_gbps", net.bandwidth_gbps, net.bandwidth_gbps > 0, "> 0")
+    check("network.latency_us", net.latency_us, net.latency_us >= 0, ">= 0")
+    if net.gpus_per_node is not None:
+        check("network.gpus_per_node", net.gpus_per_node, net.gpus_per_node >= 1, ">= 1 (or null: one level)")
+        bw = net.intra_bandwidth_gbps
         check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0, "> 0 when network.gpus_per_node is set")
-        check("network.intra_latency_us", net["intra_latency_us"], net["intra_latency_us"] >= 0, ">= 0")
-    share = net["calibrate_share"]
+        check("network.intra_latency_us", net.intra_latency_us, net.intra_latency_us >= 0, ">= 0")
+    share = net.calibrate_share
     if share is not None:
         check("network.calibrate_share", share, emulated,
               "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
         check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
-        check("network.probe_epochs", net["probe_epochs"], net["probe_epochs"] >= 2, ">= 2")
-    against = net["calibrate_against"]
+        check("network.probe_epochs", net.probe_epochs, net.probe_epochs >= 2, ">= 2")
+    against = net.calibrate_against
     if against is not None:
         from gnntrain.strategies import METHODS
 

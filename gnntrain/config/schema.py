@@ -4,13 +4,16 @@ next to their code. A leaf module: of gnntrain it imports only the errors."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from gnntrain.errors import ConfigError
+
+T = TypeVar("T")
 
 DEFAULT_DATA_ROOT = "${oc.env:GNNTRAIN_DATA,${oc.env:HOME,.}/.cache/gnntrain/data}"
 DEFAULT_CACHE_DIR = "${oc.env:GNNTRAIN_CACHE,${oc.env:HOME,.}/.cache/gnntrain}"
@@ -246,6 +249,9 @@ class NetworkConfig:
     """The strategy calibration probes; null: the baseline of the run's family (vanilla, or minibatch for mini-batches)."""
     probe_epochs: int = 6
     """Epochs of each probe of the baseline that measures that share (cached per setting)."""
+    calibration: Optional[dict[str, Any]] = None
+    """What calibration measured and chose (against, share, reached_share, scale, ...); set by
+    gnntrain when network.calibrate_share is, not an option."""
 
 
 @dataclass
@@ -305,6 +311,9 @@ class WandbConfig:
     """The run's W&B name (default: the run dir's name; in a sweep, the job's overrides)."""
     verbose: bool = False
     """Show W&B's own console lines."""
+    run: Optional[dict[str, Any]] = None
+    """The W&B run the launcher keeps for the job (id, project, group, name); set by gnntrain,
+    not an option."""
 
 
 @dataclass
@@ -343,6 +352,21 @@ class RootConfig:
     run_dir: str = place("")
     """The run's directory, set by gnntrain to Hydra's (``hydra.run.dir``, or the sweep job's);
     not an option."""
+
+
+def typed(schema: type[T], section: Any) -> T:
+    """``section`` (a plain dict of a composed config, or already a ``schema`` instance) as an
+    instance of ``schema``: its types checked, enums as members, nested dataclasses typed
+    (``OmegaConf.to_object``)."""
+    if isinstance(section, schema):
+        return section
+    return OmegaConf.to_object(OmegaConf.merge(_structured(schema), section))  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=None)
+def _structured(schema: type) -> DictConfig:
+    """``schema``'s structured config, built once (``OmegaConf.merge`` copies it)."""
+    return OmegaConf.structured(schema)
 
 
 def registered(registry: dict[str, Any], key: str, name: str) -> Any:

@@ -5,9 +5,10 @@ synchronised before the clock stops, and the communication timed on CUDA is read
 count the rows it passes through the model's dense maps (the strategy metric
 ``projected_rows``, :mod:`gnntrain.models.rows`), evaluate every ``train.eval_every`` epochs,
 then sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
-counts) and take the maximum of times and memory, and hand the record to the sinks
-(``metrics.jsonl``, W&B, console). The loop knows no strategy: what an epoch does is
-the strategy's (:mod:`gnntrain.strategies.base`).
+counts) and take the maximum of times and memory, and hand the record to rank 0's recorder
+(:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B, console). The loop knows no strategy:
+what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`), built from the run's
+typed config (:func:`gnntrain.config.typed.run_config`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -23,14 +23,14 @@ import torch.distributed as dist
 from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
+from gnntrain.config.schema import FaultConfig, RootConfig
+from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping
-from gnntrain.engine.metrics import (
-    ConsoleProgress, EpochRecord, JsonlSink, WandbSink, peak_memory_mb, reset_peak_memory, summarize,
-    write_summary,
-)
+from gnntrain.engine.metrics import EpochRecord, peak_memory_mb, reset_peak_memory, summarize
+from gnntrain.engine.recorder import RunRecorder
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
@@ -44,9 +44,10 @@ line up."""
 class EpochLoop:
     """One rank's side of the loop: builds the strategy, runs and records epochs."""
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
-        self.cfg, self.ctx = cfg, ctx
-        self.strategy = strategy_class(cfg["strategy"]["name"])(cfg, ctx, job)
+    def __init__(self, cfg: dict | RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        """``cfg``: the job's config, plain or typed; the strategy is built from it typed."""
+        self.run, self.ctx = run_config(cfg), ctx
+        self.strategy = strategy_class(self.run.strategy.name)(self.run, ctx, job)
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
 
@@ -112,28 +113,24 @@ class EpochLoop:
     def run_epoch(self, epoch: int) -> EpochRecord:
         loss, times = self.train_epoch(epoch)
         eval_counts, eval_time = None, 0.0
-        tcfg = self.cfg["train"]
-        if epoch % tcfg["eval_every"] == 0 or epoch == tcfg["epochs"]:
+        train = self.run.train
+        if epoch % train.eval_every == 0 or epoch == train.epochs:
             start = time.perf_counter()
             eval_counts = self.strategy.evaluate()
             eval_time = time.perf_counter() - start
         return self.epoch_record(epoch, loss, times, eval_counts, eval_time)
 
 
-def inject_fault(cfg: dict, rank: int, epoch: int) -> None:
+def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
     """``fault.rank`` dies abruptly (no cleanup, exit code 3) at the start of ``fault.epoch``."""
-    fault = cfg["fault"]
-    if fault["rank"] == rank and fault["epoch"] == epoch:
+    if fault.rank == rank and fault.epoch == epoch:
         print(f"fault injection: rank {rank} exits at epoch {epoch}", flush=True)
         os._exit(3)
 
 
 def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
-    """The worker's job: train, write metrics (rank 0), return the summary on rank 0.
-
-    Rank 0 writes ``summary.json`` before the first epoch with ``"status": "running"`` and
-    replaces it at the end with ``"completed"``; a run that stops early is marked ``failed`` or
-    ``interrupted`` by the launcher (:func:`gnntrain.engine.metrics.record_stop`).
+    """The worker's job: train, record (rank 0, :class:`~gnntrain.engine.recorder.RunRecorder`),
+    return the summary on rank 0. ``cfg`` is the job's plain config; the strategy gets it typed.
 
     With ``train.checkpoint_every`` every rank checkpoints after those epochs and the last; with
     ``train.resume`` the run continues after the checkpoint's epoch, its ``metrics.jsonl`` made
@@ -141,6 +138,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     wall_start = time.perf_counter()
     graph_facts, partition_stats = job.facts, job.stats
     loop = EpochLoop(cfg, ctx, job)
+    run = loop.run
     resume = checkpoint.Resume.find(cfg)
     first_epoch, kept = 1, []
     if resume is not None:
@@ -149,14 +147,12 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         kept = resume.records() if ctx.rank == 0 else []
     mesh = ctx.mesh_axes()
     network_info = network.describe(cfg["network"])
-    run_dir = Path(cfg["run_dir"])
-    epochs, warmup = cfg["train"]["epochs"], cfg["train"]["warmup_epochs"]
-    sinks: list[Any] = []
-    records: list[EpochRecord] = []
+    run_dir = Path(run.run_dir)
+    epochs, warmup = run.train.epochs, run.train.warmup_epochs
     facts = {
-        "dataset": cfg["dataset"]["name"],
-        "model": cfg["model"]["name"],
-        "strategy": cfg["strategy"]["name"],
+        "dataset": run.dataset.name,
+        "model": run.model.name,
+        "strategy": run.strategy.name,
         "world_size": ctx.world_size,
         "mesh": mesh,
         "network": network_info,
@@ -166,10 +162,9 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         "partition": {**partition_stats, "comm_volume": comm_volume(partition_stats)},
     }
     if ctx.rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        trained_on = " (inductive: the training nodes' subgraph)" if cfg["dataset"]["inductive"] else ""
-        print(f"{cfg['dataset']['name']}{trained_on}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
-              f"{cfg['strategy']['name']} / {cfg['model']['name']} on {ctx.world_size} worker(s) "
+        trained_on = " (inductive: the training nodes' subgraph)" if run.dataset.inductive else ""
+        print(f"{run.dataset.name}{trained_on}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
+              f"{run.strategy.name} / {run.model.name} on {ctx.world_size} worker(s) "
               f"(mesh {' x '.join(f'{axis}={n}' for axis, n in mesh.items())}); "
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
@@ -180,62 +175,42 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             print(f"each rank loaded only its part, from {job.parted.folder}", flush=True)
         if resume is not None:
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
-    records.extend(kept)
-    every = cfg["train"]["checkpoint_every"]
-    stopping = EarlyStopping(cfg["train"]["patience"], cfg["train"]["target"], kept)
+    records: list[EpochRecord] = list(kept)
+    every = run.train.checkpoint_every
+    stopping = EarlyStopping(run.train.patience, run.train.target, kept)
+    recorder: RunRecorder | None = None
     stop = None
     exit_code = 1
     try:
         if ctx.rank == 0:
             with interrupts_deferred():
-                sinks.extend(_open_sinks(cfg, run_dir, kept, facts, resume))
-        wandb_id = facts.get("wandb", {}).get("id")
+                recorder = RunRecorder(cfg, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
         for epoch in range(first_epoch, epochs + 1):
-            inject_fault(cfg, ctx.rank, epoch)
+            inject_fault(run.fault, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
             stop = stopping.update(record)
             with interrupts_deferred():
                 records.append(record)
-                for sink in sinks:
-                    sink.log(record)
+                if recorder is not None:
+                    recorder.log(record)
                 if every and (epoch % every == 0 or epoch == epochs or stop):
                     checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg,
-                                    wandb_id)
+                                    recorder.wandb_id if recorder is not None else None)
             if stop:
                 if ctx.rank == 0:
                     print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
         summary = None
-        if ctx.rank == 0:
-            summary = {**facts, "status": "completed", **summarize(records, warmup),
-                       "early_stop": stop.to_dict() if stop else None,
+        if recorder is not None:
+            summary = {**summarize(records, warmup), "early_stop": stop.to_dict() if stop else None,
                        "total_wall_time": time.perf_counter() - wall_start}
             with interrupts_deferred():
-                write_summary(run_dir, summary)
-                for sink in sinks:
-                    sink.summarize(summary)
+                recorder.complete(summary)
+            summary = {**facts, "status": "completed", **summary}
         exit_code = 0
     finally:
-        with interrupts_deferred():
-            for sink in sinks:
-                sink.close(exit_code)
+        if recorder is not None:
+            with interrupts_deferred():
+                recorder.close(exit_code)
     return summary
-
-
-def _open_sinks(cfg: dict, run_dir: Path, kept: list[EpochRecord], facts: dict,
-                resume: checkpoint.Resume | None) -> list[Any]:
-    """Rank 0's sinks: metrics.jsonl (continuing ``kept``), W&B where enabled and the launcher
-    does not keep the run (``wandb.run``, see :class:`~gnntrain.engine.metrics.WandbFollower`),
-    the console; and the running ``summary.json`` (``facts`` gain the W&B run's identity)."""
-    sinks: list[Any] = [JsonlSink(run_dir / "metrics.jsonl", kept)]
-    if cfg["wandb"].get("run") is not None:  # the launcher's (WandbFollower)
-        facts["wandb"] = cfg["wandb"]["run"]
-    elif cfg["wandb"]["mode"] != "disabled":
-        wandb_sink = WandbSink(cfg, run_dir, resume.manifest["wandb_id"] if resume is not None else None)
-        sinks.append(wandb_sink)
-        facts["wandb"] = wandb_sink.identity()
-    write_summary(run_dir, {**facts, "status": "running", **summarize(kept, cfg["train"]["warmup_epochs"]),
-                            "total_wall_time": None})
-    sinks.append(ConsoleProgress(cfg["train"]["epochs"], run_dir))
-    return sinks

@@ -1,4 +1,4 @@
-"""Per-epoch records and where they go: ``metrics.jsonl``, W&B, and the console.
+"""Per-epoch records and the summary of a run (written by :mod:`gnntrain.engine.recorder`).
 
 The results contract: each epoch appends one JSON object to ``metrics.jsonl`` (flushed at
 once, so a crashed job keeps the epochs it completed). Times are the maximum over ranks
@@ -11,16 +11,12 @@ Communication is reported per category (:mod:`gnntrain.comm.meter`: ``data``, ``
 from __future__ import annotations
 
 import json
-import os
 import resource
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
-
-from gnntrain.files import write_atomically
 
 
 @dataclass
@@ -108,166 +104,6 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-class JsonlSink:
-    """Appends each epoch's record to ``metrics.jsonl``, which it first replaces (atomically) by
-    the ``kept`` records of a resumed run's epochs before the checkpoint (none for a new run).
-    The replacement is a rename, so the new file's inode differs from an earlier run's file's:
-    :class:`WandbFollower` tells them apart by it."""
-
-    def __init__(self, path: Path, kept: list[EpochRecord] = ()) -> None:
-        write_atomically(path, "".join(json.dumps(r.to_dict()) + "\n" for r in kept))
-        self.file = open(path, "a", buffering=1)
-
-    def log(self, record: EpochRecord) -> None:
-        self.file.write(json.dumps(record.to_dict()) + "\n")
-        self.file.flush()
-        os.fsync(self.file.fileno())
-
-    def summarize(self, summary: dict) -> None:
-        pass
-
-    def close(self, exit_code: int = 0) -> None:
-        self.file.close()
-
-
-class WandbSink:
-    """Per-epoch numbers to a W&B run (rank 0 only). Offline runs live under the run dir. W&B's
-    own console lines are kept out of the terminal unless ``wandb.verbose``; an offline run's
-    upload command is printed with the summary instead."""
-
-    def __init__(self, cfg: dict, run_dir: Path, run_id: str | None = None) -> None:
-        """``run_id``: continue that W&B run (a resumed run)."""
-        import wandb
-
-        wcfg = cfg["wandb"]
-        self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
-                              dir=str(run_dir), name=wcfg["name"] or run_dir.name, config=cfg, reinit="finish_previous",
-                              id=run_id, resume="allow" if run_id else None,
-                              settings=wandb.Settings(silent=not wcfg["verbose"]))
-        self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
-
-    def identity(self) -> dict[str, str | None]:
-        """The run as W&B knows it: id, project, group, name."""
-        return {"id": self.run.id, "project": self.run.project, "group": self.run.group, "name": self.run.name}
-
-    def log(self, record: EpochRecord) -> None:
-        row = record.to_dict()
-        for key in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
-                    "comm_total_time_by_category"):
-            prefix = key.removesuffix("_by_kind").removesuffix("_by_category")
-            row.update({f"{prefix}/{k}": v for k, v in row.pop(key).items()})
-        row.update(row.pop("strategy_metrics"))
-        self.run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
-
-    def summarize(self, summary: dict) -> None:
-        for key, value in summary.items():
-            self.run.summary[key] = value
-        if self.offline_dir is not None:
-            print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
-
-    def close(self, exit_code: int = 0) -> None:
-        self.run.finish(exit_code=exit_code)
-
-
-class WandbFollower:
-    """The W&B run of a spawned job, kept by the launcher: opened before the workers start, fed
-    with each epoch that rank 0 appends to ``metrics.jsonl``, and finished after the workers
-    have ended, however they ended (completed, failed, killed or stopped). A worker's fate
-    cannot leave it unfinished. Under torchrun there is no such launcher: rank 0 keeps a
-    :class:`WandbSink` itself.
-
-    A ``metrics.jsonl`` already in the run dir (an earlier run's) is not read: rank 0 replaces
-    it by another inode (:class:`JsonlSink`). Epochs up to ``first_epoch - 1`` (a resumed run's
-    kept ones) are in the W&B run already."""
-
-    def __init__(self, sink: WandbSink, run_dir: Path, first_epoch: int = 1) -> None:
-        self.sink, self.run_dir = sink, run_dir
-        self.logged = first_epoch - 1
-        self.path = run_dir / "metrics.jsonl"
-        self.stale = self.path.stat().st_ino if self.path.exists() else None
-        self.inode, self.offset = None, 0
-
-    def poll(self) -> None:
-        """Log the epochs appended since the last call (complete lines only)."""
-        try:
-            file = self.path.open("rb")
-        except FileNotFoundError:
-            return
-        with file:
-            inode = os.fstat(file.fileno()).st_ino
-            if inode == self.stale:
-                return
-            if inode != self.inode:
-                self.inode, self.offset = inode, 0
-            file.seek(self.offset)
-            data = file.read()
-        complete = data[:data.rfind(b"\n") + 1]
-        self.offset += len(complete)
-        for line in complete.splitlines():
-            record = EpochRecord(**json.loads(line))
-            if record.epoch > self.logged:
-                self.sink.log(record)
-                self.logged = record.epoch
-
-    def finish(self, exit_code: int) -> None:
-        """Log the last epochs, the summary of a completed run, and finish the W&B run."""
-        self.poll()
-        path = self.run_dir / "summary.json"
-        summary = json.loads(path.read_text()) if path.exists() else {}
-        if exit_code == 0 and summary.get("status") == "completed":
-            self.sink.summarize(summary)
-        self.sink.close(exit_code)
-
-
-class ConsoleProgress:
-    """A rich progress bar on a terminal; otherwise a plain line every ~5% of the epochs."""
-
-    def __init__(self, epochs: int, run_dir: Path) -> None:
-        self.epochs, self.run_dir = epochs, run_dir
-        self.every = max(1, epochs // 20)
-        self.progress = None
-        if sys.stdout.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn("epoch"), MofNCompleteColumn(), BarColumn(),
-                                     TextColumn("{task.fields[status]}"), TimeRemainingColumn())
-            self.task = self.progress.add_task("train", total=epochs, status="")
-            self.progress.start()
-
-    @staticmethod
-    def status(r: EpochRecord) -> str:
-        val = "  -   " if r.val_acc is None else f"{r.val_acc:.4f}"
-        return (f"loss {r.loss:.4f}  val {val}  {r.epoch_time * 1e3:7.1f} ms/epoch  "
-                f"{r.comm_bytes / 2**20:8.2f} MB/epoch")
-
-    def log(self, record: EpochRecord) -> None:
-        if self.progress is not None:
-            self.progress.update(self.task, completed=record.epoch, status=self.status(record))
-        elif record.epoch == 1 or record.epoch % self.every == 0 or record.epoch == self.epochs:
-            print(f"epoch {record.epoch:>{len(str(self.epochs))}}/{self.epochs}  {self.status(record)}", flush=True)
-
-    def summarize(self, s: dict) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-        best = "-" if s["best_val"] is None else f"{s['best_val']:.4f}"
-        test = "-" if s["test_at_best_val"] is None else f"{s['test_at_best_val']:.4f}"
-        print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
-              f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
-              f"{'and ' + str(s['examination_epochs']) + ' examination ' if s['examination_epochs'] else ''}"
-              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch; results in {self.run_dir}",
-              flush=True)
-
-    def close(self, exit_code: int = 0) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-def write_summary(run_dir: Path, summary: dict) -> None:
-    """``summary.json``, replaced atomically (a reader never sees half a file)."""
-    write_atomically(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-
-
 def read_records(path: Path) -> list[EpochRecord]:
     """The epochs of a ``metrics.jsonl`` (a line cut short by a killed writer is left out)."""
     records = []
@@ -277,20 +113,6 @@ def read_records(path: Path) -> list[EpochRecord]:
         except (json.JSONDecodeError, TypeError):
             break
     return records
-
-
-def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> int:
-    """Mark a run that did not complete: its ``summary.json`` gets ``status`` (``failed`` or
-    ``interrupted``), the error line, and the figures of the epochs ``metrics.jsonl`` holds.
-    Returns the number of completed epochs."""
-    path = run_dir / "summary.json"
-    summary = json.loads(path.read_text()) if path.exists() else {}
-    if summary.get("status") == "completed":
-        return summary["epochs"]
-    summary.update(summarize(read_records(run_dir / "metrics.jsonl"), warmup_epochs), status=status, error=error)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_summary(run_dir, summary)
-    return summary["epochs"]
 
 
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:

@@ -6,21 +6,21 @@ Before any worker starts, the strategy states the process and data layout it nee
 (:meth:`gnntrain.strategies.base.Strategy.layout`): the device-mesh axes, checked against the
 number of workers, and the number of graph partitions (:func:`job_layout`). Each rank builds
 the mesh after joining the process group. The launcher keeps the job's W&B run
-(:class:`~gnntrain.engine.metrics.WandbFollower`), so it is finished whatever the workers' fate;
-under torchrun, rank 0 keeps it.
+(:func:`~gnntrain.engine.recorder.follow_in_launcher`), so it is finished whatever the workers'
+fate; under torchrun, rank 0's recorder keeps it.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
 
+from gnntrain.config.typed import run_config
 from gnntrain.data import prepare_job_data
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.engine.metrics import WandbFollower, WandbSink
+from gnntrain.engine.recorder import follow_in_launcher
 from gnntrain.errors import ConfigError, interrupts_deferred, warn
 from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
                                   warn_of_a_shared_rendezvous_store)
@@ -62,7 +62,7 @@ def job_layout(cfg: dict, world_size: int) -> Layout:
     """The strategy's layout on ``world_size`` workers; ``partition.parts``, when set, must be
     the number of parts it needs."""
     name = cfg["strategy"]["name"]
-    layout = strategy_class(name).layout(cfg, world_size)
+    layout = strategy_class(name).layout(run_config(cfg), world_size)
     layout.check(world_size, name)
     parts = cfg["partition"]["parts"]
     if parts is not None and parts != layout.parts:
@@ -91,12 +91,9 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     if world_size > OVERSUBSCRIPTION * cores:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
              "and their times say little about the method")
-    follower = None
-    if cfg["wandb"]["mode"] != "disabled":
-        with interrupts_deferred():
-            sink = WandbSink(cfg, Path(cfg["run_dir"]), resume.manifest["wandb_id"] if resume else None)
-        follower = WandbFollower(sink, Path(cfg["run_dir"]), resume.epoch + 1 if resume else 1)
-        cfg = {**cfg, "wandb": {**cfg["wandb"], "run": sink.identity()}}
+    with interrupts_deferred():
+        cfg, follower = follow_in_launcher(cfg, resume.manifest["wandb_id"] if resume else None,
+                                           resume.epoch + 1 if resume else 1)
     exit_code = 1
     try:
         spawn_and_join(fn, cfg, job, layout, world_size, follower)

@@ -8,7 +8,7 @@ the tensors through shared memory. If any worker dies, the others are terminated
 exception in the launcher, the workers are terminated too; a launcher killed outright
 (SIGKILL) takes its workers with it (Linux). No process outlives the job. While they run, the
 launcher passes rank 0's epochs on to the job's W&B run
-(:class:`~gnntrain.engine.metrics.WandbFollower`).
+(:class:`~gnntrain.engine.recorder.WandbFollower`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import torch.multiprocessing as mp
 
 from gnntrain.data import JobData
-from gnntrain.engine.metrics import WandbFollower
+from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import WorkerFailed, interrupt, interrupts_deferred
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout

@@ -13,12 +13,14 @@ from torch import nn
 
 from gnntrain.models import deepgcn, film, gat, gcn, gcnii, sage
 from gnntrain.models.norm import AllSum, local_sum
-from gnntrain.models.registry import MODELS, ModelSpec, model_spec, register_model
+from gnntrain.config.schema import ModelConfig
+from gnntrain.models.registry import MODELS, ModelSpec, model_config, model_spec, register_model
 
-__all__ = ["MODELS", "ModelSpec", "build_model", "deepgcn", "film", "gat", "gcn", "gcnii", "model_spec",
-           "register_model", "sage"]
+__all__ = ["MODELS", "ModelSpec", "build_model", "deepgcn", "film", "gat", "gcn", "gcnii", "model_config",
+           "model_spec", "register_model", "sage"]
 
 
-def build_model(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum = local_sum) -> nn.Module:
-    """Build ``cfg['name']`` from a ``model`` config section (plain dict)."""
-    return model_spec(cfg["name"]).build(cfg, in_dim, out_dim, all_sum)
+def build_model(section: ModelConfig | dict, in_dim: int, out_dim: int, all_sum: AllSum = local_sum) -> nn.Module:
+    """The model a ``model`` config section names (typed, or plain: :func:`model_config` types it)."""
+    config = model_config(section)
+    return model_spec(config.name).build(config, in_dim, out_dim, all_sum)

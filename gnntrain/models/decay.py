@@ -16,26 +16,26 @@ from fnmatch import fnmatchcase
 
 from torch import nn
 
+from gnntrain.config.schema import DecayGroup
 from gnntrain.errors import ConfigError
 
 
-def parameter_decays(names: list[str], groups: list[dict], default: float) -> dict[str, float]:
+def parameter_decays(names: list[str], groups: list[DecayGroup], default: float) -> dict[str, float]:
     """The weight decay of each parameter name under ``groups`` (``model.decay_groups``)."""
     for g, group in enumerate(groups):
-        for pattern in group["params"]:
+        for pattern in group.params:
             if not any(fnmatchcase(name, pattern) for name in names):
                 shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
                 raise ConfigError(f"model.decay_groups[{g}].params pattern '{pattern}' matches no parameter; "
                                   f"the model's parameters: {shown}")
     decays = {}
     for name in names:
-        matching = (group["weight_decay"] for group in groups
-                    if any(fnmatchcase(name, pattern) for pattern in group["params"]))
+        matching = (group.weight_decay for group in groups if any(fnmatchcase(name, pattern) for pattern in group.params))
         decays[name] = next(matching, default)
     return decays
 
 
-def param_groups(model: nn.Module, groups: list[dict], default: float,
+def param_groups(model: nn.Module, groups: list[DecayGroup], default: float,
                  only: list[nn.Parameter] | None = None) -> list[dict]:
     """Optimizer parameter groups, one per distinct decay in first-appearance order, of the
     model's parameters (those in ``only`` where given, e.g. a pipeline stage's)."""

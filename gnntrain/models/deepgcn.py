@@ -124,6 +124,5 @@ class DeepGCNConfig(ModelConfig):
     """Learn the inverse temperature."""
 
 
-register_model(ModelSpec("deepgcn", lambda cfg, i, o, s: DeepGCN(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"],
-                                                               cfg["norm"], cfg["t"], cfg["learn_t"], s),
-                         DeepGCNConfig))
+register_model(ModelSpec("deepgcn", lambda c, i, o, s: DeepGCN(i, c.hidden, o, c.layers, c.dropout, c.norm, c.t, c.learn_t,
+                                                             s), DeepGCNConfig))

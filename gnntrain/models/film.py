@@ -73,10 +73,10 @@ class FiLMConfig(ModelConfig):
     norm: Norm = Norm.layer
 
 
-def build_film(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+def build_film(config: FiLMConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """FiLM layers carry their own ReLU (none in the output layer), so the stack adds none;
     the norm follows each hidden layer, as in PyG's GNN-FiLM example."""
-    return stack(cfg, in_dim, out_dim, all_sum, lambda a, b, last: FiLMLayer(a, b, act=not last),
+    return stack(config, in_dim, out_dim, all_sum, lambda a, b, last: FiLMLayer(a, b, act=not last),
                  activation=nn.Identity())
 
 

@@ -94,19 +94,19 @@ class GATConfig(ModelConfig):
     """Dropout probability on the normalised attention coefficients, per edge and head (the GAT paper: 0.6)."""
 
 
-def build_gat(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+def build_gat(config: GATConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
     ``out_heads`` heads averaged (the GAT paper: one on Cora and CiteSeer, eight on PubMed).
     ELU between layers, attention dropout ``att_dropout`` in every layer, as in the paper.
     ``config.validate`` checks that ``heads`` divides ``hidden``."""
-    heads, att_dropout = cfg["heads"], cfg["att_dropout"]
+    heads, att_dropout = config.heads, config.att_dropout
 
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
         if last:
-            return GATLayer(a, b, heads=cfg["out_heads"], concat=False, att_dropout=att_dropout)
+            return GATLayer(a, b, heads=config.out_heads, concat=False, att_dropout=att_dropout)
         return GATLayer(a, b // heads, heads=heads, att_dropout=att_dropout)
 
-    return stack(cfg, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
+    return stack(config, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
 
 
 register_model(ModelSpec("gat", build_gat, GATConfig))

@@ -61,5 +61,5 @@ class GCNConfig(ModelConfig):
         DecayGroup(["convs.0.*"], "${train.weight_decay}"), DecayGroup(["*"], 0.0)])  # type: ignore[arg-type]
 
 
-register_model(ModelSpec("gcn", lambda cfg, i, o, s: stack(cfg, i, o, s, lambda a, b, last: GCNLayer(a, b)),
+register_model(ModelSpec("gcn", lambda c, i, o, s: stack(c, i, o, s, lambda a, b, last: GCNLayer(a, b)),
                          GCNConfig))

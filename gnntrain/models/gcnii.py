@@ -114,5 +114,5 @@ class GCNIIConfig(ModelConfig):
     """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
 
 
-register_model(ModelSpec("gcnii", lambda cfg, i, o, s: GCNII(i, cfg["hidden"], o, cfg["layers"], cfg["dropout"],
-                                                           cfg["alpha"], cfg["theta"]), GCNIIConfig))
+register_model(ModelSpec("gcnii", lambda c, i, o, s: GCNII(i, c.hidden, o, c.layers, c.dropout, c.alpha, c.theta),
+                         GCNIIConfig))

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gnntrain.config.schema import ModelConfig
 from gnntrain import keyed
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
@@ -420,8 +421,8 @@ class GNN(MessagePassingModel):
         return Block(i, [conv] if norm is None else [conv, norm], run)
 
 
-def stack(cfg: dict, in_dim: int, out_dim: int, all_sum: AllSum, make_layer: LayerFactory,
+def stack(config: ModelConfig, in_dim: int, out_dim: int, all_sum: AllSum, make_layer: LayerFactory,
           activation: Callable = F.relu) -> GNN:
-    """A :class:`GNN` of ``cfg``'s layers, hidden width, dropout and norm (a ``model`` section)."""
-    return GNN(make_layer, in_dim, cfg["hidden"], out_dim, cfg["layers"], cfg["dropout"], cfg["norm"],
-               activation, all_sum)
+    """A :class:`GNN` of the model config's layers, hidden width, dropout and norm."""
+    return GNN(make_layer, in_dim, config.hidden, out_dim, config.layers, config.dropout, config.norm, activation,
+               all_sum)

@@ -7,11 +7,11 @@ from the dataclass's attribute docstrings."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig, registered
+from gnntrain.config.schema import ModelConfig, registered, typed
 from gnntrain.models.norm import AllSum
 
 
@@ -19,8 +19,9 @@ from gnntrain.models.norm import AllSum
 class ModelSpec:
     name: str
     """``model=<name>``."""
-    build: Callable[[dict, int, int, AllSum], nn.Module]
-    """``build(model section, input width, output width, all_sum)``: the model, on one rank."""
+    build: Callable[[ModelConfig, int, int, AllSum], nn.Module]
+    """``build(config, input width, output width, all_sum)``: the model, on one rank, from its
+    typed config (an instance of ``config``)."""
     config: type[ModelConfig] = ModelConfig
     """Its config dataclass (extends :class:`~gnntrain.config.schema.ModelConfig`), with its paper's defaults."""
 
@@ -39,3 +40,10 @@ def register_model(spec: ModelSpec) -> ModelSpec:
 def model_spec(name: str) -> ModelSpec:
     """The registered model ``name``; ConfigError naming the valid ones otherwise."""
     return registered(MODELS, "model.name", name)
+
+
+def model_config(section: Any) -> ModelConfig:
+    """A ``model`` section (plain, or typed already) as its registered model's config dataclass."""
+    if isinstance(section, ModelConfig):
+        return section
+    return typed(model_spec(section["name"]).config, section)

@@ -59,4 +59,4 @@ class SAGELayer(LinearMessageLayer):
         return super().from_aggregated(neighbours) + own @ self.lin_r.weight.t()
 
 
-register_model(ModelSpec("sage", lambda cfg, i, o, s: stack(cfg, i, o, s, lambda a, b, last: SAGELayer(a, b))))
+register_model(ModelSpec("sage", lambda c, i, o, s: stack(c, i, o, s, lambda a, b, last: SAGELayer(a, b))))

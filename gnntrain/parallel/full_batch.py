@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from gnntrain.comm.communicator import Communicator
+from gnntrain.config.schema import RootConfig
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
@@ -51,13 +52,13 @@ def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], 
     return torch.stack(counts).double()
 
 
-def build_optimizer(model: torch.nn.Module, cfg: dict,
+def build_optimizer(model: torch.nn.Module, run: RootConfig,
                     only: list[torch.nn.Parameter] | None = None) -> torch.optim.Optimizer:
     """The ``train`` section's optimizer (Adam or SGD, ``lr``) over the model's parameters (those
     in ``only`` where given), each with its weight decay (:mod:`gnntrain.models.decay`)."""
-    train = cfg["train"]
-    opt_cls = torch.optim.Adam if train["optimizer"] == "adam" else torch.optim.SGD
-    return opt_cls(param_groups(model, cfg["model"]["decay_groups"], train["weight_decay"], only), lr=train["lr"])
+    train = run.train
+    opt_cls = torch.optim.Adam if train.optimizer == "adam" else torch.optim.SGD
+    return opt_cls(param_groups(model, run.model.decay_groups, train.weight_decay, only), lr=train.lr)
 
 
 def all_reduce_gradients(params: list[torch.nn.Parameter], comm: Communicator) -> None:
@@ -82,20 +83,20 @@ class FullBatchStep:
     are summed, i.e. every rank whose loss share the gradients must include.
     """
 
-    def __init__(self, cfg: dict, facts: GraphFacts, graph: LocalGraph, stats: Communicator, sync: Communicator,
-                 masks: dict[str, torch.Tensor] | None = None) -> None:
-        dtype = getattr(torch, cfg["train"]["dtype"])
+    def __init__(self, run: RootConfig, facts: GraphFacts, graph: LocalGraph, stats: Communicator,
+                 sync: Communicator, masks: dict[str, torch.Tensor] | None = None) -> None:
+        dtype = getattr(torch, run.train.dtype)
         self.graph, self.sync = graph, sync
         self.multilabel = facts.multilabel
         self.num_train = facts.num_train
         self.x = graph.x
         self.y = graph.y.to(dtype) if facts.multilabel else graph.y
         self.masks = masks if masks is not None else {k: getattr(graph, f"{k}_mask") for k in SPLITS}
-        self.seed = cfg["seed"]
-        torch.manual_seed(cfg["seed"])
-        self.model = build_model(cfg["model"], facts.num_features, facts.num_classes,
+        self.seed = run.seed
+        torch.manual_seed(run.seed)
+        self.model = build_model(run.model, facts.num_features, facts.num_classes,
                                  lambda t: stats.all_sum(t, "bn_stats")).to(graph.device, dtype)
-        self.optimizer = build_optimizer(self.model, cfg)
+        self.optimizer = build_optimizer(self.model, run)
         self.first_layer_halo: HaloSource | None = None
         """Set (to a synchronous exchange) to aggregate the first layer's input once
         (``model.precompute_first``): :meth:`model_input`."""

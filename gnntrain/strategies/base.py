@@ -2,7 +2,7 @@
 
 A strategy owns its training step. Before the workers start, :meth:`Strategy.layout` says
 which process layout (mesh axes) and which data layout (graph partitions) it needs; each
-worker then builds the strategy from the config, its :class:`~gnntrain.parallel.mesh.WorkerContext`
+worker then builds the strategy from the run's typed config, its :class:`~gnntrain.parallel.mesh.WorkerContext`
 (rank, device, device mesh) and the job's data, and the strategy places its model, builds
 its optimizer and runs epochs. The loop (:mod:`gnntrain.engine.loop`) only times epochs,
 sums what the ranks report and writes the records.
@@ -20,6 +20,7 @@ from typing import Protocol
 import torch
 
 from gnntrain.comm.meter import CommMeter
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext
 
@@ -28,12 +29,15 @@ class Strategy(Protocol):
     meter: CommMeter
 
     @staticmethod
-    def layout(cfg: dict, world_size: int) -> Layout:
+    def layout(run: RootConfig, world_size: int) -> Layout:
         """The mesh and the number of graph partitions this strategy needs on ``world_size``
         workers; raises ConfigError where it cannot use them."""
         ...
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None: ...
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        """``run``: the run's config with typed sections (:func:`gnntrain.config.typed.run_config`);
+        ``run.strategy`` is an instance of the method's registered config dataclass."""
+        ...
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         """Train one epoch (1-based); this rank's share of its loss."""

@@ -25,7 +25,7 @@ import torch
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import StrategyConfig, check
+from gnntrain.config.schema import RootConfig, StrategyConfig, check
 from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph, build_local_graph
@@ -41,8 +41,8 @@ class DataParallelConfig(StrategyConfig):
     """Ranks per model replica, which split the graph between them (1: every rank holds the whole graph)."""
 
 
-def validate(strategy: dict) -> None:
-    check("strategy.graph_parallel", strategy["graph_parallel"], strategy["graph_parallel"] >= 1, ">= 1")
+def validate(config: DataParallelConfig) -> None:
+    check("strategy.graph_parallel", config.graph_parallel, config.graph_parallel >= 1, ">= 1")
 
 
 def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
@@ -55,22 +55,22 @@ def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, re
 
 class DataParallel:
     @staticmethod
-    def layout(cfg: dict, world_size: int) -> Layout:
-        group = cfg["strategy"]["graph_parallel"]
+    def layout(run: RootConfig, world_size: int) -> Layout:
+        group = run.strategy.graph_parallel
         if world_size % group:
             raise ConfigError(f"strategy.graph_parallel={group} must divide the number of workers ({world_size}); "
                               f"valid: {', '.join(str(d) for d in range(1, world_size + 1) if world_size % d == 0)}")
         return Layout({"dp": world_size // group, "gp": group}, parts=group)
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
         self.meter = CommMeter()
         gp = Communicator.of_mesh_axis(ctx, "gp", self.meter)
         dp = Communicator.of_mesh_axis(ctx, "dp", self.meter)
         mesh = Communicator.of_world(ctx, self.meter)
-        dtype = getattr(torch, cfg["train"]["dtype"])
+        dtype = getattr(torch, run.train.dtype)
         graph = build_local_graph(job.data, job.part, gp.rank, gp.world_size, dtype).to(ctx.device)
         masks = {k: replica_share(graph, getattr(job.data, f"{k}_mask"), dp.rank, dp.world_size) for k in SPLITS}
-        self.step = FullBatchStep(cfg, job.facts, graph, stats=gp, sync=mesh, masks=masks)
+        self.step = FullBatchStep(run, job.facts, graph, stats=gp, sync=mesh, masks=masks)
         self.halo = HaloExchange(graph, gp)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:

@@ -67,7 +67,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
-from gnntrain.config.schema import RUN_SEED, StrategyConfig, check
+from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check
 from gnntrain.data import JobData
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
@@ -104,20 +104,20 @@ class GNNPipeConfig(StrategyConfig):
     """Seed of the shuffles."""
 
 
-def validate(strategy: dict) -> None:
-    for key in ("stages", "chunks"):
-        if strategy[key] is not None:
-            check(f"strategy.{key}", strategy[key], strategy[key] >= 1, ">= 1 (or null for the default)")
-    check("strategy.graph_parallel", strategy["graph_parallel"], strategy["graph_parallel"] >= 1, ">= 1")
-    check("strategy.alpha", strategy["alpha"], strategy["alpha"] >= 1, ">= 1")
+def validate(config: GNNPipeConfig) -> None:
+    for key, value in (("stages", config.stages), ("chunks", config.chunks)):
+        if value is not None:
+            check(f"strategy.{key}", value, value >= 1, ">= 1 (or null for the default)")
+    check("strategy.graph_parallel", config.graph_parallel, config.graph_parallel >= 1, ">= 1")
+    check("strategy.alpha", config.alpha, config.alpha >= 1, ">= 1")
 
 
-def pipeline_shape(cfg: dict, world_size: int) -> tuple[int, int, int]:
-    """(stages, graph_parallel, chunks) of ``cfg`` on ``world_size`` workers; ConfigError where
+def pipeline_shape(run: RootConfig, world_size: int) -> tuple[int, int, int]:
+    """(stages, graph_parallel, chunks) of the run on ``world_size`` workers; ConfigError where
     they do not fit the workers or the model."""
-    strategy, layers = cfg["strategy"], cfg["model"]["layers"]
-    group = strategy["graph_parallel"]
-    stages = strategy["stages"] or max(world_size // group, 1)
+    config, layers = run.strategy, run.model.layers
+    group = config.graph_parallel
+    stages = config.stages or max(world_size // group, 1)
     if stages * group != world_size:
         fits = [f"{s}x{world_size // s}" for s in range(1, world_size + 1) if world_size % s == 0]
         raise ConfigError(f"strategy.stages={stages} x strategy.graph_parallel={group} = {stages * group} ranks, but "
@@ -126,8 +126,8 @@ def pipeline_shape(cfg: dict, world_size: int) -> tuple[int, int, int]:
     if stages > layers:
         raise ConfigError(f"strategy.stages={stages} exceeds model.layers={layers}: every stage owns at least one "
                           f"message-passing layer; valid: 1..{layers}")
-    chunks = strategy["chunks"] or 4 * world_size
-    if cfg["model"]["norm"] == "batch" and chunks > 1:
+    chunks = config.chunks or 4 * world_size
+    if run.model.norm == "batch" and chunks > 1:
         raise ConfigError(f"model.norm=batch with strategy.chunks={chunks} would normalise each chunk by its own "
                           "statistics; valid: model.norm=none or layer (or strategy.chunks=1)")
     return stages, group, chunks
@@ -135,24 +135,24 @@ def pipeline_shape(cfg: dict, world_size: int) -> tuple[int, int, int]:
 
 class GNNPipe:
     @staticmethod
-    def layout(cfg: dict, world_size: int) -> Layout:
-        stages, group, chunks = pipeline_shape(cfg, world_size)
+    def layout(run: RootConfig, world_size: int) -> Layout:
+        stages, group, chunks = pipeline_shape(run, world_size)
         return Layout({"pp": stages, "gp": group}, parts=chunks, parts_key="strategy.chunks")
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
-        scfg = cfg["strategy"]
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        config: GNNPipeConfig = run.strategy
         self.meter = CommMeter()
         self.gp = Communicator.of_mesh_axis(ctx, "gp", self.meter)
         pp = Communicator.of_mesh_axis(ctx, "pp", self.meter)
         self.world = Communicator.of_world(ctx, self.meter)
-        self.stages, group, self.num_chunks = pipeline_shape(cfg, ctx.world_size)
+        self.stages, group, self.num_chunks = pipeline_shape(run, ctx.world_size)
         self.stage = pp.rank
         self.first, self.last = self.stage == 0, self.stage == self.stages - 1
-        dtype = getattr(torch, cfg["train"]["dtype"])
+        dtype = getattr(torch, run.train.dtype)
         data = job.data
         self.multilabel, self.num_train = data.multilabel, int(data.train_mask.sum())
 
-        member = split_chunks(data, job.part, self.num_chunks, group, scfg["seed"])
+        member = split_chunks(data, job.part, self.num_chunks, group, config.seed)
         self.graph = build_local_graph(data, member, self.gp.rank, group, dtype).to(ctx.device)
         self.y = self.graph.y.to(dtype) if self.multilabel else self.graph.y
         chunk_of_local = job.part.to(ctx.device)[self.graph.global_ids]
@@ -160,23 +160,23 @@ class GNNPipe:
         self.exchanges = [HaloExchange(v.graph, self.gp) if group > 1 else None for v in self.chunks.views]
         self.member_exchange = HaloExchange(self.graph, self.gp) if group > 1 else None
 
-        torch.manual_seed(cfg["seed"])
-        self.model = build_model(cfg["model"], data.num_features, data.num_classes,
+        torch.manual_seed(run.seed)
+        self.model = build_model(run.model, data.num_features, data.num_classes,
                                  lambda t: self.gp.all_sum(t, "bn_stats")).to(ctx.device, dtype)
         blocks = self.model.blocks
-        owner = stage_of_blocks(blocks, cfg["model"]["layers"], self.stages)
+        owner = stage_of_blocks(blocks, run.model.layers, self.stages)
         self.stage_blocks = [block for block, s in zip(blocks, owner) if s == self.stage]
         self.link = StageLink(pp, self.stage, stage_boundaries(self.model, owner, data.num_features, dtype,
                                                                ctx.device))
         self.params = list({id(p): p for block in self.stage_blocks for p in block.parameters()}.values())
-        self.optimizer = build_optimizer(self.model, cfg, self.params)
+        self.optimizer = build_optimizer(self.model, run, self.params)
 
         widths, reads_input = self.model.input_widths, blocks[0]
         self.tables = {block.layer: LayerTable(self.graph, widths[block.layer], block is reads_input,
-                                               not scfg["detach_history"])
+                                               not config.detach_history)
                        for block in self.stage_blocks if block.layer is not None}
-        self.shuffle, self.seed, self.model_seed = scfg["shuffle"], scfg["seed"], cfg["seed"]
-        self.refresh_every = scfg["alpha"] if scfg["fixed_history"] else 1
+        self.shuffle, self.seed, self.model_seed = config.shuffle, config.seed, run.seed
+        self.refresh_every = config.alpha if config.fixed_history else 1
         self.epoch_time = 0.0
 
     # -- one stage's share of a pass ------------------------------------------------------

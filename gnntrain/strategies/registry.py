@@ -33,10 +33,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from gnntrain.comm import meter
-from gnntrain.config.schema import StrategyConfig, registered
+from gnntrain.config.schema import StrategyConfig, registered, typed
 from gnntrain.errors import ConfigError
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
@@ -53,8 +53,8 @@ class Family:
     runs: Optional[type] = None
     """The strategy class that runs every method of the family, given the method's
     implementation; None: each method's implementation is its strategy class."""
-    validate: Optional[Callable[[dict], None]] = None
-    """Checks of the strategy section every method of the family shares."""
+    validate: Optional[Callable[[Any], None]] = None
+    """Checks of the (typed) strategy section every method of the family shares."""
 
 
 @dataclass(frozen=True)
@@ -70,19 +70,21 @@ class Method:
     kinds: dict[str, str] = field(default_factory=dict)
     """Traffic kinds it sends beyond the shared mechanisms' (:data:`gnntrain.comm.meter.KIND_CATEGORIES`),
     each with its category: ``data``, ``sync`` or ``control``."""
-    validate: Optional[Callable[[dict], None]] = None
-    """Checks of its own keys that their types cannot express."""
+    validate: Optional[Callable[[Any], None]] = None
+    """Checks of its own keys that their types cannot express, given its typed section (an
+    instance of ``config``)."""
 
     @property
     def strategy(self) -> type:
         """The class the launcher builds on every rank."""
         return self.family.runs or self.implementation
 
-    def check(self, section: dict) -> None:
-        """The family's and the method's checks of a strategy section."""
+    def check(self, section: Any) -> None:
+        """The family's and the method's checks of a strategy section (plain or typed)."""
+        config = strategy_config(section)
         for validate in (self.family.validate, self.validate):
             if validate is not None:
-                validate(section)
+                validate(config)
 
 
 METHODS: dict[str, Method] = {}
@@ -124,3 +126,10 @@ def load_plugins() -> None:
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         sys.modules[name] = module
         spec.loader.exec_module(module)  # type: ignore[union-attr]
+
+
+def strategy_config(section: Any) -> StrategyConfig:
+    """A ``strategy`` section (plain, or typed already) as its registered method's config dataclass."""
+    if isinstance(section, StrategyConfig):
+        return section
+    return typed(method(section["name"]).config, section)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -44,6 +45,9 @@ from gnntrain.comm.quantize import FULL, WIDTHS
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingModel
 from gnntrain.strategies.graph_parallel.bit_assignment import Assignment, PairGroups, assign_bits, group_messages
+
+if TYPE_CHECKING:  # the config sits beside the policy that builds these plans
+    from gnntrain.strategies.graph_parallel.quantized import AdaQPConfig
 
 Key = tuple[int, str]
 
@@ -103,10 +107,10 @@ def fixed_bits(bits: int, graph: LocalGraph) -> FixedBits | None:
     return FixedBits(bits, graph) if bits < FULL else None
 
 
-def rounding_generator(cfg: dict, comm: Communicator) -> torch.Generator:
+def rounding_generator(seed: int, comm: Communicator) -> torch.Generator:
     """The stochastic-rounding noise of this rank's quantized messages (seeded by
-    ``strategy.seed`` and the rank; the global RNG is left alone)."""
-    return torch.Generator(device=comm.device).manual_seed(cfg["seed"] * 65_536 + comm.rank + 1)
+    the strategy's ``seed`` and the rank; the global RNG is left alone)."""
+    return torch.Generator(device=comm.device).manual_seed(seed * 65_536 + comm.rank + 1)
 
 
 class UniformBits(_Plan):
@@ -133,11 +137,11 @@ class UniformBits(_Plan):
 
 
 class AdaptiveBits(_Plan):
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
+    def __init__(self, config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         super().__init__(graph)
         self.comm = comm
-        self.lam, self.group_size, self.gap = cfg["lambda_"], cfg["group_size"], cfg["assign_gap"]
-        self.time_limit, self.normalize = cfg["solve_time_limit"], cfg["normalize"]
+        self.lam, self.group_size, self.gap = config.lambda_, config.group_size, config.assign_gap
+        self.time_limit, self.normalize = config.solve_time_limit, config.normalize
         self.traced: dict[Key, torch.Tensor] = {}
         self.widths: dict[Key, int] = {}
         self.coefficients = self._coefficients(model)

@@ -3,6 +3,7 @@ family's checks and the wire format of 16-bit halos."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -23,31 +24,22 @@ class GraphParallelConfig(StrategyConfig):
     """Format of the training halo rows on the wire, both directions: null (train.dtype), bfloat16 or float16."""
 
 
-def halo_wire(strategy: dict) -> torch.dtype | None:
+def halo_wire(config: GraphParallelConfig) -> torch.dtype | None:
     """The 16-bit dtype ``strategy.halo_dtype`` sends training halo rows in; None for train.dtype."""
-    name = strategy["halo_dtype"]
-    return None if name is None else HALF_DTYPES[str(name)]
+    return None if config.halo_dtype is None else HALF_DTYPES[str(config.halo_dtype)]
 
 
-def validate(strategy: dict) -> None:
-    """The family's range checks (the schemas give the types)."""
-    quantized = strategy.get("assign", "fixed") != "fixed" or strategy.get("bits", 32) != 32
-    if strategy["halo_dtype"] is not None and quantized:
-        raise ConfigError(f"strategy.halo_dtype={strategy['halo_dtype']} with quantized halos (strategy.assign="
-                          f"{strategy.get('assign', 'fixed')}, strategy.bits={strategy.get('bits', 32)}) is "
-                          "ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
-    if "gamma" in strategy:
-        check("strategy.gamma", strategy["gamma"], 0.0 <= strategy["gamma"] < 1.0, "in [0, 1)")
-    if "p" in strategy:
-        check("strategy.p", strategy["p"], 0.0 <= strategy["p"] <= 1.0, "in [0, 1]")
-    if "bits" in strategy:
-        check("strategy.bits", strategy["bits"], strategy["bits"] in (2, 4, 8, 32), "one of 2, 4, 8, 32")
-    for key in ("period", "group_size"):
-        if key in strategy:
-            check(f"strategy.{key}", strategy[key], strategy[key] >= 1, ">= 1")
-    if "lambda_" in strategy:
-        check("strategy.lambda_", strategy["lambda_"], 0.0 <= strategy["lambda_"] <= 1.0, "in [0, 1]")
-    if "solve_time_limit" in strategy:
-        check("strategy.solve_time_limit", strategy["solve_time_limit"], strategy["solve_time_limit"] > 0, "> 0")
-    if "assign_gap" in strategy:
-        check("strategy.assign_gap", strategy["assign_gap"], 0.0 <= strategy["assign_gap"] < 1.0, "in [0, 1)")
+def validate(config: GraphParallelConfig) -> None:
+    """The family's range checks of the keys a method's schema has (the schemas give the types)."""
+    keys = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    assign, bits = keys.get("assign", "fixed"), keys.get("bits", 32)
+    if config.halo_dtype is not None and (assign != "fixed" or bits != 32):
+        raise ConfigError(f"strategy.halo_dtype={config.halo_dtype} with quantized halos (strategy.assign={assign}, "
+                          f"strategy.bits={bits}) is ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
+    rules = {"gamma": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"), "p": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+             "bits": (lambda v: v in (2, 4, 8, 32), "one of 2, 4, 8, 32"), "period": (lambda v: v >= 1, ">= 1"),
+             "group_size": (lambda v: v >= 1, ">= 1"), "lambda_": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+             "solve_time_limit": (lambda v: v > 0, "> 0"), "assign_gap": (lambda v: 0.0 <= v < 1.0, "in [0, 1)")}
+    for key, (ok, rule) in rules.items():
+        if key in keys:
+            check(f"strategy.{key}", keys[key], ok(keys[key]), rule)

@@ -76,22 +76,22 @@ class AdaQPConfig(GraphParallelConfig):
     """Seed of the stochastic rounding and the uniform assignment."""
 
 
-def make_plan(cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
-    """The bit plan ``cfg['assign']`` names; None for fixed 32 bits (rows go unencoded)."""
-    if cfg["assign"] == "fixed":
-        return fixed_bits(cfg["bits"], graph)
-    if cfg["assign"] == "uniform":
-        return UniformBits(cfg["seed"], graph)
-    return AdaptiveBits(cfg, graph, comm, model)
+def make_plan(config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
+    """The bit plan ``config.assign`` names; None for fixed 32 bits (rows go unencoded)."""
+    if config.assign == "fixed":
+        return fixed_bits(config.bits, graph)
+    if config.assign == "uniform":
+        return UniformBits(config.seed, graph)
+    return AdaptiveBits(config, graph, comm, model)
 
 
 class Quantized:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
+    def __init__(self, config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.graph, self.comm = graph, comm
-        self.plan = make_plan(cfg, graph, comm, model)
-        self.period = cfg["period"]
-        exchange = OverlappedHaloExchange if cfg["overlap"] else HaloExchange
-        self.exchange = exchange(graph, comm, self.plan, rounding_generator(cfg, comm), halo_wire(cfg))
+        self.plan = make_plan(config, graph, comm, model)
+        self.period = config.period
+        exchange = OverlappedHaloExchange if config.overlap else HaloExchange
+        self.exchange = exchange(graph, comm, self.plan, rounding_generator(config.seed, comm), halo_wire(config))
         self.full = HaloExchange(graph, comm)
         self.assign_time: float | None = None
 

@@ -103,13 +103,13 @@ def _inverse(q: float) -> float:
 class BoundarySampling:
     """``strategy.name`` in {bns, bes, dropedge}; ``strategy.p`` as in the module docstring."""
 
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
-        self.method, self.p = cfg["name"], cfg["p"]
+    def __init__(self, config: SamplingConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
+        self.method, self.p = config.name, config.p
         self.graph, self.comm = graph, comm
         self.full = HaloExchange(graph, comm)
-        self.wire = halo_wire(cfg)
+        self.wire = halo_wire(config)
         self.training_full = HaloExchange(graph, comm, wire=self.wire)
-        self.generator = torch.Generator().manual_seed(cfg["seed"] * 65_536 + comm.rank)
+        self.generator = torch.Generator().manual_seed(config.seed * 65_536 + comm.rank)
         self.is_cut = graph.edge_src >= graph.num_inner
         self.keep_prob = self.p
         if self.method == "dropedge":

@@ -114,17 +114,17 @@ class _StaleStream:
 
 
 class Stale:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
+    def __init__(self, config: PipeGCNConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.comm = comm
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
-        self.pipe = HaloExchange(graph, self.side, fixed_bits(cfg["bits"], graph), rounding_generator(cfg, comm),
-                                 halo_wire(cfg))
-        gamma, from_zero = cfg["gamma"], cfg["smooth_start"] == "zero"
-        self.features = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("f", "gf"), gamma, from_zero))
-        self.gradients = defaultdict(lambda: _StaleStream(cfg["smooth"] in ("g", "gf"), gamma, from_zero))
-        self.track = cfg["track_staleness_error"]
+        self.pipe = HaloExchange(graph, self.side, fixed_bits(config.bits, graph), rounding_generator(config.seed, comm),
+                                 halo_wire(config))
+        gamma, from_zero = config.gamma, config.smooth_start == "zero"
+        self.features = defaultdict(lambda: _StaleStream(config.smooth in ("f", "gf"), gamma, from_zero))
+        self.gradients = defaultdict(lambda: _StaleStream(config.smooth in ("g", "gf"), gamma, from_zero))
+        self.track = config.track_staleness_error
         self.squared_errors: dict[str, float] = {}
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:

@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
@@ -56,18 +57,18 @@ class GraphParallel:
     loads_parts = True
 
     @staticmethod
-    def layout(cfg: dict, world_size: int) -> Layout:
+    def layout(run: RootConfig, world_size: int) -> Layout:
         return Layout({"gp": world_size}, parts=world_size)
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
         self.meter = CommMeter()
         self.comm = Communicator.of_mesh_axis(ctx, "gp", self.meter)
-        dtype = getattr(torch, cfg["train"]["dtype"])
+        dtype = getattr(torch, run.train.dtype)
         self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
-        self.step = FullBatchStep(cfg, job.facts, self.graph, stats=self.comm, sync=self.comm)
-        policy = registry.method(cfg["strategy"]["name"]).implementation
-        self.policy: HaloPolicy = policy(cfg["strategy"], self.graph, self.comm, self.step.model)
-        if cfg["model"]["precompute_first"]:
+        self.step = FullBatchStep(run, job.facts, self.graph, stats=self.comm, sync=self.comm)
+        policy = registry.method(run.strategy.name).implementation
+        self.policy: HaloPolicy = policy(run.strategy, self.graph, self.comm, self.step.model)
+        if run.model.precompute_first:
             self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
         self.whole_graph_scores = (WholeGraphScores(job.whole, dtype, ctx.device, job.facts.multilabel)
                                    if job.whole is not None and self.comm.rank == 0 else None)

@@ -15,10 +15,11 @@ from gnntrain.strategies.registry import Method, register
 
 
 class Synchronous:
-    def __init__(self, cfg: dict, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
+    def __init__(self, config: GraphParallelConfig, graph: LocalGraph, comm: Communicator,
+                 model: MessagePassingModel) -> None:
         self.graph = graph
         self.exchange = HaloExchange(graph, comm)
-        self.training = HaloExchange(graph, comm, wire=halo_wire(cfg))
+        self.training = HaloExchange(graph, comm, wire=halo_wire(config))
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         return self.graph, self.training

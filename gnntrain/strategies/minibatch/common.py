@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, workload
+from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check, workload
 from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
 from gnntrain.errors import ConfigError
@@ -70,13 +70,13 @@ class MiniBatchConfig(StrategyConfig):
     """Seed of the mini-batches and the sampling."""
 
 
-def validate(strategy: dict) -> None:
-    check("strategy.batch_size", strategy["batch_size"], strategy["batch_size"] >= 1, ">= 1")
+def validate(config: MiniBatchConfig) -> None:
+    check("strategy.batch_size", config.batch_size, config.batch_size >= 1, ">= 1")
 
 
-def fanouts(cfg: dict) -> list[int]:
-    """The per-layer fan-outs of ``cfg``; ConfigError where they do not fit the model."""
-    fanout, layers = cfg["strategy"]["fanout"], cfg["model"]["layers"]
+def fanouts(run: RootConfig) -> list[int]:
+    """The run's per-layer fan-outs; ConfigError where they do not fit the model."""
+    fanout, layers = run.strategy.fanout, run.model.layers
     values = [fanout] * layers if isinstance(fanout, int) else list(fanout)
     if len(values) != layers:
         raise ConfigError(f"strategy.fanout={fanout} has {len(values)} entries for model.layers={layers}; valid: one "
@@ -86,11 +86,11 @@ def fanouts(cfg: dict) -> list[int]:
     return values
 
 
-def minibatch_layout(cfg: dict, world_size: int) -> Layout:
+def minibatch_layout(run: RootConfig, world_size: int) -> Layout:
     """One rank per feature partition; the fan-outs checked against the model."""
-    fanouts(cfg)
-    if cfg["model"]["norm"] == "batch":
-        raise ConfigError(f"model.norm=batch with strategy={cfg['strategy']['name']} would normalise each sampled "
+    fanouts(run)
+    if run.model.norm == "batch":
+        raise ConfigError(f"model.norm=batch with strategy={run.strategy.name} would normalise each sampled "
                           "block by its own rows; valid: model.norm=none or layer")
     return Layout({"dp": world_size}, parts=world_size)
 
@@ -102,13 +102,13 @@ class MiniBatchTraining:
 
     layout = staticmethod(minibatch_layout)
 
-    def __init__(self, cfg: dict, ctx: WorkerContext, job: JobData) -> None:
-        scfg = cfg["strategy"]
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        config: MiniBatchConfig = run.strategy
         self.meter = CommMeter()
         self.comm = Communicator.of_world(ctx, self.meter)
         self.rank, self.world = self.comm.rank, self.comm.world_size
-        self.dtype = getattr(torch, cfg["train"]["dtype"])
-        self.fanouts, self.batch_size, self.seed = fanouts(cfg), scfg["batch_size"], scfg["seed"]
+        self.dtype = getattr(torch, run.train.dtype)
+        self.fanouts, self.batch_size, self.seed = fanouts(run), config.batch_size, config.seed
         data = job.data
         self.multilabel = data.multilabel
         self.topology = Topology.of(data)
@@ -118,13 +118,13 @@ class MiniBatchTraining:
         self.exchange = HaloExchange(self.graph, self.comm)
         self.y = self.graph.y.to(self.dtype) if self.multilabel else self.graph.y
         self.store = FeatureStore(job.part, {"x": self.graph.x, "y": self.y}, self.comm)
-        self.model_seed = cfg["seed"]
-        torch.manual_seed(cfg["seed"])
-        self.model = build_model(cfg["model"], data.num_features, data.num_classes).to(ctx.device, self.dtype)
+        self.model_seed = run.seed
+        torch.manual_seed(run.seed)
+        self.model = build_model(run.model, data.num_features, data.num_classes).to(ctx.device, self.dtype)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         for p in self.params:
             p.grad = torch.zeros_like(p)
-        self.optimizer = build_optimizer(self.model, cfg, self.params)
+        self.optimizer = build_optimizer(self.model, run, self.params)
         self.synced = self.params
         """The parameters whose gradients are all-reduced (all but those split over ranks)."""
         self.looked_up = self.missed = 0

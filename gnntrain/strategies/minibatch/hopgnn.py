@@ -57,9 +57,10 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from gnntrain.config.schema import check
+from gnntrain.config.schema import RootConfig, check
+from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
-from gnntrain.parallel.mesh import Layout
+from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all
 from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining, minibatch_layout
 from gnntrain.strategies.registry import Method, register
@@ -77,8 +78,8 @@ class HopGNNConfig(MiniBatchConfig):
     """A fixed number of time steps per iteration (null: one per worker, then the examination if merge)."""
 
 
-def validate(strategy: dict) -> None:
-    steps = strategy["time_steps"]
+def validate(config: HopGNNConfig) -> None:
+    steps = config.time_steps
     if steps is not None:
         check("strategy.time_steps", steps, steps >= 1, ">= 1 (or null: as many as workers)")
 
@@ -139,20 +140,20 @@ def chosen_merges(medians: list[float]) -> int:
 
 class HopGNN(MiniBatchTraining):
     @staticmethod
-    def layout(cfg: dict, world_size: int) -> Layout:
-        steps = cfg["strategy"]["time_steps"]
+    def layout(run: RootConfig, world_size: int) -> Layout:
+        steps = run.strategy.time_steps
         if steps is not None and steps > world_size:
             raise ConfigError(f"strategy.time_steps={steps} exceeds the {world_size} time steps of {world_size} "
                               f"workers; valid: 1..{world_size} (or null)")
-        return minibatch_layout(cfg, world_size)
+        return minibatch_layout(run, world_size)
 
-    def __init__(self, cfg, ctx, job) -> None:
-        super().__init__(cfg, ctx, job)
-        scfg = cfg["strategy"]
-        self.pregather = scfg["pregather"]
-        fixed = scfg["time_steps"]
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        super().__init__(run, ctx, job)
+        config: HopGNNConfig = run.strategy
+        self.pregather = config.pregather
+        fixed = config.time_steps
         self.merges = 0 if fixed is None else max(self.world - fixed, 0)
-        self.examining = scfg["merge"] and fixed is None and self.world > 1
+        self.examining = config.merge and fixed is None and self.world > 1
         self.samples: list[list[float]] = [[] for _ in range(self.world)]
         """Per merge count, the examination's iteration times."""
         self.examined = 0

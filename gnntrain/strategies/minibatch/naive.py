@@ -43,18 +43,21 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.communicator import InFlight
+from gnntrain.config.schema import RootConfig
+from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.gnn import LinearPart
 from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
+from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all
 from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
 from gnntrain.strategies.registry import Method, register
 
 
 class Naive(MiniBatchTraining):
-    def __init__(self, cfg, ctx, job) -> None:
-        super().__init__(cfg, ctx, job)
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        super().__init__(run, ctx, job)
         self.maps = self.model.input_maps
         self.departed: list[InFlight | None] = []
         """The sends of the models this rank passed on in this iteration (:func:`migrate`)."""

@@ -42,16 +42,19 @@ from __future__ import annotations
 
 import torch
 
+from gnntrain.config.schema import RootConfig
+from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import split, stacked_weight
+from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
 from gnntrain.strategies.registry import Method, register
 
 
 class P3(MiniBatchTraining):
-    def __init__(self, cfg, ctx, job) -> None:
-        super().__init__(cfg, ctx, job)
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        super().__init__(run, ctx, job)
         bounds = torch.tensor_split(torch.arange(job.data.num_features), self.world)
         self.columns = [slice(int(b[0]), int(b[-1]) + 1) if b.numel() else slice(0, 0) for b in bounds]
         self.own_columns = self.columns[self.rank]
