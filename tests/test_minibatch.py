@@ -4,6 +4,8 @@ moves, and the settings it refuses."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -119,31 +121,50 @@ def test_merging_moves_roots_between_steps_of_the_same_model_only(world: int) ->
             assert all(bool((owner[s.roots[d]] == (d + s.offset) % world).all()) for s in steps for d in range(world))
 
 
+VARIANTS = {
+    "minibatch": ("strategy=minibatch",),
+    "hopgnn": ("strategy=hopgnn", "strategy.merge=false"),
+    "hopgnn_no_pregather": ("strategy=hopgnn", "strategy.merge=false", "strategy.pregather=false"),
+    "hopgnn_2_steps": ("strategy=hopgnn", "strategy.time_steps=2"),
+    "hopgnn_2_steps_no_pregather": ("strategy=hopgnn", "strategy.time_steps=2", "strategy.pregather=false"),
+    "hopgnn_1_step": ("strategy=hopgnn", "strategy.time_steps=1"),
+    "lo": ("strategy=lo",),
+    "p3": ("strategy=p3",),
+    "naive": ("strategy=naive",),
+}
+"""The runs the equality tests compare with minibatch's; ``make test`` runs minibatch, hopgnn and
+p3, ``make test-slow`` the others."""
+FAST_VARIANTS = ("minibatch", "hopgnn", "p3")
+
+
+class _Runs(dict):
+    """Each variant's traces, run the first time a test asks for them."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__()
+        self.tmp = tmp
+
+    def __missing__(self, name: str) -> list[dict]:
+        self[name] = trace_job(self.tmp, name, *VARIANTS[name], *SMALL, "cluster.world_size=3", "train.epochs=2",
+                               worker=trace_minibatch)
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, list[dict]]:
-    """Two epochs of every variant on 3 workers (float64, dropout 0.5: masks are keyed by the
-    node and the iteration, so every way of spreading an iteration draws the same masks)."""
-    tmp = tmp_path_factory.mktemp("minibatch")
-    variants = {
-        "minibatch": ("strategy=minibatch",),
-        "hopgnn": ("strategy=hopgnn", "strategy.merge=false"),
-        "hopgnn_no_pregather": ("strategy=hopgnn", "strategy.merge=false", "strategy.pregather=false"),
-        "hopgnn_2_steps": ("strategy=hopgnn", "strategy.time_steps=2"),
-        "hopgnn_2_steps_no_pregather": ("strategy=hopgnn", "strategy.time_steps=2", "strategy.pregather=false"),
-        "hopgnn_1_step": ("strategy=hopgnn", "strategy.time_steps=1"),
-        "lo": ("strategy=lo",),
-        "p3": ("strategy=p3",),
-        "naive": ("strategy=naive",),
-    }
-    return {name: trace_job(tmp, name, *overrides, *SMALL, "cluster.world_size=3", "train.epochs=2",
-                            worker=trace_minibatch)
-            for name, overrides in variants.items()}
+    """Two epochs of a variant on 3 workers (float64, dropout 0.5: masks are keyed by the node and
+    the iteration, so every way of spreading an iteration draws the same masks)."""
+    return _Runs(tmp_path_factory.mktemp("minibatch"))
+
+
+def _variants(*names: str) -> list:
+    return [pytest.param(n, marks=[] if n in FAST_VARIANTS else pytest.mark.slow) for n in names]
 
 
 HOPGNN_VARIANTS = ["hopgnn", "hopgnn_no_pregather", "hopgnn_2_steps", "hopgnn_2_steps_no_pregather", "hopgnn_1_step"]
 
 
-@pytest.mark.parametrize("variant", HOPGNN_VARIANTS)
+@pytest.mark.parametrize("variant", _variants(*HOPGNN_VARIANTS))
 def test_hopgnn_iterations_equal_the_model_centric_ones(runs, variant: str) -> None:
     reference, traces = runs["minibatch"], runs[variant]
     assert len(traces[0]["grads"]) == len(reference[0]["grads"]) == 4
@@ -161,7 +182,7 @@ def _split_weights(model: str = "gcn") -> set[str]:
     return {n for n, p in net.named_parameters() if any(p is m.weight for m in net.input_maps)}
 
 
-@pytest.mark.parametrize("variant", ["p3", "naive"])
+@pytest.mark.parametrize("variant", _variants("p3", "naive"))
 def test_p3_and_naive_iterations_equal_the_model_centric_ones(runs, variant: str) -> None:
     """Every step's all-reduced gradients equal ``minibatch``'s; P3's input-map weight gradient
     is split by columns over the ranks, so its ranks' gradients add up to it."""
@@ -177,6 +198,7 @@ def test_p3_and_naive_iterations_equal_the_model_centric_ones(runs, variant: str
         assert torch.equal(got, want)
 
 
+@pytest.mark.slow
 def test_the_locality_optimised_baseline_trains_on_other_batches(runs) -> None:
     assert runs["lo"][0]["loss"][0] != pytest.approx(runs["minibatch"][0]["loss"][0], rel=1e-6)
 
