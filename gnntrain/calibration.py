@@ -47,7 +47,7 @@ from pathlib import Path
 from omegaconf import MISSING, OmegaConf
 
 from gnntrain.config import flatten
-from gnntrain.config.keys import keys_playing, setting
+from gnntrain.config.keys import keys_playing, plays, setting
 from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, RootConfig
 from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
@@ -150,7 +150,7 @@ def probe_config(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
     probe = _scaled(cfg, scale)
     kept = keys_playing(WORKLOAD, PLACE)
     for key, default in flatten(OmegaConf.to_container(OmegaConf.structured(RootConfig), enum_to_str=True)).items():
-        if default != MISSING and not key.startswith(kept):
+        if default != MISSING and not plays(key, kept):
             section, _, leaf = key.rpartition(".")
             (probe[section] if section else probe)[leaf] = default
     epochs = cfg["network"]["probe_epochs"]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from gnntrain.comm import network
 from gnntrain.config import flatten
-from gnntrain.config.keys import keys_playing
+from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import PLACE
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine.early_stop import time_to_target
@@ -95,7 +95,7 @@ def load_run(path: Path) -> Run:
 
 def differing_keys(runs: list[Run]) -> list[str]:
     """Config keys whose values differ between runs (a key missing from a run counts as differing)."""
-    keys = sorted({k for r in runs for k in r.config if not k.startswith(IGNORED_KEYS)})
+    keys = sorted({k for r in runs for k in r.config if not plays(k, IGNORED_KEYS)})
     return [k for k in keys if len({json.dumps(r.config.get(k), sort_keys=True) for r in runs}) > 1]
 
 

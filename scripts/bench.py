@@ -1,8 +1,8 @@
 """Benchmark: our layers vs PyG's on one graph, and vanilla on 2 workers vs 1 process.
 
 1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN,
-   GraphSAGE, GAT and GCNII (on a graph of ``--gcnii-nodes``, half the others', so that PyG's
-   reference fits a 24 GiB machine) against the same architectures built from PyG's ``GCNConv``
+   GraphSAGE, GAT and GCNII (GCNII on a graph of ``--gcnii-nodes``, by default half the others',
+   so that PyG's reference fits a 24 GiB machine) against the same architectures built from PyG's ``GCNConv``
    (``cached=True``), ``SAGEConv``, ``GATConv`` and ``GCN2Conv`` (``cached=True``) layers, which
    take the ``edge_index`` (PyG's message passing, as it runs without the optional sparse
    extensions). Epochs alternate ours/PyG so both see the same
@@ -134,7 +134,7 @@ def compare_model(args, name: str) -> dict:
     ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
     print(f"{name:6s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
           f"ours/PyG = {ours_s / pyg_s:.3f}" + (f"   ({nodes} nodes)" if nodes != args.nodes else ""), flush=True)
-    return {"nodes": nodes, "ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
+    return {"nodes": nodes, "layers": layers, "ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
 
 
 def compare_layers(args) -> dict:
@@ -148,10 +148,12 @@ def compare_layers(args) -> dict:
     return rows
 
 
-def vanilla_two_workers(args, single_epoch_s: float) -> dict:
-    summary = run_job(["dataset=synthetic", f"dataset.num_nodes={args.nodes}", f"dataset.avg_degree={args.avg_degree}",
+def vanilla_two_workers(args, single: dict) -> dict:
+    """``strategy=vanilla`` on 2 workers with the first model, on the graph of its row ``single``."""
+    single_epoch_s = single["ours_epoch_s"]
+    summary = run_job(["dataset=synthetic", f"dataset.num_nodes={single['nodes']}", f"dataset.avg_degree={args.avg_degree}",
                        f"dataset.num_features={args.features}", f"dataset.num_classes={args.classes}",
-                       f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={args.layers}",
+                       f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={single['layers']}",
                        "model.dropout=0", "cluster.world_size=2", f"train.epochs={args.warmup + args.epochs}",
                        f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"])
     ratio = summary["mean_epoch_time"] / single_epoch_s
@@ -187,7 +189,7 @@ def main() -> None:
     print(f"synthetic graph: {data.num_nodes} nodes, {data.num_edges} edges, {data.num_features} features; "
           f"{args.layers} layers x {args.hidden}; {torch.get_num_threads()} threads", flush=True)
     layers = compare_layers(args)
-    vanilla = vanilla_two_workers(args, layers[args.models[0]]["ours_epoch_s"])
+    vanilla = vanilla_two_workers(args, layers[args.models[0]])
     result = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "features": data.num_features,
                   "classes": data.num_classes},

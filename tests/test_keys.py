@@ -7,7 +7,7 @@ from conftest import make_cfg
 
 from gnntrain import calibration
 from gnntrain.config import flatten
-from gnntrain.config.keys import keys_playing, part_of, setting
+from gnntrain.config.keys import keys_playing, part_of, plays, setting
 from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD
 from gnntrain.data import dataset_key
 from gnntrain.engine.checkpoint import FREE_ON_RESUME
@@ -25,7 +25,8 @@ def test_parts_of_keys_follow_their_fields_and_sections() -> None:
 def test_resume_and_tables_read_the_parts() -> None:
     assert set(FREE_ON_RESUME) == set(keys_playing(PLACE)) | set(keys_playing(CONDUCT))
     assert IGNORED_KEYS == keys_playing(PLACE)
-    assert not any(key.startswith(FREE_ON_RESUME) for key in ("train.lr", "model.hidden", "strategy.name", "seed"))
+    assert not any(plays(key, FREE_ON_RESUME) for key in ("train.lr", "model.hidden", "strategy.name", "seed"))
+    assert plays("wandb.run.id", FREE_ON_RESUME) and not plays("partition.dirs", ("partition.dir",))
 
 
 def test_dataset_key_ignores_where_the_files_are_and_whether_to_download() -> None:

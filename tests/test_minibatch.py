@@ -268,6 +268,7 @@ def test_p3_moves_partial_activations_of_the_first_layer_targets(runs) -> None:
             == 3 * len(iterations) * split_weight * 8)
 
 
+@pytest.mark.slow
 def test_naive_carries_partial_aggregations_and_topology_with_the_model(runs) -> None:
     """Model d's hops carry the partial aggregation of its layer-1 targets (input-wide, for
     GCN) and its subgraph's topology; the model migrates W - 1 times per iteration and the
@@ -307,6 +308,7 @@ def test_naive_with_attention_carries_projections_out_and_gradients_back(tmp_pat
     assert _epoch_bytes(traces, "model_migrate") == world * 2 * (world - 1) * 2 * params * 8 * len(iterations)
 
 
+@pytest.mark.slow
 def test_pregathering_never_moves_more_and_micrographs_move_less(runs) -> None:
     for with_pg, without in (("hopgnn", "hopgnn_no_pregather"), ("hopgnn_2_steps", "hopgnn_2_steps_no_pregather")):
         for epoch in range(2):
@@ -316,7 +318,9 @@ def test_pregathering_never_moves_more_and_micrographs_move_less(runs) -> None:
     assert _epoch_bytes(runs["hopgnn"], "label_fetch") == 0
 
 
-@pytest.mark.parametrize("variant, steps", [("hopgnn", 3), ("hopgnn_2_steps", 2), ("hopgnn_1_step", 1)])
+@pytest.mark.parametrize("variant, steps", [
+    pytest.param(variant, steps, marks=[] if variant in FAST_VARIANTS else pytest.mark.slow)
+    for variant, steps in (("hopgnn", 3), ("hopgnn_2_steps", 2), ("hopgnn_1_step", 1))])
 def test_models_migrate_between_time_steps(runs, variant: str, steps: int) -> None:
     traces = runs[variant]
     params = sum(g.numel() for g in traces[0]["grads"][0].values())

@@ -1,6 +1,6 @@
-"""The lists of config keys that play a part beyond their value, read from the schemas' field
-metadata (:data:`~gnntrain.config.schema.ROLE`), so a key added to a schema with its part is in
-every list that needs it:
+"""The lists of config keys that play a part beyond their value, read from the root schemas'
+field metadata (:data:`~gnntrain.config.schema.ROLE`), so a key added to one of them with its part
+is in every list that needs it:
 
 * :data:`~gnntrain.config.schema.PLACE` and :data:`~gnntrain.config.schema.CONDUCT` keys may
   change on resume (:mod:`gnntrain.engine.checkpoint`); place keys never tell runs apart in a
@@ -9,9 +9,13 @@ every list that needs it:
 * :data:`~gnntrain.config.schema.WORKLOAD` keys are the setting network calibration measures and
   caches per (:mod:`gnntrain.calibration`).
 
-A root section whose field plays a part passes it to every key in it. Keys are dotted
-(``train.epochs``); a whole section is its name and a dot (``wandb.``), so ``key.startswith``
-over the returned tuple tells whether a flattened key plays the part.
+A root section whose field plays a part passes it to every key in it. The walk reads the base
+schema of each section (:func:`~gnntrain.config.schema.section`), not the schemas of a group's
+options: a model's or a strategy's own keys play a part only through their whole section (the
+model's are workload) or where their reader looks at the field itself (calibration reads a
+strategy's workload options from its dataclass). Keys are dotted (``train.epochs``); a whole
+section is its name and a dot (``wandb.``); :func:`plays` tells whether a flattened key is one of
+them or lies under one.
 """
 
 from __future__ import annotations
@@ -35,9 +39,15 @@ def keys_playing(*parts: str, root: type = RootConfig) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def plays(key: str, keys: tuple[str, ...]) -> bool:
+    """Whether the flattened ``key`` is one of ``keys`` or lies under one (``wandb.`` or
+    ``dataset.args`` holds ``dataset.args.name``); ``partition.dir`` does not hold ``partition.dirs``."""
+    return any(key == base or key.startswith(base + ".") for base in (k.rstrip(".") for k in keys))
+
+
 def part_of(key: str) -> str | None:
     """The part the root config's dotted ``key`` plays, None where it plays none."""
-    return next((part for part in PARTS if key.startswith(keys_playing(part))), None)
+    return next((part for part in PARTS if plays(key, keys_playing(part))), None)
 
 
 def section_keys_playing(section: str, *parts: str) -> tuple[str, ...]:
@@ -50,4 +60,4 @@ def setting(flat: dict) -> dict:
     """The workload keys of a flattened config (``section.key`` -> value), place keys left out:
     what shapes the work of an epoch, whoever runs it."""
     workload, places = keys_playing(WORKLOAD), keys_playing(PLACE)
-    return {key: value for key, value in flat.items() if key.startswith(workload) and not key.startswith(places)}
+    return {key: value for key, value in flat.items() if plays(key, workload) and not plays(key, places)}

@@ -29,9 +29,10 @@ class Choice(str, Enum):
         return self.value.__format__(spec)
 
 
-def choices(name: str, *values: str) -> type[Choice]:
-    """A string enum whose members are ``values`` (a key that takes one of them)."""
-    return Choice(name, {v: v for v in values}, module=__name__)  # type: ignore[return-value]
+def choices(name: str, *values: str, module: str = __name__) -> type[Choice]:
+    """A string enum whose members are ``values`` (a key that takes one of them), defined as
+    ``module.name`` (pass the defining module's ``__name__``, so that its members pickle)."""
+    return Choice(name, {v: v for v in values}, module=module)  # type: ignore[return-value]
 
 
 PartitionMethod = choices("PartitionMethod", "metis", "random")

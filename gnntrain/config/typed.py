@@ -19,6 +19,8 @@ from gnntrain.config.schema import DatasetConfig, RootConfig, SyntheticConfig, t
 
 def dataset_config(section: Any) -> DatasetConfig:
     """A dataset section as the schema its keys belong to (the synthetic generator's, or the plain one)."""
+    if isinstance(section, DatasetConfig):
+        return section
     plain = {f.name for f in dataclasses.fields(DatasetConfig)}
     return typed(DatasetConfig if set(section) <= plain else SyntheticConfig, section)
 

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.config import flatten
-from gnntrain.config.keys import keys_playing
+from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import CONDUCT, PLACE
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import ConfigError
@@ -59,7 +59,7 @@ def _epoch_dir(root: Path, epoch: int) -> Path:
 
 
 def _trained_config(cfg: dict) -> dict:
-    return {k: v for k, v in flatten(cfg).items() if not k.startswith(FREE_ON_RESUME)}
+    return {k: v for k, v in flatten(cfg).items() if not plays(k, FREE_ON_RESUME)}
 
 
 def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg: dict,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from torch import nn
 
+from gnntrain.config.schema import ModelConfig
 from gnntrain.models import deepgcn, film, gat, gcn, gcnii, sage
 from gnntrain.models.norm import AllSum, local_sum
-from gnntrain.config.schema import ModelConfig
 from gnntrain.models.registry import MODELS, ModelSpec, model_config, model_spec, register_model
 
 __all__ = ["MODELS", "ModelSpec", "build_model", "deepgcn", "film", "gat", "gcn", "gcnii", "model_config",

@@ -40,8 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig
 from gnntrain import keyed
+from gnntrain.config.schema import ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 from gnntrain.models import rows

@@ -44,6 +44,5 @@ def model_spec(name: str) -> ModelSpec:
 
 def model_config(section: Any) -> ModelConfig:
     """A ``model`` section (plain, or typed already) as its registered model's config dataclass."""
-    if isinstance(section, ModelConfig):
-        return section
-    return typed(model_spec(section["name"]).config, section)
+    name = section.name if isinstance(section, ModelConfig) else section["name"]
+    return typed(model_spec(name).config, section)

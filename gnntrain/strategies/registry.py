@@ -130,6 +130,5 @@ def load_plugins() -> None:
 
 def strategy_config(section: Any) -> StrategyConfig:
     """A ``strategy`` section (plain, or typed already) as its registered method's config dataclass."""
-    if isinstance(section, StrategyConfig):
-        return section
-    return typed(method(section["name"]).config, section)
+    name = section.name if isinstance(section, StrategyConfig) else section["name"]
+    return typed(method(name).config, section)

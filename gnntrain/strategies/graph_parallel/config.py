@@ -13,7 +13,7 @@ from gnntrain.comm.half_precision import HALF_DTYPES
 from gnntrain.config.schema import StrategyConfig, check, choices
 from gnntrain.errors import ConfigError
 
-HaloDtype = choices("HaloDtype", *HALF_DTYPES)
+HaloDtype = choices("HaloDtype", *HALF_DTYPES, module=__name__)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
 
-BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed")
+BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed", module=__name__)
 
 
 @dataclass

@@ -48,8 +48,8 @@ from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
 
-Smoothing = choices("Smoothing", "none", "f", "g", "gf")
-SmoothingStart = choices("SmoothingStart", "zero", "first")
+Smoothing = choices("Smoothing", "none", "f", "g", "gf", module=__name__)
+SmoothingStart = choices("SmoothingStart", "zero", "first", module=__name__)
 
 
 @dataclass
