@@ -50,7 +50,7 @@ from gnntrain.models.gnn import step_key
 from gnntrain.random16 import LEVELS, _Dropout, uniform16, unit_noise
 from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
 
-from bench import compare_layers
+from bench import compare_model
 from jobs import add_bench_args, bench_overrides, describe_bench, git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_speed.json"
@@ -152,12 +152,11 @@ def large_instance_check(pairs: int = 12, messages: int = 4000, group_size: int 
 
 
 def gat_row(args: argparse.Namespace) -> dict:
-    layer_args = argparse.Namespace(models=["gat"], hidden=128, layers=2, heads=8, gcnii_layers=8,
-                                    warmup=1, epochs=args.gat_epochs)
-    torch.manual_seed(0)
-    data = generate(args.gat_nodes, 24.0, 8, 128, homophily=0.8)
-    print(f"[4] GAT 2 x 128, 8 heads, on {data.num_nodes} nodes, {data.num_edges} edges:", flush=True)
-    return compare_layers(data, layer_args)["gat"]
+    layer_args = argparse.Namespace(nodes=args.gat_nodes, avg_degree=24.0, classes=8, features=128, hidden=128,
+                                    layers=2, heads=8, gcnii_layers=8, gcnii_nodes=args.gat_nodes, warmup=1,
+                                    epochs=args.gat_epochs)
+    print(f"[4] GAT 2 x 128, 8 heads, on {args.gat_nodes} nodes of mean degree 24:", flush=True)
+    return compare_model(layer_args, "gat")
 
 
 def stream_dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tensor,
