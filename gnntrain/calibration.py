@@ -132,8 +132,8 @@ def _scaled(cfg: dict, scale: float) -> dict:
 
 def _setting_key(cfg: dict, baseline: dict) -> str:
     net = {k: v for k, v in cfg["network"].items() if k not in ("calibration", "calibrate_against")}
-    text = json.dumps({"setting": setting(flatten(cfg)), "baseline": baseline, "network": net, "host": socket.gethostname()},
-                      sort_keys=True)
+    text = json.dumps({"setting": setting(flatten(cfg)), "baseline": baseline, "network": net,
+                       "host": socket.gethostname()}, sort_keys=True)
     return f"{cfg['dataset']['name']}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 

@@ -3,6 +3,8 @@ the calibration probe each read the part a key plays, not a list of their own.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import make_cfg
 
 from gnntrain import calibration
@@ -10,8 +12,8 @@ from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, part_of, plays, setting
 from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD
 from gnntrain.data import dataset_key
-from gnntrain.engine.checkpoint import FREE_ON_RESUME
-from gnntrain.report import IGNORED_KEYS
+from gnntrain.engine.checkpoint import FREE_ON_RESUME, _trained_config
+from gnntrain.report import IGNORED_KEYS, Run, differing_keys
 
 
 def test_parts_of_keys_follow_their_fields_and_sections() -> None:
@@ -27,6 +29,17 @@ def test_resume_and_tables_read_the_parts() -> None:
     assert IGNORED_KEYS == keys_playing(PLACE)
     assert not any(plays(key, FREE_ON_RESUME) for key in ("train.lr", "model.hidden", "strategy.name", "seed"))
     assert plays("wandb.run.id", FREE_ON_RESUME) and not plays("partition.dirs", ("partition.dir",))
+
+
+def test_a_resume_and_a_table_tell_configs_apart_by_what_they_compute() -> None:
+    """A checkpoint's trained config and a report's columns ignore where a run lives and how long
+    it runs, and keep what it computes."""
+    base = make_cfg("train.epochs=5")
+    moved = make_cfg("train.epochs=9", "cluster.master_port=29999", "wandb.project=other", "partition.cache_dir=/x")
+    retuned = make_cfg("train.epochs=5", "train.lr=0.5")
+    assert _trained_config(moved) == _trained_config(base) != _trained_config(retuned)
+    runs = [Run(Path(str(i)), {}, flatten(c)) for i, c in enumerate((base, moved, retuned))]
+    assert differing_keys(runs) == ["train.epochs", "train.lr"]
 
 
 def test_dataset_key_ignores_where_the_files_are_and_whether_to_download() -> None:

@@ -13,9 +13,9 @@ A root section whose field plays a part passes it to every key in it. The walk r
 schema of each section (:func:`~gnntrain.config.schema.section`), not the schemas of a group's
 options: a model's or a strategy's own keys play a part only through their whole section (the
 model's are workload) or where their reader looks at the field itself (calibration reads a
-strategy's workload options from its dataclass). Keys are dotted (``train.epochs``); a whole
-section is its name and a dot (``wandb.``); :func:`plays` tells whether a flattened key is one of
-them or lies under one.
+strategy's workload options from its dataclass). Keys are dotted (``train.epochs``), a whole
+section is its name (``wandb``); :func:`plays` tells whether a flattened key is one of them or
+lies under one.
 """
 
 from __future__ import annotations
@@ -28,21 +28,21 @@ PARTS = (PLACE, CONDUCT, WORKLOAD)
 
 
 def keys_playing(*parts: str, root: type = RootConfig) -> tuple[str, ...]:
-    """The dotted keys of ``root`` (and whole sections, ending in a dot) that play one of ``parts``."""
+    """The dotted keys of ``root`` (and whole sections) that play one of ``parts``."""
     keys = []
     for field in dataclasses.fields(root):
         schema = field.metadata.get("schema")
         if field.metadata.get(ROLE) in parts:
-            keys.append(f"{field.name}." if schema else field.name)
+            keys.append(field.name)
         elif schema is not None:
             keys.extend(f"{field.name}.{key}" for key in keys_playing(*parts, root=schema))
     return tuple(keys)
 
 
 def plays(key: str, keys: tuple[str, ...]) -> bool:
-    """Whether the flattened ``key`` is one of ``keys`` or lies under one (``wandb.`` or
-    ``dataset.args`` holds ``dataset.args.name``); ``partition.dir`` does not hold ``partition.dirs``."""
-    return any(key == base or key.startswith(base + ".") for base in (k.rstrip(".") for k in keys))
+    """Whether the flattened ``key`` is one of ``keys`` or lies under one (``wandb`` holds
+    ``wandb.mode``); ``partition.dir`` does not hold ``partition.dirs``."""
+    return any(key == k or key.startswith(k + ".") for k in keys)
 
 
 def part_of(key: str) -> str | None:

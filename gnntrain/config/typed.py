@@ -32,10 +32,13 @@ def run_config(cfg: dict | RootConfig) -> RootConfig:
     from gnntrain.models.registry import model_config
     from gnntrain.strategies.registry import strategy_config
 
-    section_types = {"dataset": dataset_config, "model": model_config, "strategy": strategy_config}
+    by_option = {"dataset": dataset_config, "model": model_config, "strategy": strategy_config}
     sections = {}
     for field in dataclasses.fields(RootConfig):
-        schema = field.metadata.get("schema")
-        convert = section_types.get(field.name) or (lambda s, schema=schema: typed(schema, s))
-        sections[field.name] = convert(cfg[field.name]) if schema is not None else cfg[field.name]
+        value, schema = cfg[field.name], field.metadata.get("schema")
+        if field.name in by_option:
+            value = by_option[field.name](value)
+        elif schema is not None:
+            value = typed(schema, value)
+        sections[field.name] = value
     return RootConfig(**sections)

@@ -30,7 +30,7 @@ from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping
 from gnntrain.engine.metrics import EpochRecord, peak_memory_mb, reset_peak_memory, summarize
-from gnntrain.engine.recorder import RunRecorder
+from gnntrain.engine.recorder import RunRecorder, closed_after
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
@@ -179,12 +179,11 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     every = run.train.checkpoint_every
     stopping = EarlyStopping(run.train.patience, run.train.target, kept)
     recorder: RunRecorder | None = None
-    stop = None
-    exit_code = 1
-    try:
-        if ctx.rank == 0:
-            with interrupts_deferred():
-                recorder = RunRecorder(cfg, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
+    if ctx.rank == 0:
+        with interrupts_deferred():
+            recorder = RunRecorder(cfg, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
+    stop, summary = None, None
+    with closed_after(recorder.close if recorder is not None else None):
         for epoch in range(first_epoch, epochs + 1):
             inject_fault(run.fault, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
@@ -201,16 +200,9 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                     print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
-        summary = None
         if recorder is not None:
-            summary = {**summarize(records, warmup), "early_stop": stop.to_dict() if stop else None,
+            figures = {**summarize(records, warmup), "early_stop": stop.to_dict() if stop else None,
                        "total_wall_time": time.perf_counter() - wall_start}
             with interrupts_deferred():
-                recorder.complete(summary)
-            summary = {**facts, "status": "completed", **summary}
-        exit_code = 0
-    finally:
-        if recorder is not None:
-            with interrupts_deferred():
-                recorder.close(exit_code)
+                summary = recorder.complete(figures)
     return summary

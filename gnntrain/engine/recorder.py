@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from gnntrain.engine.metrics import EpochRecord, read_records, summarize
+from gnntrain.errors import interrupts_deferred
 from gnntrain.files import write_atomically
 
 
@@ -57,16 +59,33 @@ class RunRecorder:
         for sink in self.sinks:
             sink.log(record)
 
-    def complete(self, summary: dict) -> None:
-        """``summary.json`` of the completed run (``facts`` first), and the sinks' summaries."""
-        summary = {**self.facts, "status": "completed", **summary}
+    def complete(self, figures: dict) -> dict:
+        """Write ``summary.json`` of the completed run (``facts``, then ``figures``) and hand it to
+        the sinks; returns it."""
+        summary = {**self.facts, "status": "completed", **figures}
         write_summary(self.run_dir, summary)
         for sink in self.sinks:
             sink.summarize(summary)
+        return summary
 
     def close(self, exit_code: int) -> None:
         for sink in self.sinks:
             sink.close(exit_code)
+
+
+@contextmanager
+def closed_after(close: Callable[[int], None] | None) -> Iterator[None]:
+    """Run the block, then ``close`` (a recorder's or a follower's) with its exit code: 0 where
+    the block completed, 1 where it raised; signals wait while it closes. Nothing where ``close``
+    is None (not rank 0, or no W&B run to follow)."""
+    exit_code = 1
+    try:
+        yield
+        exit_code = 0
+    finally:
+        if close is not None:
+            with interrupts_deferred():
+                close(exit_code)
 
 
 def follow_in_launcher(cfg: dict, wandb_id: str | None, first_epoch: int) -> tuple[dict, WandbFollower | None]:

@@ -20,7 +20,7 @@ import torch
 from gnntrain.config.typed import run_config
 from gnntrain.data import prepare_job_data
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.engine.recorder import follow_in_launcher
+from gnntrain.engine.recorder import closed_after, follow_in_launcher
 from gnntrain.errors import ConfigError, interrupts_deferred, warn
 from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
                                   warn_of_a_shared_rendezvous_store)
@@ -94,12 +94,6 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     with interrupts_deferred():
         cfg, follower = follow_in_launcher(cfg, resume.manifest["wandb_id"] if resume else None,
                                            resume.epoch + 1 if resume else 1)
-    exit_code = 1
-    try:
+    with closed_after(follower.finish if follower is not None else None):
         spawn_and_join(fn, cfg, job, layout, world_size, follower)
-        exit_code = 0
-    finally:
-        if follower is not None:
-            with interrupts_deferred():
-                follower.finish(exit_code)
     return None
