@@ -7,7 +7,10 @@ rows received from peer ``q`` form one contiguous block.
 
 The local adjacency has one row per inner node (the message targets) and one column per local
 node (inner + halo); normalisations use *global* degrees, so an aggregation over a local graph
-with all halo rows present equals the same rows of the full-graph aggregation.
+with all halo rows present equals the same rows of the full-graph aggregation. Degrees and
+normalisations are computed in :func:`weight_dtype` (float32 at least: a 16-bit float rounds
+degrees above 256, and Reddit's mean degree is about 490) and the weights are rounded to the
+training dtype once, as the aggregation matrices are built.
 
 Send plan: for each peer ``q``, the inner nodes that ``q`` has in its halo, in ``q``'s halo
 order. Every rank derives its plans from the global edge list and the partition, so no
@@ -26,7 +29,6 @@ graph's instead of sorting again.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Callable
@@ -34,6 +36,7 @@ from typing import Callable
 import torch
 
 from gnntrain import keyed
+from gnntrain.clock import Stopwatch
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import carve_part
 from gnntrain.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
@@ -48,7 +51,7 @@ class LocalGraph:
     global_ids: torch.Tensor
     """Global id of every local node (inner then halo); for bookkeeping and tests only."""
     in_degree: torch.Tensor
-    """Global in-degree (self-loops excluded) of every local node, float."""
+    """Global in-degree (self-loops excluded) of every local node, in :func:`weight_dtype`."""
     edge_src: torch.Tensor
     """Local source id of every in-edge of an inner node."""
     edge_dst: torch.Tensor
@@ -65,13 +68,13 @@ class LocalGraph:
     val_mask: torch.Tensor
     test_mask: torch.Tensor
     edge_scale: torch.Tensor | None = None
-    """Per-edge multiplier of the aggregation weight in a sampled graph; None: all 1."""
+    """Per-edge multiplier of the aggregation weight in a sampled graph, in :func:`weight_dtype`; None: all 1."""
     target_index: torch.Tensor | None = None
     """Local ids of the inner nodes a target view aggregates into, in order; None: all inner nodes."""
     sampled_from: tuple[LocalGraph, torch.Tensor] | None = field(default=None, repr=False)
     """For a sampled graph: the graph it was sampled from and the mask of its kept in-edges."""
-    operator_build_time: float = 0.0
-    """Seconds spent building this graph's aggregation matrices so far."""
+    operator_builds: Stopwatch | None = field(default=None, repr=False)
+    """Times the building of this graph's aggregation matrices (made with the first one)."""
     operator_source: Callable[[str], SparseOperator] | None = field(default=None, repr=False)
     """Supplies this graph's aggregation matrices instead of building them: for a view whose
     layer reads some sources' rows from elsewhere (a pipeline chunk reading the other chunks'
@@ -85,11 +88,16 @@ class LocalGraph:
         from it (aggregation matrices, views, sampled graphs) is built there too."""
         moved = {f.name: getattr(self, f.name).to(device) for f in fields(self)
                  if isinstance(getattr(self, f.name), torch.Tensor)}
-        return replace(self, **moved, operator_build_time=0.0, _operators={}, _entry_orders={}, _patterns={})
+        return replace(self, **moved, operator_builds=None, _operators={}, _entry_orders={}, _patterns={})
 
     @property
     def device(self) -> torch.device:
         return self.edge_src.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The training dtype: the features', and the aggregation matrices' values'."""
+        return self.x.dtype
 
     @property
     def num_local(self) -> int:
@@ -132,10 +140,17 @@ class LocalGraph:
         if self.operator_source is not None:
             return self.operator_source(kind)
         if kind not in self._operators:
-            start = time.perf_counter()
-            self._operators[kind] = self._build_operator(kind)
-            self.operator_build_time += time.perf_counter() - start
+            if self.operator_builds is None:
+                self.operator_builds = Stopwatch(self.device)
+            with self.operator_builds:
+                self._operators[kind] = self._build_operator(kind)
         return self._operators[kind]
+
+    @property
+    def operator_build_time(self) -> float:
+        """Seconds spent building this graph's aggregation matrices so far (on the device's
+        timeline, :mod:`gnntrain.clock`)."""
+        return 0.0 if self.operator_builds is None else self.operator_builds.seconds
 
     def _entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
         """(Target row, local source id) of each entry of ``kind``'s matrix."""
@@ -171,7 +186,8 @@ class LocalGraph:
         return subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
 
     def operator_entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(Target row, local source id, value) of each entry of :meth:`operator`'s matrix."""
+        """(Target row, local source id, value) of each entry of :meth:`operator`'s matrix, the
+        values in :func:`weight_dtype` (the matrix rounds them to the training dtype)."""
         dst, src = self._entries(kind)
         if kind == "gcn":
             dinv = (self.in_degree + 1.0).rsqrt()
@@ -185,7 +201,8 @@ class LocalGraph:
         return dst, src, value
 
     def _build_operator(self, kind: str) -> SparseOperator:
-        return SparseOperator(*self.operator_entries(kind), (self.num_targets, self.num_local), self._orders(kind))
+        dst, src, value = self.operator_entries(kind)
+        return SparseOperator(dst, src, value.to(self.dtype), (self.num_targets, self.num_local), self._orders(kind))
 
     def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
         """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:
@@ -208,21 +225,27 @@ class LocalGraph:
             edge_scale=None if self.edge_scale is None else self.edge_scale[keep],
             target_index=targets,
             sampled_from=None,
-            operator_build_time=0.0,
+            operator_builds=None,
             _operators={},
             _entry_orders={},
             _patterns={},
         )
 
 
+def weight_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of degrees and aggregation weights when training in ``dtype``: float32, or
+    float64 in float64 runs (so those stay exact against float64 references)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def local_graph_from_part(fields: dict, dtype: torch.dtype = torch.float32) -> LocalGraph:
     """The local graph of a carved part (:func:`~gnntrain.data.partition.carve_part`, or a part
-    file); features and degrees (hence aggregation weights) in ``dtype``."""
-    return LocalGraph(**{**fields, "x": fields["x"].to(dtype), "in_degree": fields["in_degree"].to(dtype)})
+    file); features in the training dtype ``dtype``, degrees in :func:`weight_dtype`."""
+    return LocalGraph(**{**fields, "x": fields["x"].to(dtype), "in_degree": fields["in_degree"].to(weight_dtype(dtype))})
 
 
 def build_local_graph(data: GraphData, part: torch.Tensor, rank: int, world_size: int,
                       dtype: torch.dtype = torch.float32) -> LocalGraph:
-    """Carve rank ``rank``'s local graph out of the whole graph; features, degrees and hence
-    aggregation weights in ``dtype``."""
+    """Carve rank ``rank``'s local graph out of the whole graph; features (and hence the
+    aggregation matrices) in the training dtype ``dtype``."""
     return local_graph_from_part(carve_part(data, part, rank, world_size), dtype)

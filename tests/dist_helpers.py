@@ -102,13 +102,14 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
 def trace_job(tmp_path, name: str, *overrides: str, worker=trace_training) -> list[dict]:
     """Run a job under ``worker`` (a tracing worker of this module, which writes
     ``<trace_dir>/rank<r>.pt``) in ``tmp_path/name``; every rank's trace. One worker runs in
-    this process, without a process group."""
+    this process, without a process group, on the config's device."""
     cfg = make_cfg(*overrides)
     cfg["trace_dir"] = str(tmp_path / name)
     (tmp_path / name).mkdir()
     world = cfg["cluster"]["world_size"]
     if world == 1:
-        worker(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, job_layout(cfg, 1).parts))
+        device = torch.device("cuda", 0) if cfg["cluster"]["device"] == "cuda" else torch.device("cpu")
+        worker(cfg, WorkerContext(0, 1, device), prepare_job_data(cfg, job_layout(cfg, 1).parts))
     else:
         api.run(cfg, worker)
     return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]

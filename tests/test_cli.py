@@ -78,6 +78,8 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["cluster.backend=nccl"], ["cluster.backend=nccl", "cluster.device=cuda", "gloo"]),
     pytest.param(["cluster=gpu"], ["cluster.device=cuda", "no CUDA GPU", "cluster.device=cpu"],
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")),
+    pytest.param(["cluster.device=cuda"], ["cluster.device=cuda", "no CUDA GPU", "cluster.device=cpu"],
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible")),
     (["dataset=reddit", "dataset.download=false"], ["reddit_data.npz", "Reddit"]),
 ])
 def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path, monkeypatch, capsys) -> None:

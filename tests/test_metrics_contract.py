@@ -12,6 +12,7 @@ import pytest
 
 from conftest import train_records
 from gnntrain import api
+from gnntrain.clock import clock_of
 from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.config import one_line
 from gnntrain.engine.metrics import EpochRecord
@@ -148,24 +149,44 @@ class _Mark:
     def __init__(self, ms: float) -> None:
         self.ms = ms
 
-    def elapsed_time(self, later: "_Mark") -> float:
-        return later.ms - self.ms
+
+class _DeviceClock:
+    """A stand-in for a CUDA device's clock (:class:`gnntrain.clock.Clock`) over :class:`_Mark` marks."""
+
+    def seconds(self, start: _Mark, end: _Mark) -> float:
+        return (end.ms - start.ms) / 1e3
+
+    def host_time(self, mark: _Mark) -> float:
+        return mark.ms / 1e3
 
 
-def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_resume_as_total() -> None:
-    meter = CommMeter()
+def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_completion_as_in_flight() -> None:
+    meter, clock = CommMeter(), _DeviceClock()
     meter.record("halo_fwd", 100, 0.0)
-    meter.record_stream("halo_fwd", _Mark(0.0), _Mark(30.0), _Mark(40.0))
+    meter.record_span("halo_fwd", clock, _Mark(0.0), _Mark(30.0), _Mark(40.0), _Mark(38.0))
     with meter.tagged("eval_"):
-        meter.record_stream("halo_fwd", _Mark(50.0), _Mark(50.0), _Mark(55.0))
+        meter.record_span("halo_fwd", clock, _Mark(50.0), _Mark(50.0), _Mark(55.0))
     assert meter.wait_s["halo_fwd"] == 0.0  # nothing counted before the device has caught up
     meter.settle()
     assert meter.bytes["halo_fwd"] == 100
-    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.total_s["halo_fwd"] == pytest.approx(0.040)
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.total_s["halo_fwd"] == pytest.approx(0.038)
     assert meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005) == meter.total_s["eval_halo_fwd"]
     meter.settle()  # each operation counts once
-    assert meter.total_s["halo_fwd"] == pytest.approx(0.040)
-    meter.record_stream("allreduce", _Mark(0.0), _Mark(0.0), _Mark(1.0))
+    assert meter.total_s["halo_fwd"] == pytest.approx(0.038)
+    meter.record_span("allreduce", clock, _Mark(0.0), _Mark(0.0), _Mark(1.0))
     meter.reset()
     meter.settle()
     assert meter.wait_s["allreduce"] == 0.0
+
+
+def test_an_emulated_links_completion_bounds_the_time_in_flight_from_below() -> None:
+    meter = CommMeter()
+    meter.record_span("halo_fwd", _DeviceClock(), _Mark(0.0), _Mark(5.0), _Mark(6.0), _Mark(4.0), not_before=0.020)
+    meter.settle()
+    assert meter.total_s["halo_fwd"] == pytest.approx(0.020) and meter.wait_s["halo_fwd"] == pytest.approx(0.001)
+
+
+def test_host_timed_operations_count_at_once() -> None:
+    meter = CommMeter()
+    meter.record_span("halo_fwd", clock_of("cpu"), 1.0, 3.0, 3.5, 2.0)
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.5) and meter.total_s["halo_fwd"] == pytest.approx(1.0)

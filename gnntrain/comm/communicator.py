@@ -6,12 +6,27 @@ job's device mesh (:mod:`gnntrain.parallel.mesh`). Ranks passed to it are ranks 
 Under an emulated network (:mod:`gnntrain.comm.network`) every transfer it makes is held back
 to the emulated link's speed; the meter records the link time each one cost.
 
-On a CUDA device, waiting on a transfer mostly makes the device's stream wait, not the host, so
-times there are device times: CUDA events on the current stream mark where an operation
-started, where the stream reached its wait and where it resumed, and the meter turns them into
-seconds once the epoch has synchronised the device (:meth:`CommMeter.settle`). Exposed time is
-the stream's stall (reached to resumed, which includes any host-side hold of an emulated link,
-as the stream idles through it); total time runs from the start to the resumption.
+Times are marks on the device's timeline (:mod:`gnntrain.clock`): on a CPU the host's clock,
+on CUDA events on the current stream, where waiting on a transfer mostly makes the stream wait,
+not the host. A transfer *starts* where its data is ready (the stream reaches the call), is
+*reached* where the rank (its stream) gets to the wait, *resumes* where it goes on, and
+*completes* where the backend finished it: on NCCL an event on a watch stream that waits for the
+work, elsewhere the host time of the work's completion callback (else the end of the wait).
+Exposed time is reached to resumed; time in flight is start to completion, no earlier than an
+emulated link's completion (:meth:`~gnntrain.comm.meter.CommMeter.record_span`).
+
+Point-to-point. NCCL batches a transfer's sends and receives (``batch_isend_irecv``, one NCCL
+group); gloo runs them one by one (its coalescing path takes no CUDA tensors), and since gloo's
+send and receive read and write host memory only, CUDA tensors cross through host copies: a
+send copies its tensor to the host before it leaves, a receive lands in a host buffer and is
+copied to the device tensor when waited for. Collectives need no copies: gloo stages CUDA
+tensors itself.
+
+Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
+when the stream reaches the transfer, not when the host queues it (the host may be far ahead);
+so under an emulated network the host waits for the stream to reach each transfer before it
+times the link (a synchronisation, :meth:`gnntrain.clock.Clock.host_time`), and queued device
+work cannot hide the link.
 """
 
 from __future__ import annotations
@@ -23,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import Clock, Mark, clock_of
 from gnntrain.comm.meter import CommMeter
 from gnntrain.comm.network import EmulatedNetwork, Hold
 
@@ -34,13 +50,10 @@ def payload_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def stream_mark(device: torch.device) -> torch.cuda.Event | None:
-    """A timing event recorded now on ``device``'s current CUDA stream; ``None`` off CUDA."""
-    if device.type != "cuda":
-        return None
-    event = torch.cuda.Event(enable_timing=True)
-    event.record(torch.cuda.current_stream(device))
-    return event
+@functools.lru_cache(maxsize=None)
+def _watch_stream(device: torch.device) -> torch.cuda.Stream:
+    """A side stream of ``device`` that only waits for transfers, to mark their completion."""
+    return torch.cuda.Stream(device)
 
 
 class Communicator:
@@ -69,6 +82,7 @@ class Communicator:
         self.group = group
         self.meter = meter if meter is not None else CommMeter()
         self.network = network
+        self.clock: Clock = clock_of(device)
 
     def side_channel(self) -> Communicator:
         """A communicator over the same ranks on a process group of its own (same backend,
@@ -87,6 +101,11 @@ class Communicator:
             dist.destroy_process_group(self.group)
             self.group = None
 
+    @functools.cached_property
+    def backend(self) -> str | None:
+        """The process group's backend (``nccl``, ``gloo``); None without peers."""
+        return str(dist.get_backend(self.group)) if self.world_size > 1 else None
+
     def all_to_all_start(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
                          kind: str, decode: Callable[[torch.Tensor], torch.Tensor] | None = None,
                          into: torch.Tensor | None = None) -> InFlight:
@@ -98,29 +117,30 @@ class Communicator:
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:])) if into is None else into
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
-        work = None
+        started = self.clock.mark()
+        row = payload_bytes(send[:1]) if send.shape[0] else 0
+        hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
+                                   {q: n * row for q, n in enumerate(recv_splits)})
+        works = []
         if self.world_size > 1:
-            work = dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)
+            works = [dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)]
         else:
             recv.copy_(send)
-        row = payload_bytes(send[:1]) if send.shape[0] else 0
-        hold = self._hold_exchange({q: n * row for q, n in enumerate(send_splits)},
-                                   {q: n * row for q, n in enumerate(recv_splits)})
-        return InFlight(recv, send, [work] if work is not None else [], self.meter, kind, self.device, decode, hold)
+        return InFlight(self, recv, send, works, kind, started, decode, hold)
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
-        """Start point-to-point transfers, batched: send each ``(peer, tensor)`` of ``sends`` and
-        receive into each ``(peer, buffer)`` of ``recvs`` (peers are ranks of this group). The
-        sent payload bytes are counted now; waiting returns the list of receive buffers."""
+        """Start point-to-point transfers: send each ``(peer, tensor)`` of ``sends`` and receive
+        into each ``(peer, buffer)`` of ``recvs`` (peers are ranks of this group). The sent
+        payload bytes are counted now; waiting returns the list of receive buffers."""
         sends = [(peer, t.contiguous()) for peer, t in sends]
         self.meter.record(kind, sum(payload_bytes(t) for _, t in sends), 0.0, 0.0)
-        ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for peer, t in sends]
-        ops += [dist.P2POp(dist.irecv, t, self._global(peer), self.group) for peer, t in recvs]
-        works = dist.batch_isend_irecv(ops) if ops else []
-        hold = self._hold_exchange({peer: payload_bytes(t) for peer, t in sends},
+        started = self.clock.mark()
+        hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
-        return InFlight([t for _, t in recvs], [t for _, t in sends], works, self.meter, kind, self.device, hold=hold)
+        works, landed = self._point_to_point(sends, recvs)
+        return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, started, hold=hold,
+                        landed=landed)
 
     def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
         """Start sending ``tensors`` to ``peer`` (a rank of this group), one-sided: the peer
@@ -135,10 +155,11 @@ class Communicator:
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
         self.meter.record(kind, nbytes, 0.0, 0.0)
-        hold = self._hold_exchange({peer: nbytes}, {})
+        started = self.clock.mark()
+        hold = self._hold_exchange(started, {peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
-        ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for t in tensors + stamp]
-        return InFlight(None, tensors + stamp, dist.batch_isend_irecv(ops), self.meter, kind, self.device, hold=hold)
+        works, _ = self._point_to_point([(peer, t) for t in tensors + stamp], [])
+        return InFlight(self, None, tensors + stamp, works, kind, started, hold=hold)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
@@ -147,9 +168,31 @@ class Communicator:
         stamp = None
         if self.network is not None and self.world_size > 1:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
-        ops = [dist.P2POp(dist.irecv, t, self._global(peer), self.group)
-               for t in buffers + ([] if stamp is None else [stamp])]
-        return InFlight(buffers, None, dist.batch_isend_irecv(ops), self.meter, kind, self.device, stamp=stamp)
+        started = self.clock.mark()
+        works, landed = self._point_to_point([], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])])
+        return InFlight(self, buffers, None, works, kind, started, stamp=stamp, landed=landed)
+
+    def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]]
+                        ) -> tuple[list, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Post the sends and receives (module docstring: batched on NCCL, one by one on gloo,
+        CUDA tensors through host copies there); the works, and the (device tensor, host
+        buffer) pairs whose host buffer must be copied to the device once the works are done."""
+        if not sends and not recvs:
+            return [], []
+        if self.backend == "nccl":
+            ops = [dist.P2POp(dist.isend, t, self._global(peer), self.group) for peer, t in sends]
+            ops += [dist.P2POp(dist.irecv, t, self._global(peer), self.group) for peer, t in recvs]
+            return dist.batch_isend_irecv(ops), []
+        staged = self.device.type != "cpu"
+        works, landed = [], []
+        for peer, t in sends:
+            works.append(dist.isend(t.cpu() if staged else t, self._global(peer), group=self.group))
+        for peer, t in recvs:
+            buffer = torch.empty(t.shape, dtype=t.dtype, pin_memory=True) if staged else t
+            works.append(dist.irecv(buffer, self._global(peer), group=self.group))
+            if staged:
+                landed.append((t, buffer))
+        return works, landed
 
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
@@ -162,33 +205,31 @@ class Communicator:
             return list(range(self.world_size))
         return dist.get_process_group_ranks(self.group)
 
-    def _hold_exchange(self, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
-        """The emulated completion of a transfer starting now (bytes per peer of this group; this
-        rank's share to itself moves no bytes on a link)."""
+    def _hold_exchange(self, started: Mark, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
+        """The emulated completion of a transfer whose data is ready at ``started`` (bytes per
+        peer of this group; this rank's share to itself moves no bytes on a link)."""
         if self.network is None or self.world_size == 1:
             return None
         to_world = lambda per_peer: {self._global(q): n for q, n in per_peer.items() if q != self.rank}  # noqa: E731
-        return self.network.exchange(time.perf_counter(), to_world(sent), to_world(received))
+        return self.network.exchange(self.clock.host_time(started), to_world(sent), to_world(received))
 
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
-        nothing when there is no peer. The stream (or host) is blocked throughout, so its
-        time is exposed and total alike."""
-        start = time.perf_counter()
+        nothing when there is no peer. The rank (its stream) is blocked throughout, so its
+        time is exposed and in flight alike."""
         if self.world_size == 1:
             self.meter.record(kind, 0, 0.0)
             return t
-        started = stream_mark(self.device)
+        started = self.clock.mark()
         dist.all_reduce(t, op=op, group=self.group)
+        not_before = 0.0
         if self.network is not None:
-            hold = self.network.all_reduce(start, payload_bytes(t), self.world_ranks)
+            hold = self.network.all_reduce(self.clock.host_time(started), payload_bytes(t), self.world_ranks)
             hold.wait()
+            not_before = hold.ready_at
             self.meter.record_link(kind, hold.busy_s, hold.latency_s)
-        if started is None:
-            self.meter.record(kind, payload_bytes(t), time.perf_counter() - start)
-        else:
-            self.meter.record(kind, payload_bytes(t), 0.0)
-            self.meter.record_stream(kind, started, started, stream_mark(self.device))
+        self.meter.record(kind, payload_bytes(t), 0.0, 0.0)
+        self.meter.record_span(kind, self.clock, started, started, self.clock.mark(), None, not_before)
         return t
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
@@ -207,53 +248,56 @@ class Communicator:
 
 class InFlight:
     """A transfer started by :meth:`Communicator.all_to_all_start`, :meth:`~Communicator.p2p_start`,
-    :meth:`~Communicator.send_start` or :meth:`~Communicator.recv_start`. Its lifetime runs from
-    the start to its completion (marked by a callback on the works' futures where the backend
-    offers them, else to the end of the wait; under an emulated network, no earlier than the
-    emulated completion: ``hold`` on the sender's side, the sender's ``stamp`` on a one-sided
-    receive). On a CUDA device both are device times (see the module's docstring)."""
+    :meth:`~Communicator.send_start` or :meth:`~Communicator.recv_start` (the module docstring
+    says how it is timed). ``hold``: the emulated link's completion on the sender's side;
+    ``stamp``: the sender's emulated arrival time on a one-sided receive; ``landed``: host
+    buffers to copy to the device tensors once the works are done."""
 
-    def __init__(self, recv: Any, send: Any, works: list, meter: CommMeter, kind: str, device: torch.device,
+    def __init__(self, comm: Communicator, recv: Any, send: Any, works: list, kind: str, started: Mark,
                  decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
-                 stamp: torch.Tensor | None = None) -> None:
-        self.recv, self.send, self.works, self.meter, self.kind = recv, send, works, meter, kind
-        self.device = device
-        self.decode = decode
-        self.hold = hold
-        self.stamp = stamp
-        self.start = time.perf_counter()
-        self.started = stream_mark(device)
-        self.done_at: float | None = None
-        if works and self.started is None:
-            try:
-                futures = [work.get_future() for work in works]
-            except RuntimeError:  # gloo's point-to-point works have no future
-                return
-            torch.futures.collect_all(futures).then(self._mark_done)
+                 stamp: torch.Tensor | None = None, landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+                 ) -> None:
+        self.comm, self.recv, self.send, self.works, self.kind = comm, recv, send, works, kind
+        self.started = started
+        self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
+        self.completed: Mark | None = None
+        if not works:
+            return
+        if comm.backend == "nccl":
+            watch = _watch_stream(comm.device)
+            with torch.cuda.stream(watch):
+                for work in works:
+                    work.wait()
+                self.completed = comm.clock.mark()
+            return
+        try:
+            futures = [work.get_future() for work in works]
+        except RuntimeError:  # gloo's point-to-point works have no future
+            return
+        torch.futures.collect_all(futures).then(self._mark_completed)
 
-    def _mark_done(self, _: Any) -> None:
-        self.done_at = time.perf_counter()
+    def _mark_completed(self, _: Any) -> None:
+        self.completed = time.perf_counter()
 
     def wait(self) -> Any:
         """What arrived; counts the time blocked here (the host's, or on CUDA the stream's) as
         exposed communication."""
-        begin = time.perf_counter()
-        reached = stream_mark(self.device)
+        clock = self.comm.clock
+        reached = clock.mark()
         for work in self.works:
             work.wait()
-        done_at = self.done_at or time.perf_counter()
+        for tensor, buffer in self.landed:
+            tensor.copy_(buffer, non_blocking=True)
+        not_before = 0.0
         if self.hold is not None:
             self.hold.wait()
-            done_at = max(done_at, self.hold.ready_at)
-            self.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
+            not_before = self.hold.ready_at
+            self.comm.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
         if self.stamp is not None:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
-            done_at = max(done_at, arrival)
-        if reached is None:
-            self.meter.record(self.kind, 0, time.perf_counter() - begin, done_at - self.start)
-        else:
-            self.meter.record_stream(self.kind, self.started, reached, stream_mark(self.device))
+            not_before = max(not_before, arrival)
+        self.comm.meter.record_span(self.kind, clock, self.started, reached, clock.mark(), self.completed, not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

@@ -4,9 +4,10 @@ Every transfer goes through :class:`gnntrain.comm.communicator.Communicator`, wh
 at the call site the payload bytes this rank hands to the network (rows x width x element
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
 (``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
-compute. ``total_s`` is the lifetime of the operation, which differs from ``wait_s`` once
-operations overlap with compute. On a CUDA device both are the device's times, from events on
-its stream (:meth:`CommMeter.record_stream`, read by :meth:`CommMeter.settle`).
+compute. ``total_s`` is the time the operation was in flight, which differs from ``wait_s`` once
+operations overlap with compute. Both come from marks on the device's timeline
+(:mod:`gnntrain.clock`; :meth:`CommMeter.record_span`): on a CUDA device the device's times,
+read once the device has passed them (:meth:`CommMeter.settle`).
 
 Every kind belongs to one *category*, declared once, so that a time or byte count means the
 same thing whichever strategy produced it: the kinds of the shared mechanisms (halo exchange,
@@ -94,7 +95,7 @@ class CommMeter:
         self.link_busy_s: dict[str, float] = defaultdict(float)
         self.link_latency_s: dict[str, float] = defaultdict(float)
         self._prefix = ""
-        self._stream_marks: list[tuple[str, Any, Any, Any]] = []
+        self._spans: list[tuple] = []
 
     def record(self, kind: str, nbytes: int, wait_s: float, total_s: float | None = None) -> None:
         key = self._prefix + kind
@@ -103,22 +104,28 @@ class CommMeter:
         self.wait_s[key] += wait_s
         self.total_s[key] += wait_s if total_s is None else total_s
 
-    def record_stream(self, kind: str, started: Any, reached: Any, resumed: Any) -> None:
-        """A CUDA-timed operation (:func:`gnntrain.comm.communicator.stream_mark` events): it
-        started at ``started``, the stream reached its wait at ``reached`` and went on at
-        ``resumed``. Counted as ``wait_s = reached -> resumed`` and ``total_s = started ->
-        resumed`` by :meth:`settle`."""
+    def record_span(self, kind: str, clock: Any, started: Any, reached: Any, resumed: Any,
+                    completed: Any = None, not_before: float = 0.0) -> None:
+        """An operation timed by marks of ``clock`` (:class:`gnntrain.clock.Clock`): its data
+        was ready at ``started``, the rank (its stream, on CUDA) reached its wait at ``reached``
+        and went on at ``resumed``; the backend completed it at ``completed`` (None: at
+        ``resumed``), no earlier than the host time ``not_before`` (an emulated link's
+        completion). Exposed: ``reached -> resumed``; in flight: ``started -> completed``.
+        Counted now where every mark is a host time (a CPU), by :meth:`settle` otherwise."""
         key = self._prefix + kind
-        category(key)
-        self._stream_marks.append((key, started, reached, resumed))
+        self.record(kind, 0, 0.0, 0.0)  # a kind only received is listed, as every rank lists the same kinds
+        self._spans.append((key, clock, started, reached, resumed, completed, not_before))
+        if all(isinstance(m, float) for m in (started, reached, resumed, completed) if m is not None):
+            self.settle()
 
     def settle(self) -> None:
-        """Add the device times of the CUDA-timed operations recorded since the last call; the
-        device must have finished them (e.g. after ``torch.cuda.synchronize``)."""
-        for key, started, reached, resumed in self._stream_marks:
-            self.wait_s[key] += reached.elapsed_time(resumed) / 1e3
-            self.total_s[key] += started.elapsed_time(resumed) / 1e3
-        self._stream_marks.clear()
+        """Add the times of the operations recorded since the last call; on a device, waits
+        until the device has passed their marks."""
+        for key, clock, started, reached, resumed, completed, not_before in self._spans:
+            self.wait_s[key] += clock.seconds(reached, resumed)
+            done = max(clock.host_time(resumed if completed is None else completed), not_before)
+            self.total_s[key] += max(done - clock.host_time(started), 0.0)
+        self._spans.clear()
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
@@ -142,4 +149,4 @@ class CommMeter:
         self.total_s.clear()
         self.link_busy_s.clear()
         self.link_latency_s.clear()
-        self._stream_marks.clear()
+        self._spans.clear()

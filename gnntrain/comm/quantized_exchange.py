@@ -4,10 +4,16 @@ The rows bound for one peer are grouped by bit-width (2, 4, 8, then 32 = unquant
 group's rows keep their order, and the groups go back to back as fixed-size records
 (:mod:`gnntrain.comm.quantize`). Sender and receiver hold the same per-row bit-widths (a
 :class:`BitPlan`), so both know every peer's byte count without a size message.
+
+Where each width's rows lie (:class:`WidthLayout`: rows per peer and width, and each width's
+row positions) depends on the widths alone, which change once per assignment at most; a plan
+computes it once per set of widths, so an exchange reads nothing back from the device to
+lay out its records.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -18,6 +24,42 @@ from gnntrain.comm.quantize import FULL, WIDTHS, dequantize, quantize, record_by
 ALL_WIDTHS = (*WIDTHS, FULL)
 
 
+@dataclass(frozen=True)
+class WidthLayout:
+    """The rows of one direction of an exchange, stacked in peer order, by bit-width."""
+
+    counts: list[list[int]]
+    """Rows per peer and width (``ALL_WIDTHS`` order)."""
+    rows: dict[int, torch.Tensor]
+    """Per width present, the positions of its rows (ascending), on the bits' device."""
+
+    @classmethod
+    def of(cls, bits: torch.Tensor, splits: list[int]) -> WidthLayout:
+        """The layout of rows with widths ``bits``, ``splits[q]`` of them for peer ``q``."""
+        device = bits.device
+        peer = torch.repeat_interleave(torch.arange(len(splits), device=device),
+                                       torch.tensor(splits, dtype=torch.long, device=device), output_size=bits.numel())
+        width = torch.searchsorted(torch.tensor(ALL_WIDTHS, device=device), bits.long())
+        counts = torch.bincount(peer * len(ALL_WIDTHS) + width, minlength=len(splits) * len(ALL_WIDTHS))
+        counts = counts.view(len(splits), len(ALL_WIDTHS)).tolist()
+        present = [w for i, w in enumerate(ALL_WIDTHS) if any(row[i] for row in counts)]
+        return cls(counts, {w: (bits == w).nonzero().view(-1) for w in present})
+
+    @property
+    def single(self) -> int | None:
+        """The one width all rows have, if they have one and there are rows."""
+        return next(iter(self.rows)) if len(self.rows) == 1 else None
+
+    def byte_splits(self, dim: int) -> list[int]:
+        """Bytes per peer of rows of ``dim`` values."""
+        sizes = [record_bytes(dim, w) for w in ALL_WIDTHS]
+        return [sum(n * size for n, size in zip(row, sizes)) for row in self.counts]
+
+    def pieces(self) -> list[tuple[int, int]]:
+        """(width, rows) of each group of records, in buffer order: peer by peer, width by width."""
+        return [(w, n) for row in self.counts for w, n in zip(ALL_WIDTHS, row) if n]
+
+
 class BitPlan(Protocol):
     def bits(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Bit-width of every row this rank sends and of every row it receives in layer
@@ -25,86 +67,56 @@ class BitPlan(Protocol):
         gradients, in halo and send-index order)."""
         ...
 
+    def layouts(self, layer: int, direction: str) -> tuple[WidthLayout, WidthLayout]:
+        """The :class:`WidthLayout` of the rows this rank sends and of those it receives."""
+        ...
+
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
         """The dequantized rows that arrived (for plans that adapt to them)."""
         ...
 
 
-def _counts(bits: torch.Tensor, splits: list[int]) -> torch.Tensor:
-    """``[peers, widths]`` number of rows per peer and width."""
-    device = bits.device
-    peer = torch.repeat_interleave(torch.arange(len(splits), device=device),
-                                   torch.tensor(splits, dtype=torch.long, device=device))
-    width = torch.searchsorted(torch.tensor(ALL_WIDTHS, device=device), bits.long())
-    return torch.bincount(peer * len(ALL_WIDTHS) + width, minlength=len(splits) * len(ALL_WIDTHS)).view(
-        len(splits), len(ALL_WIDTHS))
-
-
-def _single_width(counts: torch.Tensor) -> int | None:
-    """The one width all rows have, if they have one and there are rows."""
-    used = (counts.sum(dim=0) > 0).nonzero().flatten().tolist()
-    return ALL_WIDTHS[used[0]] if len(used) == 1 else None
-
-
-def byte_splits(bits: torch.Tensor, splits: list[int], dim: int) -> list[int]:
-    """Bytes per peer of rows of ``dim`` values with these bit-widths."""
-    sizes = torch.tensor([record_bytes(dim, b) for b in ALL_WIDTHS], device=bits.device)
-    return (_counts(bits, splits) * sizes).sum(dim=1).tolist()
-
-
-def encode(rows: torch.Tensor, bits: torch.Tensor, splits: list[int],
-           generator: torch.Generator | None = None) -> torch.Tensor:
-    """Rows stacked in peer order (``splits[q]`` for peer ``q``) -> one uint8 buffer."""
-    counts = _counts(bits, splits)
-    single = _single_width(counts)
-    if single is not None:  # the buffer is every row's record in order
-        return quantize(rows, single, generator).reshape(-1)
-    records = {w: quantize(rows[bits == w], w, generator) for i, w in enumerate(ALL_WIDTHS) if counts[:, i].any()}
+def encode(rows: torch.Tensor, layout: WidthLayout, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Rows stacked in peer order -> one uint8 buffer."""
+    if layout.single is not None:  # the buffer is every row's record in order
+        return quantize(rows, layout.single, generator).reshape(-1)
+    records = {w: quantize(rows.index_select(0, at), w, generator) for w, at in layout.rows.items()}
     offsets = dict.fromkeys(records, 0)
     chunks = []
-    for q in range(len(splits)):
-        for i, w in enumerate(ALL_WIDTHS):
-            n = int(counts[q, i])
-            if n:
-                chunks.append(records[w][offsets[w]: offsets[w] + n].reshape(-1))
-                offsets[w] += n
+    for w, n in layout.pieces():
+        chunks.append(records[w][offsets[w]: offsets[w] + n].reshape(-1))
+        offsets[w] += n
     return torch.cat(chunks) if chunks else rows.new_empty(0, dtype=torch.uint8)
 
 
-def decode(buffer: torch.Tensor, bits: torch.Tensor, splits: list[int], dim: int) -> torch.Tensor:
-    """The inverse of :func:`encode` on the receiving side: ``[sum(splits), dim]`` float32."""
-    counts = _counts(bits, splits)
-    single = _single_width(counts)
-    if single is not None:
-        return dequantize(buffer.view(bits.numel(), record_bytes(dim, single)), single, dim)
-    parts: dict[int, list[torch.Tensor]] = {w: [] for w in ALL_WIDTHS}
+def decode(buffer: torch.Tensor, layout: WidthLayout, dim: int) -> torch.Tensor:
+    """The inverse of :func:`encode` on the receiving side: ``[rows, dim]`` float32."""
+    count = sum(at.numel() for at in layout.rows.values())
+    if layout.single is not None:
+        return dequantize(buffer.view(count, record_bytes(dim, layout.single)), layout.single, dim)
+    parts: dict[int, list[torch.Tensor]] = {w: [] for w in layout.rows}
     start = 0
-    for q in range(len(splits)):
-        for i, w in enumerate(ALL_WIDTHS):
-            n, size = int(counts[q, i]), record_bytes(dim, w)
-            if n:
-                parts[w].append(buffer[start: start + n * size].view(n, size))
-                start += n * size
-    out = torch.empty(bits.numel(), dim, dtype=torch.float32, device=buffer.device)
+    for w, n in layout.pieces():
+        size = record_bytes(dim, w)
+        parts[w].append(buffer[start: start + n * size].view(n, size))
+        start += n * size
+    out = torch.empty(count, dim, dtype=torch.float32, device=buffer.device)
     for w, blocks in parts.items():
-        if blocks:
-            out[bits == w] = dequantize(torch.cat(blocks), w, dim)
+        out.index_copy_(0, layout.rows[w], dequantize(torch.cat(blocks), w, dim))
     return out
 
 
-def start_quantized(comm: Communicator, rows: torch.Tensor, plan: BitPlan, layer: int, direction: str,
-                    send_splits: list[int], recv_splits: list[int], kind: str,
+def start_quantized(comm: Communicator, rows: torch.Tensor, plan: BitPlan, layer: int, direction: str, kind: str,
                     generator: torch.Generator | None = None) -> InFlight:
     """Start the exchange of ``rows`` quantized as ``plan`` says; waiting yields the received
     rows dequantized (in ``rows``' dtype)."""
-    send_bits, recv_bits = plan.bits(layer, direction)
+    send, recv = plan.layouts(layer, direction)
     dim = rows.shape[1]
 
     def receive(buffer: torch.Tensor) -> torch.Tensor:
-        received = decode(buffer, recv_bits, recv_splits, dim).to(rows.dtype)
+        received = decode(buffer, recv, dim).to(rows.dtype)
         plan.observe(layer, direction, received)
         return received
 
-    return comm.all_to_all_start(encode(rows, send_bits, send_splits, generator),
-                                 byte_splits(send_bits, send_splits, dim), byte_splits(recv_bits, recv_splits, dim),
-                                 kind, decode=receive)
+    return comm.all_to_all_start(encode(rows, send, generator), send.byte_splits(dim), recv.byte_splits(dim), kind,
+                                 decode=receive)

@@ -226,6 +226,10 @@ class ClusterConfig:
     """Its port (0: a free one)."""
     timeout_s: int = conduct(300)
     """Collective timeout in seconds."""
+    deterministic: bool = conduct(False)
+    """Deterministic kernels (torch.use_deterministic_algorithms; CUDA's atomic scatter-adds
+    become sorted ones, cuBLAS a fixed workspace): a GPU run repeats bit for bit, at some cost in
+    speed (docs/clusters.md)."""
 
 
 @dataclass

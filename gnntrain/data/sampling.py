@@ -26,13 +26,14 @@ which depend on the other roots of the batch and would make micrographs differ f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from gnntrain import keyed
 from gnntrain.data.graph_data import GraphData
-from gnntrain.graph import LocalGraph
+from gnntrain.graph import LocalGraph, weight_dtype
+from gnntrain.pinned import PinnedStaging
 
 def sampling_key(seed: int, epoch: int, iteration: int, layer: int) -> int:
     """The key of one layer's sampling in one iteration (:func:`gnntrain.keyed.key`)."""
@@ -98,24 +99,32 @@ class SampledBlocks:
         return self.hop_sizes[0]
 
     @property
+    def roots(self) -> torch.Tensor:
+        """The roots, in the order they were given (the first of the nodes)."""
+        return self.nodes[: self.num_roots]
+
+    @property
     def input_nodes(self) -> torch.Tensor:
         """The nodes whose features the first layer reads."""
         return self.nodes
 
 
 def _block(nodes: torch.Tensor, num_targets: int, src: torch.Tensor, dst: torch.Tensor,
-           topology: Topology, fanout: int, dtype: torch.dtype) -> LocalGraph:
+           in_degree: torch.Tensor, fanout: int, dtype: torch.dtype) -> LocalGraph:
     """The block aggregating from ``nodes`` (local ids ``src``) into its first ``num_targets``
-    (rows ``dst``); it carries no node data of its own."""
-    degree = topology.in_degree[nodes[:num_targets]]
+    (rows ``dst``), from the global in-degrees ``in_degree`` (int64, on the nodes' device); it
+    carries no node data of its own (an empty ``x`` of the training dtype ``dtype``). Degrees
+    and weights in :func:`~gnntrain.graph.weight_dtype`."""
+    precise = weight_dtype(dtype)
+    degree = in_degree[nodes[:num_targets]]
     kept = degree.clamp(max=fanout)
-    empty = torch.empty(0)
+    empty = torch.empty(0, device=nodes.device)
     return LocalGraph(
         rank=0, world_size=1, num_inner=num_targets, num_halo=nodes.numel() - num_targets, global_ids=nodes,
-        in_degree=topology.in_degree[nodes].to(dtype), edge_src=src, edge_dst=dst, recv_splits=[0],
-        send_index=torch.empty(0, dtype=torch.long), send_splits=[0], x=empty, y=empty,
-        train_mask=empty.bool(), val_mask=empty.bool(), test_mask=empty.bool(),
-        edge_scale=(degree.to(dtype) / kept.clamp(min=1).to(dtype))[dst],
+        in_degree=in_degree[nodes].to(precise), edge_src=src, edge_dst=dst, recv_splits=[0],
+        send_index=torch.empty(0, dtype=torch.long, device=nodes.device), send_splits=[0], x=empty.to(dtype),
+        y=empty, train_mask=empty.bool(), val_mask=empty.bool(), test_mask=empty.bool(),
+        edge_scale=(degree.to(precise) / kept.clamp(min=1).to(precise))[dst],
     )
 
 
@@ -149,7 +158,7 @@ def sample_groups(topology: Topology, groups: list[torch.Tensor], fanouts: list[
                 group_src = src[edge]
             nodes[g], edges[g][layer] = _grow(targets, group_src, group_dst)
             hop_sizes[g].append(nodes[g].numel())
-    return [_blocks_of(n, h, e, topology, fanouts, dtype) for n, h, e in zip(nodes, hop_sizes, edges)]
+    return [_blocks_of(n, h, e, topology.in_degree, fanouts, dtype) for n, h, e in zip(nodes, hop_sizes, edges)]
 
 
 def _grow(nodes: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -167,37 +176,59 @@ def _grow(nodes: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> tuple[to
 
 
 def _blocks_of(nodes: torch.Tensor, hop_sizes: list[int], edges: list[tuple[torch.Tensor, torch.Tensor]],
-               topology: Topology, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
+               in_degree: torch.Tensor, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
     """The sample of ``nodes`` (by hop) with the (source, target) local edges of its first
     ``len(edges)`` layers."""
     layers = len(hop_sizes) - 1
     blocks = []
     for layer, (src, dst) in enumerate(edges):
         width = hop_sizes[layers - layer]
-        blocks.append(_block(nodes[:width], hop_sizes[layers - 1 - layer], src, dst, topology, fanouts[layer], dtype))
+        blocks.append(_block(nodes[:width], hop_sizes[layers - 1 - layer], src, dst, in_degree, fanouts[layer], dtype))
     return SampledBlocks(nodes, hop_sizes, blocks)
 
 
 def pack(sample: SampledBlocks, layers: int | None = None) -> torch.Tensor:
     """The topology of ``sample``'s first ``layers`` blocks (all by default) as one int64
-    tensor: what a method sends when a subgraph's structure travels (:func:`unpack`)."""
+    tensor on the sample's device: what a method sends when a subgraph's structure travels
+    (:func:`unpack`)."""
     blocks = sample.blocks[:layers]
     head = [len(sample.hop_sizes), len(blocks), *sample.hop_sizes, *(b.edge_src.numel() for b in blocks)]
     edges = [t for b in blocks for t in (b.edge_src, b.edge_dst)]
-    return torch.cat([torch.tensor(head, dtype=torch.long), sample.nodes.cpu(), *(e.cpu() for e in edges)])
+    return torch.cat([torch.tensor(head, dtype=torch.long).to(sample.nodes.device), sample.nodes, *edges])
 
 
-def unpack(packed: torch.Tensor, topology: Topology, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
-    """The :class:`SampledBlocks` of a :func:`pack`, rebuilt against the (replicated) topology."""
-    values = packed.cpu()
-    hops, count = int(values[0]), int(values[1])
-    hop_sizes = values[2: 2 + hops].tolist()
-    sizes = values[2 + hops: 2 + hops + count].tolist()
+def unpack(packed: torch.Tensor, in_degree: torch.Tensor, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
+    """The :class:`SampledBlocks` of a :func:`pack`, rebuilt on the packed tensor's device
+    against the global in-degrees ``in_degree`` (int64, on that device)."""
+    hops, count = packed[:2].tolist()
+    head = packed[2: 2 + hops + count].tolist()
+    hop_sizes, sizes = head[:hops], head[hops:]
     start = 2 + hops + count
-    nodes = values[start: start + hop_sizes[-1]]
+    nodes = packed[start: start + hop_sizes[-1]]
     start += hop_sizes[-1]
     edges = []
     for size in sizes:
-        edges.append((values[start: start + size], values[start + size: start + 2 * size]))
+        edges.append((packed[start: start + size], packed[start + size: start + 2 * size]))
         start += 2 * size
-    return _blocks_of(nodes, hop_sizes, edges, topology, fanouts, dtype)
+    return _blocks_of(nodes, hop_sizes, edges, in_degree, fanouts, dtype)
+
+
+def to_device(samples: list[SampledBlocks], staging: PinnedStaging) -> list[SampledBlocks]:
+    """The host-made ``samples`` with every tensor on the staging's device, in one copy
+    (:mod:`gnntrain.pinned`); each block's ``global_ids`` stays a view of its sample's nodes."""
+    host = [(sample, block, name) for sample in samples for block in sample.blocks
+            for name in _BLOCK_TENSORS if getattr(block, name) is not None]
+    moved = iter(staging.to_device([sample.nodes for sample in samples] + [getattr(b, n) for _, b, n in host]))
+    nodes = {id(sample): next(moved) for sample in samples}
+    fields: dict[int, dict[str, torch.Tensor]] = {}
+    for sample, block, name in host:
+        fields.setdefault(id(block), {})[name] = next(moved)
+    return [SampledBlocks(nodes[id(s)], s.hop_sizes,
+                          [replace(b, global_ids=nodes[id(s)][: b.global_ids.numel()], **fields[id(b)])
+                           for b in s.blocks])
+            for s in samples]
+
+
+_BLOCK_TENSORS = ("in_degree", "edge_src", "edge_dst", "send_index", "x", "y", "train_mask", "val_mask",
+                  "test_mask", "edge_scale")
+"""The tensors of a block other than its ``global_ids`` (a view of its sample's nodes)."""

@@ -1,7 +1,8 @@
 """The epoch loop, the same for every strategy.
 
-Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` (the device is
-synchronised before the clock stops, and the communication timed on CUDA is read then) and
+Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` on the device's
+timeline (:mod:`gnntrain.clock`: CUDA events on a GPU, so the epoch ends when the device has
+done its work, and the communication timed there is read then), and
 count the rows it passes through the model's dense maps (the strategy metric
 ``projected_rows``, :mod:`gnntrain.models.rows`), evaluate every ``train.eval_every`` epochs,
 then sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
@@ -20,6 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import clock_of
 from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
@@ -50,17 +52,17 @@ class EpochLoop:
         self.strategy = strategy_class(self.run.strategy.name)(self.run, ctx, job)
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
+        self.clock = clock_of(ctx.device)
 
     def train_epoch(self, epoch: int) -> tuple[torch.Tensor, dict[str, float]]:
         """Train one epoch; this rank's loss share and its times (seconds)."""
         self.meter.reset()
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
-        start = time.perf_counter()
+        self.clock.anchor()
+        start = self.clock.mark()
         loss = self.strategy.train_epoch(epoch)
-        if self.ctx.device.type == "cuda":
-            torch.cuda.synchronize(self.ctx.device)
-        epoch_time = time.perf_counter() - start
+        epoch_time = self.clock.seconds(start, self.clock.mark())
         self.projected_rows = projected_rows.take()
         self.meter.settle()
         exposed = by_category(self.meter.wait_s)
@@ -81,10 +83,10 @@ class EpochLoop:
         sums = [float(loss), self.projected_rows] + [float(self.meter.bytes[k]) for k in kinds]
         if eval_counts is not None:
             sums += eval_counts.tolist()
-        maxes = list(times.values()) + [eval_time, peak_memory_mb(self.ctx.device)]
+        maxes = list(times.values()) + [eval_time, *peak_memory_mb(self.ctx.device)]
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
         sums = self.world.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
-        maxes = dict(zip([*times, "eval_time", "peak_mem_mb"],
+        maxes = dict(zip([*times, "eval_time", "peak_mem_mb", "peak_mem_reserved_mb"],
                          self.world.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()))
 
         by_kind = {k: int(b) for k, b in zip(kinds, sums[2: 2 + len(kinds)])}
@@ -106,7 +108,7 @@ class EpochLoop:
             comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
             eval_comm_bytes=bytes_by_category["eval"],
             link_busy_time=maxes["link_busy_time"], link_latency_time=maxes["link_latency_time"],
-            peak_mem_mb=maxes["peak_mem_mb"],
+            peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
             strategy_metrics={"projected_rows": sums[1], **self.strategy.epoch_metrics()},
         )
 
@@ -115,9 +117,9 @@ class EpochLoop:
         eval_counts, eval_time = None, 0.0
         train = self.run.train
         if epoch % train.eval_every == 0 or epoch == train.epochs:
-            start = time.perf_counter()
+            start = self.clock.mark()
             eval_counts = self.strategy.evaluate()
-            eval_time = time.perf_counter() - start
+            eval_time = self.clock.seconds(start, self.clock.mark())
         return self.epoch_record(epoch, loss, times, eval_counts, eval_time)
 
 

@@ -35,21 +35,27 @@ class EpochRecord:
     test_acc: Optional[float]
     """Score on the test nodes; null on epochs without evaluation."""
     epoch_time: float
-    """Seconds of training in the epoch, evaluation left out, max over ranks; on a GPU it ends
-    with the device synchronised."""
+    """Seconds of training in the epoch, evaluation left out, max over ranks, on the device's
+    timeline (:mod:`gnntrain.clock`): on a CPU the host's clock; on a GPU CUDA events, from
+    where the device starts the epoch's work to where it has done it (a transfer still in
+    flight on another stream, such as a stale exchange, is not waited for: as on a CPU)."""
     compute_time: float
     """``epoch_time`` less the exposed communication of every category."""
     comm_time: float
     """Exposed ``data`` communication: seconds a rank waited on the traffic its method moves to
-    compute (halo rows, stage activations; their gradients), max over ranks; on a GPU the
-    seconds the device's stream stalled (:mod:`gnntrain.comm.communicator`)."""
+    compute (halo rows, stage activations; their gradients), max over ranks: on a CPU the
+    seconds the host was blocked, on a GPU the seconds the device's stream stalled
+    (:mod:`gnntrain.comm.communicator`)."""
     comm_total_time: float
-    """Seconds the ``data`` transfers were in flight, overlapped or not (max over ranks)."""
+    """Seconds the ``data`` transfers were in flight, overlapped or not (max over ranks): each
+    from where its data was ready (on a GPU, where the stream reached it) to where the backend
+    completed it (on NCCL an event after the work, elsewhere its completion), no earlier than
+    an emulated link's completion."""
     reduce_time: float
     """Exposed ``sync`` communication: seconds a rank waited on gradient all-reduces and
     cross-rank statistics (max over ranks)."""
     eval_time: float
-    """Seconds of evaluation after the epoch (0 where none was due)."""
+    """Seconds of evaluation after the epoch (0 where none was due), timed as ``epoch_time``."""
     comm_bytes: int
     """Payload bytes sent in training (categories ``data``, ``sync``, ``control``), summed over ranks."""
     comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
@@ -69,7 +75,12 @@ class EpochRecord:
     """Under an emulated network: seconds of latency terms of the rank's training transfers,
     max over ranks."""
     peak_mem_mb: float = 0.0
-    """Peak memory in the epoch, max over ranks: CPU, the peak resident set; GPU, the peak allocated."""
+    """Peak memory in the epoch (evaluation included), max over ranks: CPU, the peak resident
+    set; GPU, the peak the caching allocator handed to tensors."""
+    peak_mem_reserved_mb: float = 0.0
+    """Peak memory held for the epoch, max over ranks: GPU, the peak the caching allocator
+    reserved from the device (allocated plus its cached free blocks: what another process
+    on the GPU could not have); CPU, the peak resident set again."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""
@@ -90,18 +101,20 @@ def reset_peak_memory(device: torch.device) -> None:
         pass
 
 
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak memory since :func:`reset_peak_memory`: CUDA bytes allocated, or peak RSS on CPU
-    (``VmHWM``; the process lifetime peak where that cannot be reset)."""
+def peak_memory_mb(device: torch.device) -> tuple[float, float]:
+    """Peak memory since :func:`reset_peak_memory`, allocated and reserved: on CUDA the caching
+    allocator's peaks; on CPU the peak RSS for both (``VmHWM``; the process lifetime peak where
+    that cannot be reset)."""
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
+        return torch.cuda.max_memory_allocated(device) / 2**20, torch.cuda.max_memory_reserved(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+                rss = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return rss, rss
 
 
 def read_records(path: Path) -> list[EpochRecord]:
@@ -149,6 +162,7 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
            for field in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
                          "comm_total_time_by_category")},
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
+        "peak_mem_reserved_mb": max((r.peak_mem_reserved_mb for r in records), default=None),
         "mean_strategy_metrics": {k: mean([r.strategy_metrics[k] for r in steady if k in r.strategy_metrics])
                                   for k in sorted({k for r in steady for k in r.strategy_metrics})},
     }

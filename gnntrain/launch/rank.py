@@ -30,6 +30,18 @@ def _device(cfg: dict, local_rank: int) -> torch.device:
         return device
     return torch.device("cpu")
 
+
+def use_deterministic_kernels(on: bool) -> None:
+    """``cluster.deterministic``: kernels that give the same bits every run, or the fastest ones
+    (a torchrun process runs every job of a sweep, so each job sets it). cuBLAS needs a fixed
+    workspace for that, set before its first use in the process."""
+    if on:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(on)
+    torch.backends.cudnn.deterministic = on
+    torch.backends.cudnn.benchmark = False
+
+
 def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
               local_rank: int, local_workers: int, init_method: str) -> Any:
     """Run one rank's share of a job in this process's process group.
@@ -44,11 +56,16 @@ def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, w
     torch.set_num_threads(_threads_per_worker(cfg, local_workers))
     if cfg["cluster"]["keep_freed_memory"]:
         keep_freed_memory()
+    use_deterministic_kernels(cfg["cluster"]["deterministic"])
     device = _device(cfg, local_rank)
     keep_group = init_method == "env://"
     if not dist.is_initialized():
-        dist.init_process_group(cfg["cluster"]["backend"], init_method=init_method, rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]))
+        backend = cfg["cluster"]["backend"]
+        # NCCL: bound to the rank's GPU, its communicator is made now, not by whichever
+        # operation comes first (a one-sided pipeline send must not be a group's first call)
+        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]),
+                                **({"device_id": device} if backend == "nccl" else {}))
         if keep_group:
             atexit.register(dist.destroy_process_group)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),

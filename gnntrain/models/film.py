@@ -57,10 +57,10 @@ class FiLMLayer(MessagePassingLayer):
         skip = self.act(gamma * project(self.lin_skip, root) + beta)
         beta, gamma = project(self.film, root).split(self.out_dim, dim=-1)
         messages = self.act(gamma[dst] * z[src] + beta[dst])
+        weight = 1.0 / graph.target_rows(graph.in_degree).clamp(min=1)[dst]
         if graph.edge_scale is not None:
-            messages = messages * graph.edge_scale.unsqueeze(-1)
-        degree = graph.target_rows(graph.in_degree).clamp(min=1).unsqueeze(-1)
-        return skip + edge_sum(messages, dst, graph.num_targets) / degree
+            weight = weight * graph.edge_scale
+        return skip + edge_sum(messages * weight.to(messages.dtype).unsqueeze(-1), dst, graph.num_targets)
 
 
 @dataclass

@@ -41,7 +41,7 @@ class BatchNorm(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return (h - self.running_mean) * (self.running_var + self.eps).rsqrt() * self.weight + self.bias
-        sums = self.all_sum(torch.cat([h.sum(0), h.new_tensor([h.shape[0]])]))
+        sums = self.all_sum(torch.cat([h.sum(0), h.new_full((1,), h.shape[0])]))
         n = sums[-1].detach()
         centered = h - sums[:-1] / n
         var = self.all_sum((centered * centered).sum(0)) / n

@@ -28,15 +28,24 @@ from gnntrain.parallel.activation_memory import SavedActivations
 SPLITS = ("train", "val", "test")
 
 
-def loss_share(out: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, num_train: int,
+def loss_share(out: torch.Tensor, y: torch.Tensor, rows: torch.Tensor | None, num_train: int,
                multilabel: bool) -> torch.Tensor:
-    """The share of the full-graph mean training loss of the rows ``mask`` selects: their summed
-    cross-entropy (binary cross-entropy per label for multilabel data) over the global number of
-    training nodes (times labels)."""
+    """The share of the full-graph mean training loss of the rows ``rows`` (indices; None: every
+    row of ``out``): their summed cross-entropy (binary cross-entropy per label for multilabel
+    data) over the global number of training nodes (times labels). The cross-entropy is the
+    negative log-softmax at the label, picked with ``gather``: the value ``F.cross_entropy``
+    computes, whose CUDA kernel has no deterministic variant (``cluster.deterministic``)."""
+    if rows is not None:
+        out, y = out[rows], y[rows]
     if multilabel:
-        total = F.binary_cross_entropy_with_logits(out[mask], y[mask], reduction="sum")
-        return total / (num_train * y.shape[1])
-    return F.cross_entropy(out[mask], y[mask], reduction="sum") / num_train
+        return F.binary_cross_entropy_with_logits(out, y, reduction="sum") / (num_train * y.shape[1])
+    return -F.log_softmax(out, dim=-1).gather(1, y.unsqueeze(1)).sum() / num_train
+
+
+def rows_of(mask: torch.Tensor) -> torch.Tensor:
+    """The indices of a boolean mask's set rows (found once: indexing by a mask on a device
+    reads its count back to the host every time)."""
+    return mask.nonzero().view(-1)
 
 
 def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], multilabel: bool) -> torch.Tensor:
@@ -92,6 +101,7 @@ class FullBatchStep:
         self.x = graph.x
         self.y = graph.y.to(dtype) if facts.multilabel else graph.y
         self.masks = masks if masks is not None else {k: getattr(graph, f"{k}_mask") for k in SPLITS}
+        self.train_rows = rows_of(self.masks["train"])
         self.seed = run.seed
         torch.manual_seed(run.seed)
         self.model = build_model(run.model, facts.num_features, facts.num_classes,
@@ -133,7 +143,7 @@ class FullBatchStep:
 
     def local_loss(self, out: torch.Tensor) -> torch.Tensor:
         """This rank's share of the full-graph mean training loss."""
-        return loss_share(out, self.y, self.masks["train"], self.num_train, self.multilabel)
+        return loss_share(out, self.y, self.train_rows, self.num_train, self.multilabel)
 
     def forward_backward(self, epoch: int, graph: LocalGraph, halo: HaloSource) -> torch.Tensor:
         """Epoch ``epoch``'s forward over ``graph`` (the local graph or a sample of it with the

@@ -53,8 +53,7 @@ class HaloExchange:
     def _start(self, rows: torch.Tensor, layer: int, direction: str, send_splits: list[int],
                recv_splits: list[int], kind: str) -> InFlight:
         if self.plan is not None:
-            return start_quantized(self.comm, rows, self.plan, layer, direction, send_splits, recv_splits, kind,
-                                   self.generator)
+            return start_quantized(self.comm, rows, self.plan, layer, direction, kind, self.generator)
         if self.wire is not None:
             return start_half(self.comm, rows, self.wire, send_splits, recv_splits, kind)
         return self.comm.all_to_all_start(rows, send_splits, recv_splits, kind)

@@ -48,6 +48,7 @@ PipeGCN-style: our reading of the "historical gradients" the trick avoids).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Callable
 
 import torch
@@ -56,6 +57,25 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.sparse import SparseOperator, SparsePattern, spmm
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Member-graph local ids on the graph's device, with a copy on the host: a table keeps on
+    the host which rows have their message this epoch (that depends on the chunk order alone),
+    so a chunk finds the rows it must still compute without reading the device back."""
+
+    ids: torch.Tensor
+    host: torch.Tensor
+
+    @classmethod
+    def of(cls, ids: torch.Tensor) -> Rows:
+        return cls(ids, ids.cpu())
+
+    def at(self, positions: torch.Tensor) -> tuple[Rows, torch.Tensor]:
+        """The rows at ``positions`` (host indices into these rows), and the positions on the device."""
+        moved = positions.to(self.ids.device, non_blocking=True)
+        return Rows(self.ids[moved], self.host[positions]), moved
 
 
 @dataclass
@@ -80,6 +100,18 @@ class ChunkView:
     def sources(self) -> torch.Tensor:
         """Member-graph local ids of the chunk graph's local rows, in order."""
         return torch.cat([self.rows, self.fresh, self.others])
+
+    @cached_property
+    def own_rows(self) -> Rows:
+        return Rows.of(self.own)
+
+    @cached_property
+    def other_rows(self) -> Rows:
+        return Rows.of(self.others)
+
+    @cached_property
+    def source_rows(self) -> Rows:
+        return Rows.of(self.sources)
 
 
 def carve_chunk(graph: LocalGraph, chunk_of_local: torch.Tensor, k: int) -> ChunkView:
@@ -152,6 +184,7 @@ class Chunks:
         split, read_dst, read_src, read_value = [], [], [], []
         for view in self.views:
             dst, src, value = view.graph.operator_entries(kind)
+            value = value.to(member.dtype)
             own = view.rows.numel() + view.fresh.numel()
             mine = src < own
             split.append((SparseOperator(dst[mine], src[mine], value[mine], (view.graph.num_targets, own)),
@@ -215,10 +248,10 @@ class LayerTable:
             self.current, self.history = new(graph.num_local), new(graph.num_local)
         self.history_grad = new(graph.num_local) if keep_history_grads and not constant else None
         self.stale_grad = new(graph.num_local) if keep_history_grads and not constant else None
-        self.ready = torch.zeros(graph.num_local, dtype=torch.bool, device=graph.device)
-        """Rows whose message this epoch is in ``messages``."""
+        self.ready = torch.zeros(graph.num_local, dtype=torch.bool)
+        """Rows whose message this epoch is in ``messages`` (on the host, :class:`Rows`)."""
         self.carries_grad = torch.zeros_like(self.ready)
-        """Rows whose message was computed with a gradient to pass on."""
+        """Rows whose message was computed with a gradient to pass on (on the host)."""
         self.messages: torch.Tensor | None = None
         self.message_grad: torch.Tensor | None = None
         self.two_messages = False
@@ -263,58 +296,64 @@ class LayerTable:
         """The rows ``index`` whose messages are not computed yet this epoch: input features, or
         historical rows (a leaf whose gradient is kept for next epoch without trick 2)."""
         if self.constant:
-            inner = self.graph.num_inner
-            rows = self.graph.x.new_empty(index.numel(), self.x_halo.shape[1])
-            is_inner = index < inner
-            rows[is_inner] = self.graph.x[index[is_inner]]
-            rows[~is_inner] = self.x_halo[index[~is_inner] - inner]
-            return rows
+            inner, x = self.graph.num_inner, self.graph.x
+            if not self.x_halo.shape[0] or not inner:
+                return x[index] if inner else self.x_halo[index - inner]
+            # both sources gathered and one picked per row: no boolean indexing, no read-back
+            return torch.where((index < inner).unsqueeze(1), x[index.clamp(max=inner - 1)],
+                               self.x_halo[(index - inner).clamp(min=0)])
         rows = self.history[index]
         if self.history_grad is not None:
             rows.requires_grad_()
             rows.register_hook(_adding_to(self.history_grad, index))
         return rows
 
-    def store(self, index: torch.Tensor, z: torch.Tensor, roots: Roots | None) -> None:
+    def store(self, index: Rows, z: torch.Tensor, roots: Roots | None) -> None:
         """Messages ``z`` of the rows ``index``, computed now by the running chunk; where they
         carry a gradient (from the layer's map or its inputs) and ``roots`` is given, a root of
         its backward, whose gradient is what later readers added to ``message_grad``."""
         if self.messages is None:
             self.messages = z.new_zeros(self.graph.num_local, *z.shape[1:])
             self.message_grad = torch.zeros_like(self.messages)
-        self.messages[index] = z.detach()
-        self.ready[index] = True
-        self.carries_grad[index] = z.requires_grad
-        if roots is not None and z.requires_grad and index.numel():
-            roots.append((z, lambda: self.take_grad(index)))
+        self.messages[index.ids] = z.detach()
+        self.ready[index.host] = True
+        self.carries_grad[index.host] = z.requires_grad
+        if roots is not None and z.requires_grad and index.ids.numel():
+            roots.append((z, lambda: self.take_grad(index.ids)))
 
-    def ensure(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor]) -> None:
+    def _missing(self, index: Rows) -> torch.Tensor:
+        """Positions (host) of the rows of ``index`` that have no message this epoch yet."""
+        return (~self.ready[index.host]).nonzero().view(-1)
+
+    def ensure(self, index: Rows, compute: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Compute and store the messages of the rows ``index`` that this epoch has none of
         (messages without a gradient to pass on)."""
-        missing = index[~self.ready[index]]
-        if missing.numel():
-            self.store(missing, compute(missing), None)
+        positions = self._missing(index)
+        if positions.numel():
+            missing, _ = index.at(positions)
+            self.store(missing, compute(missing.ids), None)
 
-    def fetch(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor], roots: Roots) -> torch.Tensor:
+    def fetch(self, index: Rows, compute: Callable[[torch.Tensor], torch.Tensor], roots: Roots) -> torch.Tensor:
         """The messages of the rows ``index``: computed by ``compute(missing rows)`` and stored
         where this epoch has none yet, then read from the table (a leaf whose gradient is added
         to ``message_grad`` where one can pass on). Computed messages that carry a gradient
         stay in the running chunk's graph instead of being read back."""
-        missing = (~self.ready[index]).nonzero().view(-1)
-        if missing.numel():
-            computed = compute(index[missing])
-            self.store(index[missing], computed, roots)
+        positions = self._missing(index)
+        if positions.numel():
+            missing, at = index.at(positions)
+            computed = compute(missing.ids)
+            self.store(missing, computed, roots)
             if computed.requires_grad:
-                if missing.numel() == index.numel():
+                if positions.numel() == index.host.numel():
                     return computed
-                return self._read(index).index_copy(0, missing, computed)
+                return self._read(index).index_copy(0, at, computed)
         return self._read(index)
 
-    def _read(self, index: torch.Tensor) -> torch.Tensor:
-        read = self.messages[index]
-        if bool(self.carries_grad[index].any()):
+    def _read(self, index: Rows) -> torch.Tensor:
+        read = self.messages[index.ids]
+        if bool(self.carries_grad[index.host].any()):
             read.requires_grad_()
-            read.register_hook(_adding_to(self.message_grad, index))
+            read.register_hook(_adding_to(self.message_grad, index.ids))
         return read
 
     def compute_history(self, index: torch.Tensor, compute: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
@@ -387,15 +426,15 @@ class ChunkHalo:
                                (fresh, lambda: table.stale_grad[view.fresh])]
         if by_operator:
             z = conv.message(torch.cat([h_inner, dropout(fresh, ids[rows:own])]), transform)
-            table.store(view.own, z, None)
-            table.ensure(view.others, compute)
+            table.store(view.own_rows, z, None)
+            table.ensure(view.other_rows, compute)
             graph = replace(graph, operator_source=lambda kind: self._split_operator(kind, table, z))
         elif table.constant:
-            z = table.fetch(view.sources, compute, self.roots)
+            z = table.fetch(view.source_rows, compute, self.roots)
         else:
             z_own = conv.message(torch.cat([h_inner, dropout(fresh, ids[rows:own])]), transform)
-            table.store(view.own, z_own, self.roots)
-            z = torch.cat([z_own, table.fetch(view.others, lambda index: table.compute_history(index, compute),
+            table.store(view.own_rows, z_own, self.roots)
+            z = torch.cat([z_own, table.fetch(view.other_rows, lambda index: table.compute_history(index, compute),
                                               self.roots)])
         return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
 

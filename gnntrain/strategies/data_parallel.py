@@ -46,11 +46,12 @@ def validate(config: DataParallelConfig) -> None:
 
 
 def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
-    """The rows of ``graph``'s inner nodes that are in ``global_mask`` and dealt to ``replica``
-    (position among the mask's nodes, in global id order, modulo ``replicas``)."""
+    """The rows of ``graph``'s inner nodes that are in ``global_mask`` (the whole graph's, on
+    the host) and dealt to ``replica`` (position among the mask's nodes, in global id order,
+    modulo ``replicas``), on the graph's device."""
     position = torch.cumsum(global_mask.long(), 0) - 1
-    owner = torch.where(global_mask, position % replicas, -1)
-    return (owner[graph.global_ids[: graph.num_inner]] == replica).to(graph.device)
+    owner = torch.where(global_mask, position % replicas, -1).to(graph.device)
+    return owner[graph.global_ids[: graph.num_inner]] == replica
 
 
 class DataParallel:

@@ -58,13 +58,13 @@ within its group in the middle of a micro-batch.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
 from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check
@@ -73,7 +73,7 @@ from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
+from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, rows_of, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
@@ -158,6 +158,8 @@ class GNNPipe:
         chunk_of_local = job.part.to(ctx.device)[self.graph.global_ids]
         self.chunks = Chunks(self.graph, chunk_of_local, self.num_chunks)
         self.exchanges = [HaloExchange(v.graph, self.gp) if group > 1 else None for v in self.chunks.views]
+        self.train_rows = [rows_of(v.graph.train_mask) for v in self.chunks.views]
+        """Per chunk, its rows that are training nodes."""
         self.member_exchange = HaloExchange(self.graph, self.gp) if group > 1 else None
 
         torch.manual_seed(run.seed)
@@ -177,7 +179,8 @@ class GNNPipe:
                        for block in self.stage_blocks if block.layer is not None}
         self.shuffle, self.seed, self.model_seed = config.shuffle, config.seed, run.seed
         self.refresh_every = config.alpha if config.fixed_history else 1
-        self.epoch_time = 0.0
+        self.epoch_timed = Stopwatch(ctx.device)
+        """Times the epoch just trained, for the bubble's share of it."""
 
     # -- one stage's share of a pass ------------------------------------------------------
 
@@ -212,7 +215,11 @@ class GNNPipe:
     # -- strategy interface --------------------------------------------------------------
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
-        start = time.perf_counter()
+        self.epoch_timed.reset()
+        with self.epoch_timed:
+            return self._train_epoch(epoch)
+
+    def _train_epoch(self, epoch: int) -> torch.Tensor:
         if epoch == 1:
             self.model.eval()
             with self.meter.tagged("history_"):
@@ -236,7 +243,7 @@ class GNNPipe:
             h, extra = self._stage_forward(*inputs, view.graph, halo)
             if self.last:
                 rows = view.rows
-                outputs = [loss_share(h, self.y[rows], view.graph.train_mask, self.num_train, self.multilabel)]
+                outputs = [loss_share(h, self.y[rows], self.train_rows[k], self.num_train, self.multilabel)]
                 loss += outputs[0].detach()
             else:
                 outputs = self.link.outgoing.pack(h, extra)
@@ -261,7 +268,6 @@ class GNNPipe:
         self.optimizer.step()
         for table in self.tables.values():
             table.end_epoch(epoch % self.refresh_every == 0)
-        self.epoch_time = time.perf_counter() - start
         return loss
 
     def evaluate(self) -> torch.Tensor:
@@ -279,9 +285,10 @@ class GNNPipe:
         waits = {k: t for k, t in self.meter.wait_s.items() if category(k) in TRAINING_CATEGORIES}
         bubble = sum(t for k, t in waits.items() if k.endswith(PIPE_KINDS))
         communication = sum(waits.values()) - bubble
+        epoch_time = self.epoch_timed.seconds
         parts = torch.zeros(self.stages, 5, dtype=torch.float64, device=self.graph.device)
-        parts[self.stage] = torch.tensor([1.0, self.epoch_time - bubble - communication, communication, bubble,
-                                          bubble / self.epoch_time], dtype=torch.float64)
+        parts[self.stage] = torch.tensor([1.0, epoch_time - bubble - communication, communication, bubble,
+                                          bubble / epoch_time], dtype=torch.float64)
         self.world.reduce_untracked(parts, dist.ReduceOp.SUM)
         per_rank = parts[:, 1:] / parts[:, :1]
         metrics = {"bubble_share": float(parts[:, 4].sum()) / self.world.world_size}

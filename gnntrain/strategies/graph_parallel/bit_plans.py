@@ -40,10 +40,13 @@ import numpy as np
 import torch
 
 from gnntrain import keyed
+from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import FULL, WIDTHS
+from gnntrain.comm.quantized_exchange import WidthLayout
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingModel
+from gnntrain.pinned import PinnedStaging
 from gnntrain.strategies.graph_parallel.bit_assignment import Assignment, PairGroups, assign_bits, group_messages
 
 if TYPE_CHECKING:  # the config sits beside the policy that builds these plans
@@ -60,16 +63,36 @@ def _sizes(graph: LocalGraph, direction: str) -> tuple[list[int], list[int]]:
 
 
 class _Plan:
-    """Widths are issued per (layer, direction) on first use and kept in ``issued``."""
+    """Widths are issued per (layer, direction) on first use and kept in ``issued``, with their
+    :class:`~gnntrain.comm.quantized_exchange.WidthLayout` (found once per issue)."""
 
     def __init__(self, graph: LocalGraph) -> None:
         self.graph = graph
         self.issued: dict[Key, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._layouts: dict[Key, tuple[WidthLayout, WidthLayout]] = {}
 
     def bits(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         if (layer, direction) not in self.issued:
-            self.issued[layer, direction] = self._initial(layer, direction)
+            self.issue((layer, direction), self._initial(layer, direction))
         return self.issued[layer, direction]
+
+    def layouts(self, layer: int, direction: str) -> tuple[WidthLayout, WidthLayout]:
+        key = (layer, direction)
+        if key not in self._layouts:
+            send_bits, recv_bits = self.bits(layer, direction)
+            send, recv = _sizes(self.graph, direction)
+            self._layouts[key] = (WidthLayout.of(send_bits, send), WidthLayout.of(recv_bits, recv))
+        return self._layouts[key]
+
+    def issue(self, key: Key, widths: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Issue the (sent, received) widths of ``key``."""
+        self.issued[key] = widths
+        self._layouts.pop(key, None)
+
+    def withdraw(self) -> None:
+        """Forget every issued width (they are issued afresh on use)."""
+        self.issued.clear()
+        self._layouts.clear()
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
@@ -79,7 +102,9 @@ class _Plan:
 
     def load_state_dict(self, state: dict) -> None:
         device = self.graph.device
-        self.issued = {k: (send.to(device), recv.to(device)) for k, (send, recv) in state["issued"].items()}
+        self.withdraw()
+        for key, (send, recv) in state["issued"].items():
+            self.issue(key, (send.to(device), recv.to(device)))
 
     def _constant(self, direction: str, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         send, recv = _sizes(self.graph, direction)
@@ -118,22 +143,26 @@ class UniformBits(_Plan):
         super().__init__(graph)
         self.seed = seed
         self.epoch = 0
+        self.staging = PinnedStaging(graph.device)
+        """Widths are drawn on the host (CPU generators: the same widths on every device)."""
 
     def start_epoch(self, epoch: int) -> None:
         self.epoch = epoch
-        self.issued.clear()
+        self.withdraw()
 
     def _draw(self, layer: int, direction: str, sender: int, receiver: int, n: int) -> torch.Tensor:
+        """The widths of the ``n`` messages ``sender`` sends ``receiver`` (on the host)."""
         world = self.graph.world_size
         key = keyed.key(self.seed, self.epoch, layer, direction == "bwd", sender * world + receiver)
         choice = torch.randint(len(WIDTHS), (n,), generator=torch.Generator().manual_seed(key % (1 << 63)))
-        return torch.tensor(WIDTHS)[choice].to(self.graph.device)
+        return torch.tensor(WIDTHS)[choice]
 
     def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
         send, recv = _sizes(self.graph, direction)
         me = self.graph.rank
-        return (torch.cat([self._draw(layer, direction, me, q, n) for q, n in enumerate(send)]),
-                torch.cat([self._draw(layer, direction, q, me, n) for q, n in enumerate(recv)]))
+        return tuple(self.staging.to_device([
+            torch.cat([self._draw(layer, direction, me, q, n) for q, n in enumerate(send)]),
+            torch.cat([self._draw(layer, direction, q, me, n) for q, n in enumerate(recv)])]))
 
 
 class AdaptiveBits(_Plan):
@@ -157,8 +186,8 @@ class AdaptiveBits(_Plan):
         """The largest certified relative gap to the optimum of the last assignment's programs."""
         self.timed_out = 0
         """How many of the last assignment's programs ran into the time limit."""
-        self.trace_time = 0.0
-        """Seconds spent computing variance terms since the epoch began."""
+        self.tracing = Stopwatch(comm.device)
+        """Times computing the variance terms (its seconds since the epoch began: ``trace_time``)."""
 
     def _coefficients(self, model: MessagePassingModel) -> dict[Key, torch.Tensor]:
         """``c_k`` per layer and direction, in the order the messages arrive: forward, this
@@ -167,13 +196,15 @@ class AdaptiveBits(_Plan):
         forward = torch.stack([conv.squared_weight_sums(graph)[graph.num_inner:] for conv in model.convs], dim=1)
         backward = self.comm.all_to_all_start(forward.float().contiguous(), graph.recv_splits, graph.send_splits,
                                               "assign").wait()
-        return {**{(layer, "fwd"): forward[:, layer].float().cpu() for layer in range(forward.shape[1])},
-                **{(layer, "bwd"): backward[:, layer].cpu() for layer in range(forward.shape[1])}}
+        return {**{(layer, "fwd"): forward[:, layer].float() for layer in range(forward.shape[1])},
+                **{(layer, "bwd"): backward[:, layer] for layer in range(forward.shape[1])}}
 
     def _profile(self, sizes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 3) -> torch.Tensor:
         """Fit ``time = theta * bits + gamma`` for every (sender -> receiver) pair from timed
-        ring rounds: in round ``k`` each rank sends to the rank ``k`` places to its right."""
-        world, me = self.comm.world_size, self.comm.rank
+        ring rounds: in round ``k`` each rank sends to the rank ``k`` places to its right. Each
+        round is timed on the device's timeline (:mod:`gnntrain.clock`): on NCCL a host clock
+        around the wait would time the launch, not the transfer."""
+        world, me, clock = self.comm.world_size, self.comm.rank, self.comm.clock
         cost = torch.zeros(world, world, 2, dtype=torch.float64)
         for k in range(1, world):
             right, left = (me + k) % world, (me - k) % world
@@ -183,9 +214,9 @@ class AdaptiveBits(_Plan):
                 recv_splits = [size if q == left else 0 for q in range(world)]
                 payload = torch.zeros(size, dtype=torch.uint8, device=self.comm.device)
                 for _ in range(repeats):
-                    start = time.perf_counter()
+                    start = clock.mark()
                     self.comm.all_to_all_start(payload, send_splits, recv_splits, "assign").wait()
-                    samples.append((8.0 * size, time.perf_counter() - start))
+                    samples.append((8.0 * size, clock.seconds(start, clock.mark())))
             bits, seconds = np.array(samples).T
             theta, gamma = np.polyfit(bits, seconds, 1)
             cost[me, left] = torch.tensor([max(theta, 1e-15), max(gamma, 0.0)])
@@ -201,14 +232,20 @@ class AdaptiveBits(_Plan):
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.traced, self.widths, self.cost = dict(state["traced"]), dict(state["widths"]), state["cost"]
+        self.traced = {k: t.to(self.comm.device) for k, t in state["traced"].items()}
+        self.widths, self.cost = dict(state["widths"]), state["cost"]
+
+    @property
+    def trace_time(self) -> float:
+        """Seconds spent computing variance terms since the epoch began."""
+        return self.tracing.seconds
 
     def observe(self, layer: int, direction: str, received: torch.Tensor) -> None:
-        start = time.perf_counter()
-        spread = (received.amax(dim=1) - received.amin(dim=1)).float() if received.numel() else received.new_zeros(0)
-        coefficient = self.coefficients[layer, direction]
-        self.traced[layer, direction] = coefficient * received.shape[1] * spread.cpu() ** 2 / 6
-        self.trace_time += time.perf_counter() - start
+        """Trace the rows' variance terms (kept on the device until :meth:`reassign`)."""
+        with self.tracing:
+            spread = received.amax(dim=1) - received.amin(dim=1) if received.numel() else received.new_zeros(0)
+            coefficient = self.coefficients[layer, direction]
+            self.traced[layer, direction] = coefficient * received.shape[1] * spread.float() ** 2 / 6
         self.widths[layer, direction] = received.shape[1]
 
     def _incoming(self, rank: int, direction: str) -> torch.Tensor:
@@ -225,8 +262,9 @@ class AdaptiveBits(_Plan):
                                              totals if me == 0 else [0] * world, "assign").wait()
         recv_bits = torch.zeros(0, dtype=torch.uint8, device=self.comm.device)
         if me == 0:
+            traces = at_root.cpu().split(totals)
             start = time.perf_counter()
-            solved = self._solve(keys, at_root.cpu().split(totals))
+            solved = self._solve(keys, traces)
             self.solve_time = time.perf_counter() - start
             recv_bits = torch.cat(solved).to(self.comm.device)
         mine = self.comm.all_to_all_start(recv_bits, totals if me == 0 else [0] * world,
@@ -245,7 +283,7 @@ class AdaptiveBits(_Plan):
             for k in keys:
                 sent[k].append(next(pieces))
         for k, block in zip(keys, blocks):
-            self.issued[k] = (torch.cat(sent[k]).long(), block.long())
+            self.issue(k, (torch.cat(sent[k]).long(), block.long()))
 
     def _solve(self, keys: list[Key], traces: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
         """Rank 0: every rank's received widths, in the order of its traces; the problems of

@@ -29,13 +29,14 @@ the synchronous exchange, and so are the results up to float rounding
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
+from gnntrain.comm.quantized_exchange import ALL_WIDTHS
 from gnntrain.config.schema import RUN_SEED, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
@@ -93,18 +94,20 @@ class Quantized:
         exchange = OverlappedHaloExchange if config.overlap else HaloExchange
         self.exchange = exchange(graph, comm, self.plan, rounding_generator(config.seed, comm), halo_wire(config))
         self.full = HaloExchange(graph, comm)
-        self.assign_time: float | None = None
+        self.assigning = Stopwatch(graph.device)
+        """Times the epoch's reassignment of widths (adaptive widths only)."""
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         if self.plan is not None:
             self.plan.start_epoch(epoch)
         if isinstance(self.plan, AdaptiveBits):
-            self.assign_time = self.plan.solve_time = self.plan.solve_gap = self.plan.trace_time = 0.0
+            self.plan.solve_time = self.plan.solve_gap = 0.0
             self.plan.timed_out = 0
+            self.plan.tracing.reset()
+            self.assigning.reset()
             if epoch > 1 and (epoch - 1) % self.period == 0:
-                start = time.perf_counter()
-                self.plan.reassign()
-                self.assign_time = time.perf_counter() - start
+                with self.assigning:
+                    self.plan.reassign()
         return self.graph, self.exchange
 
     def evaluation_halo(self) -> HaloSource:
@@ -115,14 +118,15 @@ class Quantized:
         (slowest rank), ``solve_time`` and ``assign_gap`` (rank 0). Every rank must call it."""
         if self.plan is None:
             return {"mean_bits": 32.0}
-        widths = [send.double() for send, _ in self.plan.issued.values()]
-        sent = torch.tensor([sum(float(w.sum()) for w in widths), float(sum(w.numel() for w in widths))],
-                            dtype=torch.float64, device=self.comm.device)
+        counts = [row for key in self.plan.issued for row in self.plan.layouts(*key)[0].counts]
+        sent = torch.tensor([float(sum(n * w for row in counts for n, w in zip(row, ALL_WIDTHS))),
+                             float(sum(sum(row) for row in counts))], dtype=torch.float64, device=self.comm.device)
         total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
         metrics = {"mean_bits": total / rows} if rows else {}
-        if self.assign_time is not None:
-            figures = torch.tensor([self.assign_time, self.plan.trace_time, self.plan.solve_time, self.plan.solve_gap,
-                                    self.plan.timed_out], dtype=torch.float64, device=self.comm.device)
+        if isinstance(self.plan, AdaptiveBits):
+            figures = torch.tensor([self.assigning.seconds, self.plan.trace_time, self.plan.solve_time,
+                                    self.plan.solve_gap, self.plan.timed_out], dtype=torch.float64,
+                                   device=self.comm.device)
             assign, trace, solve, gap, timeouts = self.comm.reduce_untracked(figures, dist.ReduceOp.MAX).tolist()
             metrics.update(assign_time=assign, trace_time=trace)
             if assign > 0:

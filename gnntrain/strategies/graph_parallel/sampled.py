@@ -26,7 +26,8 @@ number of dropped edges: a boundary node is usually read by several cut edges.
 Evaluation runs on the full graph with a full exchange. Randomness: one generator per rank,
 seeded from ``strategy.seed`` (the run's seed by default) and the rank, drawn once per epoch;
 it never touches the global RNG, so dropout masks match the vanilla run's. The generator is a
-CPU one on every device, so a seed draws the same samples on CPU and GPU.
+CPU one on every device, so a seed draws the same samples on CPU and GPU; the draws reach the
+device through a pinned buffer (:mod:`gnntrain.pinned`).
 
 ``epoch_metrics`` reports ``sampling_time`` (slowest rank): drawing the sample, exchanging the
 masks, building the sampled graph and its sparse matrices (Table 12's overhead); and
@@ -35,18 +36,19 @@ masks, building the sampled graph and its sparse matrices (Table 12's overhead);
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import Stopwatch
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
 from gnntrain.config.schema import RUN_SEED
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.pinned import PinnedStaging
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
@@ -77,16 +79,17 @@ def sampled_graph(graph: LocalGraph, edge_keep: torch.Tensor, edge_scale: torch.
     keep_local = torch.cat([torch.ones(graph.num_inner, dtype=torch.bool, device=graph.device), halo_keep])
     new_id = torch.cumsum(keep_local, 0) - 1
     kept_edges = edge_keep.nonzero().view(-1)
+    recv_splits = kept_per_block(halo_keep, graph.recv_splits)
     return LocalGraph(
         rank=graph.rank,
         world_size=graph.world_size,
         num_inner=graph.num_inner,
-        num_halo=int(halo_keep.sum()),
+        num_halo=sum(recv_splits),
         global_ids=graph.global_ids[keep_local],
         in_degree=graph.in_degree[keep_local],
         edge_src=new_id[graph.edge_src[kept_edges]],
         edge_dst=graph.edge_dst[kept_edges],
-        recv_splits=[int(block.sum()) for block in halo_keep.split(graph.recv_splits)],
+        recv_splits=recv_splits,
         send_index=send_index,
         send_splits=send_splits,
         x=graph.x, y=graph.y,
@@ -94,6 +97,14 @@ def sampled_graph(graph: LocalGraph, edge_keep: torch.Tensor, edge_scale: torch.
         edge_scale=None if edge_scale is None else edge_scale[kept_edges],
         sampled_from=(graph, edge_keep),
     )
+
+
+def kept_per_block(keep: torch.Tensor, sizes: list[int]) -> list[int]:
+    """How many of each consecutive block (``sizes``) of the mask ``keep`` are set (one read of
+    the device)."""
+    if not sizes:
+        return []
+    return torch.stack([block.sum() for block in keep.split(sizes)]).tolist()
 
 
 def _inverse(q: float) -> float:
@@ -111,6 +122,9 @@ class BoundarySampling:
         self.training_full = HaloExchange(graph, comm, wire=self.wire)
         self.generator = torch.Generator().manual_seed(config.seed * 65_536 + comm.rank)
         self.is_cut = graph.edge_src >= graph.num_inner
+        self.cut_edges = self.is_cut.nonzero().view(-1)
+        self.staging = PinnedStaging(graph.device)
+        """The epoch's draws (made on the host) go to the device through it."""
         self.keep_prob = self.p
         if self.method == "dropedge":
             counts = torch.tensor([float(self.is_cut.sum()), float(self.is_cut.numel())], dtype=torch.float64,
@@ -121,18 +135,17 @@ class BoundarySampling:
         sampled_edges = torch.ones_like(self.is_cut) if self.method == "dropedge" else self.is_cut
         self.edge_scale = torch.where(sampled_edges, _inverse(self.keep_prob), 1.0).to(graph.in_degree.dtype)
         self.sampled: LocalGraph | None = None
-        self.sample_time = 0.0
-        self.dropped_edges = 0
+        self.sampling = Stopwatch(graph.device)
+        """Times drawing the epoch's sample, exchanging the masks and building the sampled graph."""
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         if self.keep_prob == 1.0:
             return self.graph, self.training_full
-        start = time.perf_counter()
-        edge_keep, halo_keep = self._sample()
-        send_index, send_splits = self._rows_peers_kept(halo_keep)
-        self.sampled = sampled_graph(self.graph, edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
-        self.sample_time = time.perf_counter() - start
-        self.dropped_edges = int(edge_keep.numel() - edge_keep.sum())
+        self.sampling.reset()
+        with self.sampling:
+            edge_keep, halo_keep = self._sample()
+            send_index, send_splits = self._rows_peers_kept(halo_keep)
+            self.sampled = sampled_graph(self.graph, edge_keep, self.edge_scale, halo_keep, send_index, send_splits)
         return self.sampled, HaloExchange(self.sampled, self.comm, wire=self.wire)
 
     def evaluation_halo(self) -> HaloSource:
@@ -143,15 +156,15 @@ class BoundarySampling:
         g = self.graph
 
         def draw(n: int) -> torch.Tensor:
-            return (torch.rand(n, generator=self.generator) < self.keep_prob).to(g.device)
+            return self.staging.one(torch.rand(n, generator=self.generator) < self.keep_prob)
 
         if self.method == "bns":
             halo_keep = draw(g.num_halo)
             edge_keep = ~self.is_cut
-            edge_keep[self.is_cut] = halo_keep[g.edge_src[self.is_cut] - g.num_inner]
+            edge_keep[self.cut_edges] = halo_keep[g.edge_src[self.cut_edges] - g.num_inner]
         elif self.method == "bes":
             edge_keep = ~self.is_cut
-            edge_keep[self.is_cut] = draw(int(self.is_cut.sum()))
+            edge_keep[self.cut_edges] = draw(self.cut_edges.numel())
             halo_keep = halo_read_by(g, edge_keep)
         else:
             edge_keep = draw(g.edge_src.numel())
@@ -169,17 +182,18 @@ class BoundarySampling:
             masks, [packed_size(n, 1) for n in g.recv_splits], [packed_size(n, 1) for n in g.send_splits],
             "sample_index").wait()
         blocks = peer_masks.split([packed_size(n, 1) for n in g.send_splits])
-        send_keep = [unpack(b, 1, n).bool() for b, n in zip(blocks, g.send_splits)]
-        return g.send_index[torch.cat(send_keep)], [int(k.sum()) for k in send_keep]
+        send_keep = torch.cat([unpack(b, 1, n).bool() for b, n in zip(blocks, g.send_splits)])
+        return g.send_index[send_keep], kept_per_block(send_keep, g.send_splits)
 
     def epoch_metrics(self) -> dict[str, float]:
         """Of the epoch just trained: ``sampling_time`` (slowest rank) and ``dropped_edges``
         (all ranks). Every rank must call it."""
         if self.sampled is None:
             return {}
-        time_s = torch.tensor([self.sample_time + self.sampled.operator_build_time], dtype=torch.float64,
+        time_s = torch.tensor([self.sampling.seconds + self.sampled.operator_build_time], dtype=torch.float64,
                               device=self.comm.device)
-        dropped = torch.tensor([float(self.dropped_edges)], dtype=torch.float64, device=self.comm.device)
+        dropped = torch.tensor([float(self.graph.edge_src.numel() - self.sampled.edge_src.numel())],
+                               dtype=torch.float64, device=self.comm.device)
         return {"sampling_time": float(self.comm.reduce_untracked(time_s, dist.ReduceOp.MAX)),
                 "dropped_edges": float(self.comm.reduce_untracked(dropped, dist.ReduceOp.SUM))}
 

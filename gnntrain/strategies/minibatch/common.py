@@ -8,6 +8,15 @@ the whole graph) is on every rank, so sampling never communicates. Our choice, a
 and the paper's: topology is small next to features (GAT on Products moves 35 GB of features
 but 0.4 GB of topology per epoch, Sec. 3.1).
 
+Where tensors live. The topology and the sampler stay on the host (as DistDGL's sampler does;
+the topology is the whole graph's), and so do the mini-batches' roots as the permutation deals
+them. A sample crosses to ``ctx.device`` once, right after it is drawn, in one asynchronous
+copy through a pinned buffer (:func:`~gnntrain.data.sampling.to_device`); from there every id
+(the roots are the first of the sample's nodes), mask and row a step touches is on the device,
+and so are samples that arrive from peers (:meth:`MiniBatchTraining.blocks_from` rebuilds them
+there). Host-side reasoning about roots (HopGNN's time steps) reads the host's copy of the
+partition.
+
 Mini-batches. Each epoch a permutation of the training nodes (seeded by ``strategy.seed`` and
 the epoch, the same on every rank) is cut into iterations of ``strategy.batch_size`` roots
 (the last may be smaller); iteration ``i``'s roots are dealt into W mini-batches (mini-batch
@@ -34,18 +43,18 @@ synchronous halo exchange (``eval_halo_fwd``), exactly the full-graph model.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check, workload
 from gnntrain.data import JobData
-from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
+from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, to_device, unpack
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
@@ -55,6 +64,7 @@ from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.pinned import PinnedStaging
 from gnntrain.strategies.registry import Family
 
 
@@ -112,7 +122,11 @@ class MiniBatchTraining:
         data = job.data
         self.multilabel = data.multilabel
         self.topology = Topology.of(data)
+        self.degree = self.topology.in_degree.to(ctx.device)
+        """The global in-degrees on the device, to rebuild samples that arrive from peers."""
+        self.staging = PinnedStaging(ctx.device)
         self.owner = job.part
+        """The partition on the host, for reasoning about host-side roots."""
         self.train_ids = data.train_mask.nonzero().view(-1)
         self.graph = build_local_graph(data, job.part, self.rank, self.world, self.dtype).to(ctx.device)
         self.exchange = HaloExchange(self.graph, self.comm)
@@ -127,9 +141,9 @@ class MiniBatchTraining:
         self.optimizer = build_optimizer(self.model, run, self.params)
         self.synced = self.params
         """The parameters whose gradients are all-reduced (all but those split over ranks)."""
-        self.looked_up = self.missed = 0
-        self.iteration_times: list[float] = []
-        """This rank's wall time of each iteration of the last epoch."""
+        self.looked_up, self.missed = 0, torch.zeros((), dtype=torch.float64, device=ctx.device)
+        self.iterations_timed = Stopwatch(ctx.device)
+        """This rank's time of each iteration of the last epoch (its laps)."""
 
     # -- mini-batches and one step's pieces ----------------------------------------------
 
@@ -149,14 +163,11 @@ class MiniBatchTraining:
     def sample_groups(self, groups: list[torch.Tensor], epoch: int, iteration: int) -> list[SampledBlocks]:
         """The blocks of each group of roots, in one sampler pass per layer (:func:`~gnntrain.data.sampling.sample_groups`)."""
         keys = [sampling_key(self.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
-        sampled = sample_groups(self.topology, groups, self.fanouts, keys, self.dtype)
-        for blocks in sampled:
-            blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
-        return sampled
+        return to_device(sample_groups(self.topology, groups, self.fanouts, keys, self.dtype), self.staging)
 
     def stage_features(self, ids: torch.Tensor) -> None:
         """Fetch the feature rows of the remote ones of ``ids`` into the store (collective); they count as misses."""
-        self.missed += int(self.store.is_remote(ids).sum())
+        self.missed += self.store.is_remote(ids).sum()
         self.store.stage(ids, "x", "feat_fetch")
 
     def fetch_features(self, ids: torch.Tensor) -> torch.Tensor:
@@ -176,8 +187,7 @@ class MiniBatchTraining:
         if blocks.num_roots == 0:
             return self.graph.x.new_zeros(())
         out = self.model.forward_blocks(x, blocks.blocks)
-        every = torch.ones(out.shape[0], dtype=torch.bool, device=out.device)
-        loss = loss_share(out, y, every, batch_size, self.multilabel)
+        loss = loss_share(out, y, None, batch_size, self.multilabel)
         loss.backward()
         return loss.detach()
 
@@ -211,30 +221,29 @@ class MiniBatchTraining:
 
     def blocks_from(self, packed: torch.Tensor) -> SampledBlocks:
         """The sampled blocks whose topology arrived as ``packed`` (:func:`~gnntrain.data.sampling.pack`)."""
-        blocks = unpack(packed, self.topology, self.fanouts, self.dtype)
-        blocks.blocks = [b.to(self.comm.device) for b in blocks.blocks]
-        return blocks
+        return unpack(packed, self.degree, self.fanouts, self.dtype)
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
-        """One iteration's forward and backward on this rank; its share of the iteration loss."""
+        """One iteration's forward and backward on this rank (``batch``: the W mini-batches'
+        roots, on the host); its share of the iteration loss."""
         raise NotImplementedError
 
     # -- strategy interface --------------------------------------------------------------
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         self.model.train()
-        self.looked_up = self.missed = 0
+        self.looked_up = 0
+        self.missed.zero_()
         iterations = self.iterations(epoch)
         loss = self.graph.x.new_zeros(())
-        self.iteration_times = []
+        self.iterations_timed.reset()
         for i, batch in enumerate(iterations):
-            start = time.perf_counter()
-            self.optimizer.zero_grad(set_to_none=False)
-            self.model.begin_step(step_key(self.model_seed, epoch, i))
-            loss += self.accumulate(epoch, i, batch)
-            all_reduce_gradients(self.synced, self.comm)
-            self.optimizer.step()
-            self.iteration_times.append(time.perf_counter() - start)
+            with self.iterations_timed:
+                self.optimizer.zero_grad(set_to_none=False)
+                self.model.begin_step(step_key(self.model_seed, epoch, i))
+                loss += self.accumulate(epoch, i, batch)
+                all_reduce_gradients(self.synced, self.comm)
+                self.optimizer.step()
         return loss / len(iterations)
 
     @torch.no_grad()
@@ -246,7 +255,7 @@ class MiniBatchTraining:
         return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
 
     def epoch_metrics(self) -> dict[str, float]:
-        counts = torch.tensor([self.looked_up, self.missed], dtype=torch.float64, device=self.comm.device)
+        counts = torch.stack([self.missed.new_full((), self.looked_up), self.missed]).double()
         self.comm.reduce_untracked(counts, dist.ReduceOp.SUM)
         return {"miss_rate": float(counts[1] / counts[0]) if counts[0] else 0.0}
 

@@ -26,10 +26,9 @@ from gnntrain.strategies.registry import Method, register
 
 class MiniBatch(MiniBatchTraining):
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
-        roots = batch[self.rank]
-        blocks = self.sample(roots, epoch, iteration)
+        blocks = self.sample(batch[self.rank], epoch, iteration)
         x = self.fetch_features(blocks.input_nodes)
-        y = self.fetch_labels(roots)
+        y = self.fetch_labels(blocks.roots)
         return self.train_on(blocks, x, y, sum(b.numel() for b in batch))
 
 

@@ -173,7 +173,7 @@ class HopGNN(MiniBatchTraining):
         steps = plan(batch, self.owner, merges)
         mine = [(step.offset, step.roots[(self.rank - step.offset) % self.world]) for step in steps]
         sampled = self.sample_groups([roots for _, roots in mine], epoch, iteration)
-        all_roots = torch.cat([roots for _, roots in mine])
+        all_roots = torch.cat([blocks.roots for blocks in sampled])
         if self._roots_away_from_home(steps):
             labels = self.fetch_labels(all_roots)
         else:
@@ -211,7 +211,7 @@ class HopGNN(MiniBatchTraining):
     def _examine(self) -> None:
         """Add the epoch's iteration times (the slowest rank's) to their merge counts' samples;
         decide once every count has enough."""
-        times = torch.tensor(self.iteration_times, dtype=torch.float64, device=self.comm.device)
+        times = torch.tensor(self.iterations_timed.laps(), dtype=torch.float64, device=self.comm.device)
         slowest = self.comm.all_reduce(times, "merge_time", dist.ReduceOp.MAX).tolist()
         for merges, seconds in zip(self.merges_run, slowest):
             self.samples[merges].append(seconds)

@@ -63,9 +63,9 @@ class Naive(MiniBatchTraining):
         """The sends of the models this rank passed on in this iteration (:func:`migrate`)."""
 
     def _owned_by(self, ids: torch.Tensor, first: int, count: int, step: int) -> torch.Tensor:
-        """Which of ``ids`` the ranks ``first, first + step, ...`` (``count`` of them) own."""
-        ranks = torch.tensor([(first + step * k) % self.world for k in range(count)], device=self.comm.device)
-        return torch.isin(self.store.owner[ids], ranks)
+        """Which of ``ids`` the ranks ``first, first + step, ...`` (``count`` of them, ``step``
+        +1 or -1) own: those whose owner is fewer than ``count`` steps from ``first``."""
+        return (self.store.owner[ids] - first) * step % self.world < count
 
     def _own_rows(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Which of ``ids`` this rank owns, and their raw rows after the input dropout."""
@@ -75,7 +75,7 @@ class Naive(MiniBatchTraining):
     def _travel(self, subgraph: SampledBlocks, partial: torch.Tensor) -> tuple[SampledBlocks, torch.Tensor]:
         """Move the held model one rank on with its subgraph's topology and ``partial``
         (``naive_partial``); the subgraph and partial data of the model arriving."""
-        packed = self.pass_on(pack(subgraph).to(self.comm.device), 1, "topology")
+        packed = self.pass_on(pack(subgraph), 1, "topology")
         arrived = self.pass_on(partial, 1, "naive_partial")
         self.departed.append(migrate(self.params, self.comm, 1))
         return self.blocks_from(packed), arrived
@@ -101,9 +101,8 @@ class Naive(MiniBatchTraining):
             rows[own] = x
             mine = layer.aggregated_inputs(rows, subgraph.blocks[0])
             aggregated = mine if t == 0 else aggregated + mine
-        roots = batch[(self.rank + 1) % self.world]
-        return self.train_on(subgraph, LinearPart(layer.from_aggregated(aggregated)), self.fetch_labels(roots),
-                             sum(b.numel() for b in batch))
+        return self.train_on(subgraph, LinearPart(layer.from_aggregated(aggregated)),
+                             self.fetch_labels(subgraph.roots), sum(b.numel() for b in batch))
 
     def _accumulate_projections(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         """At forward step ``t`` rank ``r`` holds model ``d = r - t``, which brings the
@@ -128,8 +127,7 @@ class Naive(MiniBatchTraining):
             projected_rows.add(x.shape[0])
             visited[model] = (ids, own, x)
 
-        roots = batch[(rank + 1) % world]
-        loss, grad = self.train_on_partials(subgraph, projections, self.fetch_labels(roots),
+        loss, grad = self.train_on_partials(subgraph, projections, self.fetch_labels(subgraph.roots),
                                             sum(b.numel() for b in batch))
         for k in range(world):
             model = (rank + 1 + k) % world

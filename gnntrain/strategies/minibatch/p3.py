@@ -79,9 +79,8 @@ class P3(MiniBatchTraining):
     def _graphs_of_every_rank(self, blocks: SampledBlocks) -> list[SampledBlocks]:
         """Every mini-batch's first-layer computation graph, this rank's pushed to the others."""
         packed = pack(blocks, layers=1)
-        counts = self._from_every_rank(torch.tensor([packed.numel()], device=self.comm.device), [1] * self.world,
-                                       "fetch_ids")
-        graphs = self._from_every_rank(packed.to(self.comm.device), [int(c) for c in counts], "topology")
+        counts = self._from_every_rank(packed.new_full((1,), packed.numel()), [1] * self.world, "fetch_ids")
+        graphs = self._from_every_rank(packed, torch.cat(counts).tolist(), "topology")
         return [blocks if q == self.rank else self.blocks_from(g) for q, g in enumerate(graphs)]
 
     def _partial(self, graph: SampledBlocks) -> torch.Tensor:
@@ -97,8 +96,7 @@ class P3(MiniBatchTraining):
         return layer.linear_part(layer.message(inputs, True), inputs, graph.blocks[0], True)
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
-        roots = batch[self.rank]
-        blocks = self.sample(roots, epoch, iteration)
+        blocks = self.sample(batch[self.rank], epoch, iteration)
         partials = [self._partial(graph) for graph in self._graphs_of_every_rank(blocks)]
         own, sizes = self.rank, [p.shape[0] for p in partials]
         others = [q for q in range(self.world) if q != own]
@@ -107,7 +105,7 @@ class P3(MiniBatchTraining):
         recv_splits = [0 if q == own else sizes[own] for q in range(self.world)]
         received = self.comm.all_to_all_start(send, send_splits, recv_splits, "p3_partial").wait()
         assembled = partials[own].detach() + received.view(len(others), *partials[own].shape).sum(0)
-        loss, grad = self.train_on_partials(blocks, assembled, self.fetch_labels(roots),
+        loss, grad = self.train_on_partials(blocks, assembled, self.fetch_labels(blocks.roots),
                                             sum(b.numel() for b in batch))
         torch.autograd.backward(partials, self._from_every_rank(grad, sizes, "p3_partial"))
         return loss

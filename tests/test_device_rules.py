@@ -1,0 +1,102 @@
+"""The rules that make device runs right, checked where CI runs (a CPU): degrees and weights at
+least float32, one clock for timers, host tensors crossing through a pinned buffer, samples
+moved whole, point-to-point over gloo one transfer at a time. ``tests/test_cuda.py`` runs the
+same code on a GPU."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from conftest import assert_same_training, train_records
+from gnntrain.clock import Stopwatch, clock_of
+from gnntrain.data.graph_data import GraphData
+from gnntrain.data.sampling import Topology, sample_groups, sampling_key, to_device
+from gnntrain.graph import build_local_graph, weight_dtype
+from gnntrain.pinned import PinnedStaging
+
+
+def _star(leaves: int) -> GraphData:
+    """Node 0 with an in-edge from each of ``leaves`` other nodes."""
+    src = torch.arange(1, leaves + 1)
+    edge_index = torch.stack([src, torch.zeros_like(src)])
+    n = leaves + 1
+    masks = [torch.ones(n, dtype=torch.bool) for _ in range(3)]
+    return GraphData("star", torch.ones(n, 4), torch.zeros(n, dtype=torch.long), edge_index, *masks, 2)
+
+
+@pytest.mark.parametrize("dtype, expected", [(torch.bfloat16, torch.float32), (torch.float16, torch.float32),
+                                             (torch.float32, torch.float32), (torch.float64, torch.float64)])
+def test_degrees_and_weights_are_at_least_float32(dtype: torch.dtype, expected: torch.dtype) -> None:
+    assert weight_dtype(dtype) == expected
+    graph = build_local_graph(_star(257), torch.zeros(258, dtype=torch.long), 0, 1, dtype)
+    assert graph.in_degree.dtype == expected and graph.in_degree[0] == 257
+
+
+def test_a_16_bit_run_rounds_each_weight_once_not_the_degree() -> None:
+    """A degree of 257 is 256 in bfloat16; the mean's weight is 1/257 rounded to bfloat16."""
+    graph = build_local_graph(_star(257), torch.zeros(258, dtype=torch.long), 0, 1, torch.bfloat16)
+    _, _, precise = graph.operator_entries("mean")
+    assert precise.dtype == torch.float32
+    weights = graph.operator("mean").matrix.values()
+    assert weights.dtype == torch.bfloat16
+    assert torch.equal(weights, torch.full_like(weights, 1 / 257))
+    assert not torch.equal(weights, torch.full_like(weights, 1 / 256))
+    gcn = graph.operator("gcn").matrix.values()  # row 0: its self-loop, then the 257 leaves
+    assert gcn.dtype == torch.bfloat16 and gcn[0] == torch.tensor(1 / 258).to(torch.bfloat16)
+    assert torch.equal(gcn[1:258], torch.full((257,), 258 ** -0.5).to(torch.bfloat16))
+
+
+def test_sampled_blocks_weigh_in_float32_and_carry_the_training_dtype() -> None:
+    data = _star(300)
+    blocks = sample_groups(Topology.of(data), [torch.tensor([0])], [10], [sampling_key(1, 1, 0, 0)],
+                           torch.bfloat16)[0].blocks[0]
+    assert blocks.dtype == torch.bfloat16 and blocks.in_degree.dtype == torch.float32
+    assert torch.equal(blocks.edge_scale, torch.full((10,), 30.0))
+
+
+def test_a_host_sample_moves_whole_and_keeps_its_views() -> None:
+    """On a CPU the move hands the tensors back as they are; everything else about it (ids,
+    views of the nodes) holds on any device."""
+    data = _star(40)
+    samples = sample_groups(Topology.of(data), [torch.tensor([0]), torch.tensor([3, 0])], [5, 5],
+                            [sampling_key(1, 1, 0, layer) for layer in range(2)], torch.float32)
+    moved = to_device(samples, PinnedStaging(torch.device("cpu")))
+    for before, after in zip(samples, moved):
+        assert torch.equal(after.nodes, before.nodes) and after.hop_sizes == before.hop_sizes
+        assert torch.equal(after.roots, before.nodes[: before.num_roots])
+        for b, a in zip(before.blocks, after.blocks):
+            assert torch.equal(a.edge_src, b.edge_src) and torch.equal(a.edge_scale, b.edge_scale)
+            assert a.global_ids.data_ptr() == after.nodes.data_ptr()
+
+
+def test_pinned_staging_on_a_cpu_hands_back_the_tensors() -> None:
+    tensors = [torch.arange(3), torch.ones(2, 2, dtype=torch.bool)]
+    assert PinnedStaging(torch.device("cpu")).to_device(tensors) == tensors
+
+
+def test_the_cpu_clock_is_the_host_clock() -> None:
+    clock = clock_of("cpu")
+    start = clock.mark()
+    time.sleep(0.01)
+    end = clock.mark()
+    assert isinstance(start, float) and clock.seconds(start, end) == end - start >= 0.01
+    assert clock.host_time(start) == start
+    watch = Stopwatch("cpu")
+    for pause in (0.01, 0.02):
+        with watch:
+            time.sleep(pause)
+    laps = watch.laps()
+    assert len(laps) == 2 and laps[0] >= 0.01 and laps[1] >= 0.02 and watch.seconds == pytest.approx(sum(laps))
+    watch.reset()
+    assert watch.seconds == 0.0
+
+
+def test_deterministic_kernels_change_no_cpu_result(tmp_path) -> None:
+    """``cluster.deterministic`` turns torch's deterministic algorithms on in every worker; on a
+    CPU, whose kernels are deterministic already, the run is the same bit for bit."""
+    overrides = ("dataset.num_nodes=400", "dataset.avg_degree=6", "model=gat", "train.epochs=3", "seed=4")
+    plain = train_records(tmp_path / "plain", *overrides)
+    assert_same_training(train_records(tmp_path / "deterministic", *overrides, "cluster.deterministic=true"), plain, 3)
