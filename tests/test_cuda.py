@@ -1,16 +1,21 @@
-"""The GPU path: training on CUDA equals the same run on the CPU.
+"""The GPU path: every registered strategy trained on CUDA equals its CPU run.
 
-Every strategy keeps its local graph, sparse matrices, halo exchanges, sampling masks and
-quantized messages on the training device. Skipped where no CUDA GPU is visible (CI has
-none); on a GPU machine, ``pytest tests/test_cuda.py`` runs them.
+Skipped where no CUDA GPU is visible (CI has none); ``make gpu-check`` runs them on a GPU
+machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` launches it:
 
-* Two workers over gloo share one GPU (gloo moves CUDA tensors through host memory), so every
-  exchange runs on device tensors on any GPU machine; with two or more GPUs the same run goes
-  over NCCL as well, and one worker on NCCL runs everywhere.
-* float64: the GPU's different summation order stays far below 1e-9 relative.
-* BNS draws its samples from a CPU generator, so a seed samples the same graph on both devices.
-  AdaQP's stochastic rounding draws from the device's generator, so a quantized run is compared
-  with the CPU run by its bytes (fixed widths: exact) and not by its values.
+* every strategy on one NCCL rank, and on two gloo ranks sharing the GPU (gloo moves CUDA
+  tensors through host memory, so a one-GPU machine runs every device path of a multi-rank
+  job), a few on four; each against the same job on the CPU, in float64 with dropout 0.5:
+  the same losses (to 1e-9 relative: the GPU sums in another order), accuracies, bytes and
+  final weights. Two exceptions, both by design: AdaQP's stochastic rounding draws from the
+  device's generator, so a quantized run is compared by its bytes and counts (fixed widths);
+  HopGNN chooses its merge count from timed iterations, so its bytes follow the machine and
+  are not compared (merging never changes what a model trains on);
+* a resumed GPU run equals the uninterrupted one; ranks loading part files train as ranks
+  that carve their parts; a bfloat16 model trains as float32 does, to bfloat16's precision,
+  on a graph whose degrees exceed 256; an emulated link on CUDA is not hidden by queued device
+  work; ``cluster.deterministic`` repeats a run bit for bit; AdaQP's profile times transfers on
+  the device.
 """
 
 from __future__ import annotations
@@ -18,109 +23,192 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from dist_helpers import assert_gradients_close, trace_job
+from conftest import assert_same_training, make_cfg, train_records
+from gnntrain.data import write_partitioned_dataset
+from gnntrain.strategies import METHODS
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
 
-COMMON = ("model.layers=2", "model.hidden=16", "model.dropout=0", "train.dtype=float64", "train.epochs=3",
-          "dataset.num_nodes=1200", "seed=2")
-GLOO_SHARED_GPU = ("cluster.device=cuda", "cluster.backend=gloo", "cluster.world_size=2")
-
-MODELS = [("model=gcn",), ("model=sage",), ("model=gat", "model.heads=2"), ("model=gcnii", "model.layers=4"),
-          ("model=deepgcn", "model.layers=3", "model.norm=layer"), ("model=film", "model.norm=layer"),
-          ("model=sage", "model.norm=batch")]
-STRATEGIES = [("strategy=pipegcn", "strategy.smooth=gf", "strategy.track_staleness_error=true"),
-              ("strategy=bns", "strategy.p=0.5"), ("strategy=bes", "strategy.p=0.5"),
-              ("strategy=dropedge", "strategy.p=0.5"),
-              ("strategy=adaqp", "strategy.assign=fixed", "strategy.bits=32", "strategy.overlap=true")]
-
-
-def _assert_same_training(gpu: list[dict], cpu: list[dict]) -> None:
-    torch.testing.assert_close(torch.tensor(gpu[0]["loss"]), torch.tensor(cpu[0]["loss"]), rtol=1e-9, atol=0)
-    for g, c in zip(gpu, cpu):
-        assert g["bytes"] == c["bytes"]
-        for epoch, grads in enumerate(c["grads"]):
-            assert_gradients_close(g["grads"][epoch], grads, 1e-9, f"epoch {epoch + 1}")
-
-
-def _both_devices(tmp_path, *overrides: str) -> tuple[list[dict], list[dict]]:
-    gpu = trace_job(tmp_path, "gpu", *COMMON, *overrides)
-    cpu = trace_job(tmp_path, "cpu", *COMMON, *overrides, "cluster.device=cpu", "cluster.backend=gloo")
-    return gpu, cpu
+COMMON = ("dataset.num_nodes=1200", "dataset.avg_degree=8", "model=sage", "model.layers=2", "model.hidden=16",
+          "model.dropout=0.5", "train.dtype=float64", "train.epochs=3", "train.checkpoint_every=3", "seed=2")
+SETTINGS = {
+    "pipegcn": ("strategy.smooth=gf", "strategy.track_staleness_error=true"),
+    "bns": ("strategy.p=0.5",),
+    "bes": ("strategy.p=0.5",),
+    "dropedge": ("strategy.p=0.5",),
+    "adaqp": ("strategy.assign=fixed", "strategy.bits=4", "strategy.overlap=true"),
+    "minibatch": ("strategy.batch_size=256",),
+    "lo": ("strategy.batch_size=256",),
+    "p3": ("strategy.batch_size=256",),
+    "naive": ("strategy.batch_size=256",),
+    "hopgnn": ("strategy.batch_size=256",),
+}
+"""Settings that make a strategy use the mechanisms it has (the others run as they come)."""
+NOISY = {"adaqp"}
+"""Strategies whose values follow the device's random numbers (compared by bytes and counts)."""
+TIMED = {"hopgnn"}
+"""Strategies whose traffic follows measured times (bytes not compared)."""
+GPU_GLOO = ("cluster.device=cuda", "cluster.backend=gloo")
+GPU_NCCL = ("cluster=gpu",)
+CPU = ("cluster.device=cpu", "cluster.backend=gloo")
+RTOL = 1e-9
 
 
-@pytest.mark.parametrize("model", MODELS, ids=lambda m: "-".join(o.split("=")[1] for o in m))
-def test_models_on_gpu_equal_cpu(model: tuple[str, ...], tmp_path) -> None:
-    _assert_same_training(*_both_devices(tmp_path, *model, "strategy=vanilla", *GLOO_SHARED_GPU))
+def _train(run_dir: Path, *overrides: str) -> tuple[list[dict], list[dict[str, torch.Tensor]]]:
+    """A job's records and each rank's model weights at its last checkpoint."""
+    records = train_records(run_dir, *overrides)
+    last = sorted((run_dir / "checkpoints").glob("epoch_*"))[-1]
+    weights = [torch.load(f, map_location="cpu", weights_only=False)["strategy"]["model"]
+               for f in sorted(last.glob("rank*.pt"))]
+    return records, weights
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s[0].split("=")[1])
-def test_strategies_on_gpu_equal_cpu(strategy: tuple[str, ...], tmp_path) -> None:
-    _assert_same_training(*_both_devices(tmp_path, "model=sage", *strategy, *GLOO_SHARED_GPU))
+def _assert_same_run(name: str, gpu: tuple[list[dict], list[dict]], cpu: tuple[list[dict], list[dict]]) -> None:
+    (gpu_records, gpu_weights), (cpu_records, cpu_weights) = gpu, cpu
+    assert [r["epoch"] for r in gpu_records] == [r["epoch"] for r in cpu_records]
+    if name not in TIMED:
+        assert [r["comm_bytes_by_kind"] for r in gpu_records] == [r["comm_bytes_by_kind"] for r in cpu_records]
+    if name in NOISY:
+        assert all(torch.isfinite(torch.tensor(r["loss"])) for r in gpu_records)
+        return
+    torch.testing.assert_close(torch.tensor([r["loss"] for r in gpu_records], dtype=torch.float64),
+                               torch.tensor([r["loss"] for r in cpu_records], dtype=torch.float64), rtol=RTOL, atol=0)
+    for key in ("train_acc", "val_acc", "test_acc"):
+        assert [r[key] for r in gpu_records] == [r[key] for r in cpu_records], key
+    assert len(gpu_weights) == len(cpu_weights)
+    for rank, (mine, theirs) in enumerate(zip(gpu_weights, cpu_weights)):
+        for key, value in theirs.items():
+            scale = float(value.abs().max()) if value.numel() else 0.0
+            torch.testing.assert_close(mine[key], value, rtol=RTOL, atol=RTOL * scale,
+                                       msg=lambda m: f"rank {rank}, {key}: {m}")
 
 
-def test_nccl_on_gpu_equals_cpu(tmp_path) -> None:
-    world = min(torch.cuda.device_count(), 2)
-    _assert_same_training(*_both_devices(tmp_path, "model=gcn", "strategy=bns", "strategy.p=0.5", "cluster=gpu",
-                                         f"cluster.world_size={world}"))
+def _both(tmp_path: Path, name: str, world: int, gpu: tuple[str, ...], *extra: str) -> None:
+    overrides = (*COMMON, f"strategy={name}", *SETTINGS.get(name, ()), f"cluster.world_size={world}", *extra)
+    _assert_same_run(name, _train(tmp_path / "gpu", *overrides, *gpu), _train(tmp_path / "cpu", *overrides, *CPU))
 
 
-@pytest.mark.parametrize("assign", [("strategy.assign=fixed", "strategy.bits=4"),
-                                    ("strategy.assign=adaptive", "strategy.period=2", "strategy.group_size=20")],
-                         ids=["fixed4", "adaptive"])
-def test_quantized_exchange_on_gpu(assign: tuple[str, ...], tmp_path) -> None:
-    overrides = ("model=gcn", "strategy=adaqp", *assign, "train.dtype=float32", *GLOO_SHARED_GPU)
-    gpu, cpu = _both_devices(tmp_path, *overrides)
-    assert all(torch.isfinite(torch.tensor(t["loss"])).all() for t in gpu)
-    if "strategy.assign=fixed" in assign:
-        assert [t["bytes"] for t in gpu] == [t["bytes"] for t in cpu]
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_strategy_on_gloo_ranks_sharing_the_gpu_equals_its_cpu_run(name: str, tmp_path) -> None:
+    _both(tmp_path, name, 2, GPU_GLOO)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_strategy_on_one_nccl_rank_equals_its_cpu_run(name: str, tmp_path) -> None:
+    _both(tmp_path, name, 1, GPU_NCCL)
+
+
+@pytest.mark.parametrize("name, extra", [("vanilla", ()), ("hopgnn", ()), ("p3", ()),
+                                         ("gnnpipe", ("strategy.graph_parallel=2", "strategy.chunks=4")),
+                                         ("data_parallel", ("strategy.graph_parallel=2",))],
+                         ids=["vanilla", "hopgnn", "p3", "gnnpipe-hybrid", "data_parallel-2x2"])
+def test_four_gloo_ranks_sharing_the_gpu_equal_their_cpu_run(name: str, extra: tuple[str, ...], tmp_path) -> None:
+    _both(tmp_path, name, 4, GPU_GLOO, *extra)
+
+
+@pytest.mark.parametrize("name", ["pipegcn", "gnnpipe", "hopgnn"])
+def test_a_resumed_gpu_run_equals_the_uninterrupted_one(name: str, tmp_path) -> None:
+    overrides = (*COMMON, f"strategy={name}", *SETTINGS.get(name, ()), *GPU_GLOO, "train.checkpoint_every=2")
+    whole = train_records(tmp_path / "whole", *overrides, "train.epochs=4")
+    train_records(tmp_path / "cut", *overrides, "train.epochs=2")
+    resumed = train_records(tmp_path / "cut", *overrides, "train.epochs=4", "train.resume=true")
+    keys = ("loss", "train_acc", "val_acc", "test_acc")
+    if name in TIMED:  # the merge count is timed anew; what a model trains on is not
+        assert [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in whole]
     else:
-        assert all(2 <= m["mean_bits"] <= 8 for m in gpu[0]["epoch_metrics"])
+        assert_same_training(resumed, whole, 4)
 
 
-def test_cli_runs_on_gpu(tmp_path) -> None:
-    """The command a user types: metrics on disk, GPU memory measured."""
-    res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "cluster=gpu", "dataset=synthetic", "train.epochs=3",
+def test_ranks_loading_part_files_on_the_gpu_train_as_ranks_carving_their_parts(tmp_path) -> None:
+    overrides = (*COMMON, "strategy=pipegcn", "strategy.smooth=gf", *GPU_GLOO)
+    folder = tmp_path / "parted"
+    write_partitioned_dataset(make_cfg(*overrides, f"partition.dir={folder}"), 2)
+    parts = train_records(tmp_path / "parts", *overrides, f"partition.dir={folder}")
+    assert_same_training(parts, train_records(tmp_path / "whole", *overrides), 3)
+
+
+def test_a_bfloat16_model_on_the_gpu_trains_as_float32_does(tmp_path) -> None:
+    """Mean degree 300: a degree kept in bfloat16 would round (every integer above 256 is not
+    representable), biasing every mean; kept in float32, the runs differ by bfloat16's rounding."""
+    graph = ("dataset.num_nodes=3000", "dataset.avg_degree=300", "model=sage", "model.hidden=32", "train.epochs=5",
+             "model.dropout=0.5", "seed=3", *GPU_GLOO)
+    low = train_records(tmp_path / "bf16", *graph, "train.dtype=bfloat16")
+    full = train_records(tmp_path / "fp32", *graph, "train.dtype=float32")
+    torch.testing.assert_close(torch.tensor([r["loss"] for r in low]), torch.tensor([r["loss"] for r in full]),
+                               rtol=2e-2, atol=0)
+    assert low[-1]["loss"] < low[0]["loss"]
+
+
+@pytest.mark.parametrize("name", ["vanilla", "pipegcn", "gnnpipe"])
+def test_an_emulated_link_on_the_gpu_holds_transfers_from_when_their_data_is_ready(name: str, tmp_path) -> None:
+    """At 0.2 Gbit/s the link dominates; a synchronous exchange exposes all of it (the host
+    waits for the stream to reach a transfer before it times the link), a stale one hides it."""
+    records = train_records(tmp_path, *COMMON, f"strategy={name}", *GPU_GLOO, "network=eth10g",
+                            "network.bandwidth_gbps=0.2", "train.epochs=4")
+    for r in records[1:]:
+        assert r["link_busy_time"] > 0 and r["epoch_time"] >= r["comm_time"] + r["reduce_time"]
+        if name == "vanilla":
+            assert r["comm_time"] + r["reduce_time"] >= 0.8 * r["link_busy_time"], r
+
+
+@pytest.mark.parametrize("name, model", [("vanilla", "gat"), ("gnnpipe", "gcnii"), ("minibatch", "sage")])
+def test_deterministic_gpu_runs_repeat_bit_for_bit(name: str, model: str, tmp_path) -> None:
+    overrides = (*COMMON, f"strategy={name}", f"model={model}", *GPU_GLOO, "train.dtype=float32",
+                 "cluster.deterministic=true")
+    first, second = _train(tmp_path / "first", *overrides), _train(tmp_path / "second", *overrides)
+    assert [r["loss"] for r in first[0]] == [r["loss"] for r in second[0]]
+    for mine, theirs in zip(first[1], second[1]):
+        assert all(torch.equal(mine[key], value) for key, value in theirs.items())
+
+
+def test_adaqp_times_its_cost_model_on_the_device(tmp_path) -> None:
+    """The profiled per-bit time of every sender-receiver pair is a real transfer time, not the
+    floor a host clock around a launch gives (1e-15 s/bit), and the assignment uses it."""
+    run_dir = tmp_path / "run"
+    records = train_records(run_dir, *COMMON, "strategy=adaqp", "strategy.assign=adaptive", "strategy.period=2",
+                            "strategy.group_size=20", "train.dtype=float32", *GPU_GLOO)
+    rank0 = torch.load(sorted((run_dir / "checkpoints").glob("epoch_*"))[-1] / "rank0.pt", map_location="cpu",
+                       weights_only=False)
+    cost = rank0["strategy"]["policy"]["plan"]["cost"]
+    theta = cost[..., 0][~torch.eye(2, dtype=torch.bool)]
+    assert (theta > 1e-13).all(), cost
+    assert 2 <= records[-1]["strategy_metrics"]["mean_bits"] <= 8
+
+
+def test_the_command_on_the_gpu_measures_device_time_and_memory(tmp_path) -> None:
+    """The command a user types, on every visible GPU over NCCL: metrics on disk, peak memory
+    allocated and reserved, times that fit in their epoch."""
+    res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "cluster=gpu", "train.epochs=3",
                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["world_size"] == torch.cuda.device_count()
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert len(records) == 3 and all(r["peak_mem_mb"] > 0 for r in records)
+    for r in (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()):
+        assert 0 < r["peak_mem_mb"] <= r["peak_mem_reserved_mb"]
+        assert 0 < r["epoch_time"] and 0 <= r["comm_time"] + r["reduce_time"] <= r["epoch_time"]
 
 
 def test_communication_on_cuda_is_timed_on_the_device() -> None:
-    """An exchange in flight while the stream computes: its lifetime (total time) spans the
-    device's work, which the host never waited for, and none of it is exposed."""
-    from gnntrain.comm.communicator import Communicator, stream_mark
+    """An exchange started while the stream computes: its start is where the stream reaches it
+    (after the compute), so neither its time in flight nor its exposed time includes the
+    compute queued before it, however early the host queued both."""
+    from gnntrain.clock import clock_of
+    from gnntrain.comm.communicator import Communicator
     from gnntrain.comm.meter import CommMeter
 
-    meter = CommMeter()
+    meter, clock = CommMeter(), clock_of("cuda")
     comm = Communicator(0, 1, torch.device("cuda"), meter=meter)
-    rows = torch.ones(1000, 8, device="cuda")
-    flight = comm.all_to_all_start(rows, [1000], [1000], "halo_fwd")
-    before = stream_mark(rows.device)
+    clock.anchor()
+    before = clock.mark()
     torch.cuda._sleep(100_000_000)  # device cycles: tens of milliseconds of "compute"
-    after = stream_mark(rows.device)
+    flight = comm.all_to_all_start(torch.ones(1000, 8, device="cuda"), [1000], [1000], "halo_fwd")
     flight.wait()
-    torch.cuda.synchronize()
+    compute_s = clock.seconds(before, clock.mark())
     meter.settle()
-    compute_s = before.elapsed_time(after) / 1e3
-    assert meter.total_s["halo_fwd"] >= compute_s > 0.005
-    assert meter.wait_s["halo_fwd"] < 0.1 * compute_s
-
-
-def test_a_gpu_run_reports_device_communication_times(tmp_path) -> None:
-    """Two workers sharing the GPU over gloo: exposed communication is positive, within its
-    lifetime, and within the epoch."""
-    res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "dataset=synthetic", "train.epochs=3",
-                          *GLOO_SHARED_GPU, f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    for r in records:
-        assert 0 < r["comm_time"] <= r["comm_total_time"] <= r["epoch_time"]
-        assert 0 < r["reduce_time"] <= r["epoch_time"]
+    assert compute_s > 0.005
+    assert meter.total_s["halo_fwd"] < 0.1 * compute_s and meter.wait_s["halo_fwd"] < 0.1 * compute_s
