@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -39,6 +39,13 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_adaqp.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
+
+# On a GPU machine: the CUDA tests, then the GPU bench, in one run (results/bench_gpu.json names
+# the card and what passed). A machine with its own CUDA torch and no registry: scripts/gpu_setup.sh
+# installs the wheels scripts/gpu_wheels.sh fetched here (docs/testing.md).
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-check:
+	WANDB_MODE=disabled $(GPU_PYTHON) scripts/gpu_check.py
 
 # Every model with its paper's settings on Cora and CiteSeer, 1/2/4 workers, 5 seeds (results/model_zoo.md).
 zoo: install

@@ -1,0 +1,85 @@
+"""``make gpu-check``: on one GPU, the CUDA tests (``tests/test_cuda.py``) and then the GPU bench
+(``scripts/bench_gpu.py``), in one run that fits 15 minutes of the machine.
+
+The tests run first, in parallel workers where pytest-xdist is installed (jobs share the GPU;
+each is one or a few processes); their outcome (counts, the failed tests' names, seconds) is
+written into ``results/bench_gpu.json`` beside the bench's figures, so the file says which
+card passed what. Exits 1 if a test failed or timed out, 2 where no GPU is visible.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "results" / "bench_gpu.json"
+
+
+def run_tests(workers: int, timeout_s: float) -> dict:
+    """Run the CUDA tests; their outcome."""
+    parallel = ["-n", str(workers)] if workers > 1 and importlib.util.find_spec("xdist") else []
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        start = time.monotonic()
+        try:
+            subprocess.run([sys.executable, "-m", "pytest", "tests/test_cuda.py", "-q", "-p", "no:cacheprovider",
+                            *parallel, f"--junitxml={junit}"], cwd=REPO, env=env, timeout=timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            return {"timed_out_after_s": timeout_s, "passed": False}
+        seconds = time.monotonic() - start
+        suite = ElementTree.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    cases = list(suite.iter("testcase"))
+    failed = [f"{c.get('classname')}::{c.get('name')}" for c in cases
+              if c.find("failure") is not None or c.find("error") is not None]
+    skipped = sum(c.find("skipped") is not None for c in cases)
+    return {"tests": len(cases), "failed": failed, "skipped": skipped, "seconds": round(seconds, 1),
+            "workers": max(workers, 1) if parallel else 1, "passed": not failed and skipped < len(cases)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=4, help="parallel test workers (pytest-xdist)")
+    parser.add_argument("--tests-timeout", type=float, default=480.0, help="seconds the tests may take")
+    parser.add_argument("--bench-timeout", type=float, default=360.0, help="seconds the bench may take")
+    parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="options passed on to scripts/bench_gpu.py")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("gpu-check: error: no CUDA GPU is visible to torch "
+              f"{torch.__version__}; run it on a GPU machine (docs/testing.md)", file=sys.stderr)
+        sys.exit(2)
+    print(f"gpu-check on {torch.cuda.get_device_name(0)} ({torch.cuda.device_count()} visible), "
+          f"torch {torch.__version__}", flush=True)
+    tests = run_tests(args.workers, args.tests_timeout)
+    print(f"CUDA tests: {json.dumps(tests)}", flush=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
+    bench_ok = True
+    try:
+        bench_ok = subprocess.run([sys.executable, "scripts/bench_gpu.py", *args.bench_args], cwd=REPO, env=env,
+                                  timeout=args.bench_timeout, check=False).returncode == 0
+    except subprocess.TimeoutExpired:
+        bench_ok = False
+        print(f"gpu-check: the bench ran past {args.bench_timeout:.0f} s and was stopped", file=sys.stderr)
+    result = json.loads(RESULTS.read_text()) if bench_ok and RESULTS.exists() else {
+        "card": torch.cuda.get_device_name(0), "bench": "did not complete"}
+    result["cuda_tests"] = tests
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+    sys.exit(0 if tests["passed"] and bench_ok else 1)
+
+
+if __name__ == "__main__":
+    main()
