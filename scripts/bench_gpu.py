@@ -16,7 +16,8 @@
 
 Timings are medians with their range (min-max) over the timed epochs or repeats. Results go to
 ``results/bench_gpu.json`` with the card's name; ``make gpu-check`` runs this after the CUDA
-tests. Usage: ``python scripts/bench_gpu.py [--nodes N] ...``.
+tests. Usage: ``python scripts/bench_gpu.py [--nodes N] ...``; ``--device cpu`` with small sizes
+tries the script itself on a machine without a GPU (its figures mean nothing there).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from torch_geometric.utils import to_torch_csr_tensor
 from bench import pyg_model
 from gnntrain.clock import clock_of
 from gnntrain.data.synthetic import generate
+from gnntrain.engine.metrics import peak_memory_mb, reset_peak_memory
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.strategies import METHODS
@@ -53,12 +55,17 @@ def spread(values: list[float]) -> dict:
 def timed_step(step: Callable[[], None], device: torch.device) -> tuple[float, float, float]:
     """One training step: seconds on the device, peak MiB allocated and reserved during it."""
     clock = clock_of(device)
-    torch.cuda.reset_peak_memory_stats(device)
+    reset_peak_memory(device)
     clock.anchor()
     start = clock.mark()
     step()
     seconds = clock.seconds(start, clock.mark())
-    return seconds, torch.cuda.max_memory_allocated(device) / 2**20, torch.cuda.max_memory_reserved(device) / 2**20
+    return (seconds, *peak_memory_mb(device))
+
+
+def free_cached(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def training_step(model: nn.Module, forward: Callable[[], torch.Tensor], y: torch.Tensor, rows: torch.Tensor):
@@ -110,7 +117,7 @@ def layer_rows(args, device: torch.device) -> dict:
                 else:
                     if epoch >= args.warmup:
                         runs[way].append(measured)
-                torch.cuda.empty_cache()
+                free_cached(device)
         row: dict = {"layers": layers}
         for way, measured in runs.items():
             if way in failed:
@@ -128,7 +135,7 @@ def layer_rows(args, device: torch.device) -> dict:
             if "epoch_s" in row[w] else f"{w}: {row[w]['failed']}" for w in runs), flush=True)
         result[name] = row
         del ours, pyg, ways
-        torch.cuda.empty_cache()
+        free_cached(device)
     return result
 
 
@@ -136,7 +143,7 @@ def job_overrides(args, name: str) -> list[str]:
     epochs = args.strategy_epochs
     return ["dataset=synthetic", f"dataset.num_nodes={args.strategy_nodes}", f"dataset.avg_degree={args.avg_degree}",
             f"dataset.num_features={args.features}", "model=sage", f"model.hidden={args.hidden}", "model.layers=2",
-            f"strategy={name}", "cluster.device=cuda", "cluster.backend=gloo", "cluster.world_size=2",
+            f"strategy={name}", f"cluster.device={args.device}", "cluster.backend=gloo", "cluster.world_size=2",
             f"train.epochs={epochs}", "train.warmup_epochs=1", f"train.eval_every={epochs}"]
 
 
@@ -183,12 +190,14 @@ def main() -> None:
     parser.add_argument("--strategy-nodes", type=int, default=100_000)
     parser.add_argument("--strategy-epochs", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each determinism setting")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
+    device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     result = {
-        "card": torch.cuda.get_device_name(device),
+        "card": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
         "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
                     "cuda": torch.version.cuda},
         "layers_vs_pyg": layer_rows(args, device),
