@@ -11,11 +11,16 @@ machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` la
   device's generator, so a quantized run is compared by its bytes and counts (fixed widths);
   HopGNN chooses its merge count from timed iterations, so its bytes follow the machine and
   are not compared (merging never changes what a model trains on);
-* a resumed GPU run equals the uninterrupted one; ranks loading part files train as ranks
-  that carve their parts; a bfloat16 model trains as float32 does, to bfloat16's precision,
-  on a graph whose degrees exceed 256; an emulated link on CUDA is not hidden by queued device
-  work; ``cluster.deterministic`` repeats a run bit for bit; AdaQP's profile times transfers on
-  the device.
+* a resumed GPU run equals the uninterrupted one, and ranks loading part files train as ranks
+  that carve their parts (GPU against GPU, bit for bit: with ``cluster.deterministic``, since
+  CUDA's index_add otherwise sums in a varying order); a bfloat16 model trains near its float32
+  run on a graph whose degrees exceed 256 (the degrees' own precision is checked exactly in
+  ``tests/test_device_rules.py``); an emulated link on CUDA; ``cluster.deterministic`` repeats
+  a run bit for bit; AdaQP's cost model on the GPU is a transfer time.
+
+What one GPU cannot show: NCCL between ranks (NCCL refuses two ranks on one GPU, so its
+point-to-point, all-to-all and completion marks run only where two GPUs are visible: the
+command test takes every visible GPU).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from gnntrain.strategies import METHODS
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
 
-COMMON = ("dataset.num_nodes=1200", "dataset.avg_degree=8", "model=sage", "model.layers=2", "model.hidden=16",
+COMMON = ("dataset.num_nodes=1200", "dataset.avg_degree=8", "model.layers=2", "model.hidden=16",
           "model.dropout=0.5", "train.dtype=float64", "train.epochs=3", "train.checkpoint_every=3", "seed=2")
 SETTINGS = {
     "pipegcn": ("strategy.smooth=gf", "strategy.track_staleness_error=true"),
@@ -89,7 +94,8 @@ def _assert_same_run(name: str, gpu: tuple[list[dict], list[dict]], cpu: tuple[l
 
 
 def _both(tmp_path: Path, name: str, world: int, gpu: tuple[str, ...], *extra: str) -> None:
-    overrides = (*COMMON, f"strategy={name}", *SETTINGS.get(name, ()), f"cluster.world_size={world}", *extra)
+    overrides = (*COMMON, "model=sage", f"strategy={name}", *SETTINGS.get(name, ()), f"cluster.world_size={world}",
+                 *extra)
     _assert_same_run(name, _train(tmp_path / "gpu", *overrides, *gpu), _train(tmp_path / "cpu", *overrides, *CPU))
 
 
@@ -113,19 +119,22 @@ def test_four_gloo_ranks_sharing_the_gpu_equal_their_cpu_run(name: str, extra: t
 
 @pytest.mark.parametrize("name", ["pipegcn", "gnnpipe", "hopgnn"])
 def test_a_resumed_gpu_run_equals_the_uninterrupted_one(name: str, tmp_path) -> None:
-    overrides = (*COMMON, f"strategy={name}", *SETTINGS.get(name, ()), *GPU_GLOO, "train.checkpoint_every=2")
+    overrides = (*COMMON, "model=sage", f"strategy={name}", *SETTINGS.get(name, ()), *GPU_GLOO,
+                 "train.checkpoint_every=2", "cluster.deterministic=true")
     whole = train_records(tmp_path / "whole", *overrides, "train.epochs=4")
     train_records(tmp_path / "cut", *overrides, "train.epochs=2")
     resumed = train_records(tmp_path / "cut", *overrides, "train.epochs=4", "train.resume=true")
-    keys = ("loss", "train_acc", "val_acc", "test_acc")
-    if name in TIMED:  # the merge count is timed anew; what a model trains on is not
-        assert [[r[k] for k in keys] for r in resumed] == [[r[k] for k in keys] for r in whole]
+    if name in TIMED:
+        # each run times its own merge count, which groups the same roots into other sums
+        torch.testing.assert_close(torch.tensor([r["loss"] for r in resumed], dtype=torch.float64),
+                                   torch.tensor([r["loss"] for r in whole], dtype=torch.float64), rtol=RTOL, atol=0)
     else:
         assert_same_training(resumed, whole, 4)
 
 
 def test_ranks_loading_part_files_on_the_gpu_train_as_ranks_carving_their_parts(tmp_path) -> None:
-    overrides = (*COMMON, "strategy=pipegcn", "strategy.smooth=gf", *GPU_GLOO)
+    overrides = (*COMMON, "model=sage", "strategy=pipegcn", "strategy.smooth=gf", *GPU_GLOO,
+                 "cluster.deterministic=true")
     folder = tmp_path / "parted"
     write_partitioned_dataset(make_cfg(*overrides, f"partition.dir={folder}"), 2)
     parts = train_records(tmp_path / "parts", *overrides, f"partition.dir={folder}")
@@ -133,14 +142,14 @@ def test_ranks_loading_part_files_on_the_gpu_train_as_ranks_carving_their_parts(
 
 
 def test_a_bfloat16_model_on_the_gpu_trains_as_float32_does(tmp_path) -> None:
-    """Mean degree 300: a degree kept in bfloat16 would round (every integer above 256 is not
-    representable), biasing every mean; kept in float32, the runs differ by bfloat16's rounding."""
+    """Mean degree 300 (degrees above 256: their weights come from float32 degrees); the runs
+    differ by bfloat16's rounding of activations, messages and the reported loss."""
     graph = ("dataset.num_nodes=3000", "dataset.avg_degree=300", "model=sage", "model.hidden=32", "train.epochs=5",
              "model.dropout=0.5", "seed=3", *GPU_GLOO)
     low = train_records(tmp_path / "bf16", *graph, "train.dtype=bfloat16")
     full = train_records(tmp_path / "fp32", *graph, "train.dtype=float32")
     torch.testing.assert_close(torch.tensor([r["loss"] for r in low]), torch.tensor([r["loss"] for r in full]),
-                               rtol=2e-2, atol=0)
+                               rtol=5e-2, atol=0)
     assert low[-1]["loss"] < low[0]["loss"]
 
 
@@ -148,10 +157,10 @@ def test_a_bfloat16_model_on_the_gpu_trains_as_float32_does(tmp_path) -> None:
 def test_an_emulated_link_on_the_gpu_holds_transfers_from_when_their_data_is_ready(name: str, tmp_path) -> None:
     """At 0.2 Gbit/s the link dominates; a synchronous exchange exposes all of it (the host
     waits for the stream to reach a transfer before it times the link), a stale one hides it."""
-    records = train_records(tmp_path, *COMMON, f"strategy={name}", *GPU_GLOO, "network=eth10g",
+    records = train_records(tmp_path, *COMMON, "model=sage", f"strategy={name}", *GPU_GLOO, "network=eth10g",
                             "network.bandwidth_gbps=0.2", "train.epochs=4")
     for r in records[1:]:
-        assert r["link_busy_time"] > 0 and r["epoch_time"] >= r["comm_time"] + r["reduce_time"]
+        assert r["link_busy_time"] > 0 and max(r["comm_time"], r["reduce_time"]) <= r["epoch_time"]
         if name == "vanilla":
             assert r["comm_time"] + r["reduce_time"] >= 0.8 * r["link_busy_time"], r
 
@@ -167,11 +176,13 @@ def test_deterministic_gpu_runs_repeat_bit_for_bit(name: str, model: str, tmp_pa
 
 
 def test_adaqp_times_its_cost_model_on_the_device(tmp_path) -> None:
-    """The profiled per-bit time of every sender-receiver pair is a real transfer time, not the
-    floor a host clock around a launch gives (1e-15 s/bit), and the assignment uses it."""
+    """The profiled per-bit time of every sender-receiver pair is a transfer time, not the floor
+    of a clock that saw only a launch (1e-15 s/bit), and the assignment runs on it. (Over gloo
+    the host waits for each transfer, so this holds with a host clock too; the NCCL case, where
+    it does not, needs two GPUs.)"""
     run_dir = tmp_path / "run"
-    records = train_records(run_dir, *COMMON, "strategy=adaqp", "strategy.assign=adaptive", "strategy.period=2",
-                            "strategy.group_size=20", "train.dtype=float32", *GPU_GLOO)
+    records = train_records(run_dir, *COMMON, "model=sage", "strategy=adaqp", "strategy.assign=adaptive",
+                            "strategy.period=2", "strategy.group_size=20", "train.dtype=float32", *GPU_GLOO)
     rank0 = torch.load(sorted((run_dir / "checkpoints").glob("epoch_*"))[-1] / "rank0.pt", map_location="cpu",
                        weights_only=False)
     cost = rank0["strategy"]["policy"]["plan"]["cost"]
@@ -190,13 +201,13 @@ def test_the_command_on_the_gpu_measures_device_time_and_memory(tmp_path) -> Non
     assert summary["world_size"] == torch.cuda.device_count()
     for r in (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()):
         assert 0 < r["peak_mem_mb"] <= r["peak_mem_reserved_mb"]
-        assert 0 < r["epoch_time"] and 0 <= r["comm_time"] + r["reduce_time"] <= r["epoch_time"]
+        assert 0 < r["epoch_time"] and max(r["comm_time"], r["reduce_time"]) <= r["epoch_time"]
 
 
 def test_communication_on_cuda_is_timed_on_the_device() -> None:
-    """An exchange started while the stream computes: its start is where the stream reaches it
-    (after the compute), so neither its time in flight nor its exposed time includes the
-    compute queued before it, however early the host queued both."""
+    """An exchange queued behind device work: its start is where the stream reaches it (after
+    the work), so its time in flight leaves out the work queued before it, however early the
+    host queued both."""
     from gnntrain.clock import clock_of
     from gnntrain.comm.communicator import Communicator
     from gnntrain.comm.meter import CommMeter
@@ -205,10 +216,10 @@ def test_communication_on_cuda_is_timed_on_the_device() -> None:
     comm = Communicator(0, 1, torch.device("cuda"), meter=meter)
     clock.anchor()
     before = clock.mark()
-    torch.cuda._sleep(100_000_000)  # device cycles: tens of milliseconds of "compute"
+    torch.cuda._sleep(1_000_000_000)  # device cycles: hundreds of milliseconds of "compute"
     flight = comm.all_to_all_start(torch.ones(1000, 8, device="cuda"), [1000], [1000], "halo_fwd")
     flight.wait()
     compute_s = clock.seconds(before, clock.mark())
     meter.settle()
-    assert compute_s > 0.005
-    assert meter.total_s["halo_fwd"] < 0.1 * compute_s and meter.wait_s["halo_fwd"] < 0.1 * compute_s
+    assert compute_s > 0.05
+    assert meter.total_s["halo_fwd"] < 0.1 * compute_s

@@ -194,14 +194,15 @@ def pack(sample: SampledBlocks, layers: int | None = None) -> torch.Tensor:
     blocks = sample.blocks[:layers]
     head = [len(sample.hop_sizes), len(blocks), *sample.hop_sizes, *(b.edge_src.numel() for b in blocks)]
     edges = [t for b in blocks for t in (b.edge_src, b.edge_dst)]
-    return torch.cat([torch.tensor(head, dtype=torch.long).to(sample.nodes.device), sample.nodes, *edges])
+    head_tensor = torch.tensor(head, dtype=torch.long).to(sample.nodes.device, non_blocking=True)
+    return torch.cat([head_tensor, sample.nodes, *edges])
 
 
 def unpack(packed: torch.Tensor, in_degree: torch.Tensor, fanouts: list[int], dtype: torch.dtype) -> SampledBlocks:
     """The :class:`SampledBlocks` of a :func:`pack`, rebuilt on the packed tensor's device
     against the global in-degrees ``in_degree`` (int64, on that device)."""
     hops, count = packed[:2].tolist()
-    head = packed[2: 2 + hops + count].tolist()
+    head = packed[2: 2 + hops + count].tolist()  # a second read: its length is in the first
     hop_sizes, sizes = head[:hops], head[hops:]
     start = 2 + hops + count
     nodes = packed[start: start + hop_sizes[-1]]

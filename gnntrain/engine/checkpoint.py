@@ -43,7 +43,7 @@ alters what an epoch computes."""
 
 def rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
