@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 import gnntrain.models.gnn as gnn_module
 from gnntrain.allocator import keep_freed_memory
-from gnntrain.comm.quantized_exchange import decode, encode
+from gnntrain.comm.quantized_exchange import WidthLayout, decode, encode
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
@@ -71,11 +71,12 @@ def codec_row(args: argparse.Namespace) -> dict:
     bits = torch.full((args.codec_rows,), 2)
     splits = [args.codec_rows // 3, args.codec_rows // 3, args.codec_rows - 2 * (args.codec_rows // 3)]
     generator = torch.Generator().manual_seed(1)
-    buffer = encode(rows, bits, splits, generator)
+    layout = WidthLayout.of(bits, splits)
+    buffer = encode(rows, layout, generator)
     row = {"rows": args.codec_rows, "dim": args.codec_dim, "bits": 2,
            "read_twice_s": 2 * median_time(rows.clone, args.repeats),
-           "encode_s": median_time(lambda: encode(rows, bits, splits, generator), args.repeats),
-           "decode_s": median_time(lambda: decode(buffer, bits, splits, args.codec_dim), args.repeats),
+           "encode_s": median_time(lambda: encode(rows, layout, generator), args.repeats),
+           "decode_s": median_time(lambda: decode(buffer, layout, args.codec_dim), args.repeats),
            "noise_s": median_time(lambda: unit_noise(tuple(rows.shape), generator), args.repeats)}
     row["codec_over_read_twice"] = (row["encode_s"] + row["decode_s"]) / row["read_twice_s"]
     row["codec_without_noise_over_read_twice"] = (row["encode_s"] + row["decode_s"] - row["noise_s"]) / row["read_twice_s"]
