@@ -71,15 +71,46 @@ def test_two_nodes_on_loopback_train_as_the_local_spawn(tmp_path) -> None:
     rendezvous endpoint) give the losses of the local 4-worker spawn."""
     overrides = ["train.epochs=5"]
     expected = _local(tmp_path, 4, *overrides)
+    run_dir = tmp_path / "two_nodes"
+    outputs = _two_nodes(tmp_path, *overrides, f"hydra.run.dir={run_dir}")
+    assert _losses(run_dir) == expected
+    assert json.loads((run_dir / "summary.json").read_text())["world_size"] == 4
+    assert all("(rank 0)" in line for line in outputs[0].splitlines() if "generate dataset" in line)
+
+
+def _two_nodes(tmp_path: Path, *overrides: str, caches: tuple[str, str] | None = None) -> list[str]:
+    """Run two torchrun "nodes" (two workers each) on loopback; each node's output, after
+    checking both exited 0. ``caches``: each node's own ``GNNTRAIN_CACHE``."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    run_dir = tmp_path / "two_nodes"
     nodes = [subprocess.Popen([TORCHRUN, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=2",
-                               f"--rdzv-endpoint=127.0.0.1:{port}", "--no-python", GNNTRAIN, *COMMON, *overrides,
-                               f"hydra.run.dir={run_dir}"], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
+                               f"--rdzv-endpoint=127.0.0.1:{port}", "--no-python", GNNTRAIN, *COMMON, *overrides],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=dict(os.environ, **({"GNNTRAIN_CACHE": caches[rank]} if caches else {})))
+             for rank in (0, 1)]
     outputs = [node.communicate(timeout=300)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
-    assert _losses(run_dir) == expected
-    assert json.loads((run_dir / "summary.json").read_text())["world_size"] == 4
+    return outputs
+
+
+def _phase_lines(output: str, name: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("gnntrain (rank ") and f": {name}" in line]
+
+
+def test_two_nodes_prepare_their_data_once_per_node(tmp_path) -> None:
+    """Each node (its own cache, ``cluster.prepare_data=node``) loads the dataset once, partitions
+    it once and writes the part files once, in its local rank 0 (global ranks 0 and 2); its
+    other rank waits and loads its part. With one shared cache and ``cluster.prepare_data=job``
+    rank 0 alone does it all."""
+    caches = (str(tmp_path / "cache0"), str(tmp_path / "cache1"))
+    outputs = _two_nodes(tmp_path, "train.epochs=2", f"hydra.run.dir={tmp_path / 'per_node'}", caches=caches)
+    for node, output in enumerate(outputs):
+        for name in ("generate dataset", "partition synthetic into 4 parts", "write 4 part files"):
+            lines = _phase_lines(output, name)
+            assert len(lines) == 1 and f"(rank {2 * node})" in lines[0], (name, output)
+        assert len(list(Path(caches[node]).glob("parted/*/part*.pt"))) == 4
+    outputs = _two_nodes(tmp_path, "train.epochs=2", "cluster.prepare_data=job", f"partition.cache_dir={tmp_path / 'shared'}",
+                         f"hydra.run.dir={tmp_path / 'per_job'}")
+    lines = [line for output in outputs for line in _phase_lines(output, "generate dataset")]
+    assert len(lines) == 1 and "(rank 0)" in lines[0], outputs

@@ -43,6 +43,7 @@ WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
 Backend = choices("Backend", "gloo", "nccl")
 Device = choices("Device", "cpu", "cuda")
+PrepareScope = choices("PrepareScope", "node", "job")
 
 
 ROLE = "role"
@@ -226,6 +227,12 @@ class ClusterConfig:
     """Its port (0: a free one)."""
     timeout_s: int = conduct(300)
     """Collective timeout in seconds."""
+    prepare_data: PrepareScope = place(PrepareScope.node)
+    """Under torchrun or submitit, which processes load, download and partition the dataset while
+    the others wait: one per node (node: each node's cache is its own) or one per job (job: the
+    cache is on a filesystem every node shares)."""
+    prepare_timeout_s: int = conduct(3600)
+    """How long ranks wait for the data preparation of another process before failing."""
     deterministic: bool = conduct(False)
     """Deterministic kernels (torch.use_deterministic_algorithms; CUDA's atomic scatter-adds
     become sorted ones, cuBLAS a fixed workspace): a GPU run repeats bit for bit, at some cost in

@@ -29,6 +29,7 @@ from gnntrain.data.partition import (
 )
 from gnntrain.data.registry import load_dataset
 from gnntrain.errors import ConfigError, warn
+from gnntrain.phases import phase
 
 
 @dataclass
@@ -92,7 +93,9 @@ def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torc
     """The graph the job trains on and its partition (from the assignment file, the cache, or
     computed); with ``dataset.inductive`` the training nodes' subgraph, and the whole dataset
     last (else None)."""
-    data = whole = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+    verb = "generate" if cfg["dataset"]["source"] == "synthetic" else "load"
+    with phase(f"{verb} dataset {cfg['dataset']['name']}"):
+        data = whole = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
     if cfg["dataset"]["inductive"]:
         data = induced_subgraph(whole, whole.train_mask)
     else:

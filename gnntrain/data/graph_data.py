@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -40,6 +41,10 @@ class GraphData:
     test_mask: torch.Tensor
     num_classes: int
     multilabel: bool = False
+    coalesced_undirected: bool = False
+    """The edges are :func:`coalesce_edges`' output with ``symmetric``: every edge in both
+    directions, sorted by (target, source), so they are the CSR of the graph METIS reads as they
+    are (False: not known, and METIS gets a symmetrised copy)."""
 
     @property
     def num_nodes(self) -> int:
@@ -67,20 +72,32 @@ def induced_subgraph(data: GraphData, keep: torch.Tensor) -> GraphData:
     inside = keep[src] & keep[dst]
     return GraphData(data.name, data.x[keep], data.y[keep], new_id[data.edge_index[:, inside]],
                      data.train_mask[keep], data.val_mask[keep], data.test_mask[keep], data.num_classes,
-                     data.multilabel)
+                     data.multilabel, data.coalesced_undirected)
 
 
-def coalesce_edges(edge_index: torch.Tensor, num_nodes: int, symmetric: bool) -> torch.Tensor:
-    """Drop self-loops and duplicate edges, adding reverse edges first when ``symmetric``.
+def coalesce_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, symmetric: bool) -> torch.Tensor:
+    """The edges ``src[i] -> dst[i]`` without self-loops and duplicates, adding the reverse
+    edges first when ``symmetric``: a ``[2, E]`` edge index sorted by (target, source), which
+    makes CSR construction a no-op sort later.
 
-    The result is sorted by (target, source), which makes CSR construction a no-op sort later.
-    """
-    src, dst = edge_index
+    Each edge is one int64 key ``target * N + source``, sorted in place and compacted, so the
+    peak is about three int64 words per resulting edge beyond the input (a paper-size graph's
+    coalescing must not cost a multiple of its edge list)."""
+    key = dst.long() * num_nodes + src.long()
     if symmetric:
-        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
-    keep = src != dst
-    key = torch.unique(dst[keep] * num_nodes + src[keep])
-    return torch.stack([key % num_nodes, key // num_nodes])
+        key = torch.cat([key, src.long() * num_nodes + dst.long()])
+    key = key[key % (num_nodes + 1) != 0]  # target * N + source == source * (N + 1) for a self-loop
+    keys = key.numpy()
+    keys.sort()
+    distinct = np.empty(keys.size, dtype=bool)
+    distinct[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
+    key = key[torch.from_numpy(distinct)]
+    del keys, distinct
+    edge_index = torch.empty(2, key.numel(), dtype=torch.long)
+    torch.remainder(key, num_nodes, out=edge_index[0])
+    torch.div(key, num_nodes, rounding_mode="floor", out=edge_index[1])
+    return edge_index
 
 
 def random_split(

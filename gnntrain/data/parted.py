@@ -29,6 +29,7 @@ import torch
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError, first_line
 from gnntrain.files import write_atomically
+from gnntrain.phases import phase
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -93,8 +94,10 @@ def write_parted(folder: Path, facts: GraphFacts, partition: dict, fingerprint: 
     (:class:`PartedDataset`'s layout)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
-    for rank, fields in enumerate(parts):
-        write_atomically(part_file(folder, rank), lambda f, fields=fields: torch.save(fields, f))
+    with phase(f"write {partition['parts']} part files to {folder}", total=partition["parts"]) as progress:
+        for rank, fields in enumerate(parts):
+            write_atomically(part_file(folder, rank), lambda f, fields=fields: torch.save(fields, f))
+            progress.advance()
     manifest = {"format": FORMAT_VERSION, "graph": asdict(facts), "fingerprint": fingerprint,
                 "partition": partition, "stats": stats}
     write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))

@@ -26,6 +26,7 @@ import torch
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.files import write_atomically
+from gnntrain.phases import phase
 
 METHODS = ("metis", "metis-vol", "random")
 """Partitioners by cache name: METIS minimising the edge cut or the communication volume
@@ -38,7 +39,7 @@ SETTINGS = {"metis": "partition.method=metis", "metis-vol": "partition.method=me
 def graph_fingerprint(data: GraphData) -> str:
     """SHA-1 of the node count and the edge list: identifies the graph a partition belongs to."""
     h = hashlib.sha1(str(data.num_nodes).encode())
-    h.update(data.edge_index.numpy().tobytes())
+    h.update(data.edge_index.contiguous().numpy())
     return h.hexdigest()
 
 
@@ -48,9 +49,13 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     or ``vol``, the total communication volume (per node, the number of other parts among its
     neighbours' parts: the halo rows an exchange moves), which only METIS's k-way scheme
     offers, so it always runs k-way (as DGL's METIS call does for the PipeGCN and BNS-GCN
-    authors' ``--partition-obj vol``)."""
-    edges = coalesce_edges(data.edge_index, data.num_nodes, symmetric=True)
-    # coalesce_edges sorts by target, so targets give CSR row pointers of the symmetric graph.
+    authors' ``--partition-obj vol``).
+
+    METIS reads the symmetric graph as CSR; a graph whose edges are already that
+    (``coalesced_undirected``) is handed over as it is, without a copy."""
+    edges = data.edge_index if data.coalesced_undirected else coalesce_edges(*data.edge_index, data.num_nodes,
+                                                                             symmetric=True)
+    # sorted by target, so targets give the CSR row pointers and sources are the column ids
     xadj = torch.zeros(data.num_nodes + 1, dtype=torch.long)
     xadj[1:] = torch.cumsum(torch.bincount(edges[1], minlength=data.num_nodes), 0)
     adjacency = pymetis.CSRAdjacency(xadj.numpy(), edges[0].numpy())
@@ -152,11 +157,18 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
         if problem is None:
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")
-    part = compute_partition(data, method, parts, seed)
+    with phase(f"partition {data.name} into {parts} parts ({method})"):
+        part = compute_partition(data, method, parts, seed)
     check_partition(part, parts, SETTINGS[method], data)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
     return part, False
+
+
+def narrow_owners(part: torch.Tensor, parts: int) -> torch.Tensor:
+    """``part`` in the narrowest integer type that holds ``parts`` ids: looked up once per
+    edge, it costs 2 bytes per directed edge instead of 8 on paper-size graphs."""
+    return part.to(torch.int16 if parts <= torch.iinfo(torch.int16).max else torch.int32)
 
 
 def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) -> dict:
@@ -167,19 +179,23 @@ def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) 
     grouped by owner)."""
     n = data.num_nodes
     src, dst = data.edge_index
+    owner = narrow_owners(part, world_size)
+    src_owner, dst_owner = owner[src], owner[dst]
     inner = (part == rank).nonzero().view(-1)
 
-    into_inner = part[dst] == rank
+    into_inner = dst_owner == rank
     e_src, e_dst = src[into_inner], dst[into_inner]
-    remote = part[e_src] != rank
+    remote = src_owner[into_inner] != rank
     halo_key = torch.unique(part[e_src[remote]] * n + e_src[remote])
     halo = halo_key % n
+    del remote, into_inner
 
     local_id = torch.full((n,), -1, dtype=torch.long)
     local_id[inner] = torch.arange(inner.numel())
     local_id[halo] = torch.arange(halo.numel()) + inner.numel()
 
-    out_of_inner = (part[src] == rank) & (part[dst] != rank)
+    out_of_inner = (src_owner == rank) & (dst_owner != rank)
+    del src_owner, dst_owner
     send_key = torch.unique(part[dst[out_of_inner]] * n + src[out_of_inner])
     send_peer, send_global = send_key // n, send_key % n
 
@@ -216,7 +232,8 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
     """
     n = data.num_nodes
     src, dst = data.edge_index
-    cut = part[src] != part[dst]
+    owner = narrow_owners(part, parts)
+    cut = owner[src] != owner[dst]
     halo_pairs = torch.unique(part[dst[cut]] * n + src[cut])
     halo = torch.bincount(halo_pairs // n, minlength=parts)
     inner = torch.bincount(part, minlength=parts)
@@ -229,7 +246,7 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
         "marginal_nodes": torch.bincount(part[marginal], minlength=parts).tolist(),
         "train_nodes": torch.bincount(part[data.train_mask], minlength=parts).tolist(),
         "edge_cut": int(cut.sum()),
-        "edge_cut_fraction": float(cut.float().mean()) if cut.numel() else 0.0,
+        "edge_cut_fraction": int(cut.sum()) / cut.numel() if cut.numel() else 0.0,
         "replication_factor": float((inner.sum() + halo.sum()) / max(n, 1)),
     }
 

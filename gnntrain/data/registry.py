@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -142,10 +144,10 @@ def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphDa
         masks = [m.bool() & labeled for m in masks]
     else:
         masks = list(random_split(labeled, *UNSPLIT_FRACTIONS, cfg["split_seed"]))
-    edge_index = coalesce_edges(data.edge_index, n, symmetric=cfg["to_undirected"])
+    edge_index = coalesce_edges(*data.edge_index, n, symmetric=cfg["to_undirected"])
     if num_classes is None:
         num_classes = y.shape[1] if multilabel else int(y.max()) + 1
-    return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel)
+    return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel, cfg["to_undirected"])
 
 
 def load_pyg(cfg: dict, cache_dir: Path) -> GraphData:
@@ -156,12 +158,77 @@ def load_pyg(cfg: dict, cache_dir: Path) -> GraphData:
     return _graph_data(cfg, ds[0])
 
 
-OGB_RAW_FILES = ["edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz",
-                 "num-edge-list.csv.gz", "num-node-list.csv.gz"]
+OGB_SPLIT_FILES = ("train.csv.gz", "valid.csv.gz", "test.csv.gz")
+
+
+def ogb_meta(ogb_name: str) -> dict:
+    """OGB's own description of a node-property dataset (its ``master.csv`` column)."""
+    import pandas as pd
+    from ogb import nodeproppred
+
+    master = pd.read_csv(Path(nodeproppred.__file__).parent / "master.csv", index_col=0, keep_default_na=False)
+    if ogb_name not in master:
+        raise ConfigError(f"dataset.ogb_name={ogb_name} is not an OGB node-property dataset; "
+                          f"valid: {', '.join(master.columns)}")
+    return master[ogb_name].to_dict()
+
+
+def ogb_raw_files(meta: dict) -> list[str]:
+    """The files under ``raw/`` that OGB's ``PygNodePropPredDataset.process`` reads for a
+    homogeneous dataset: the graph in binary (``data.npz``: ogbn-papers100M) or as CSVs (edges,
+    counts, features, the additional node and edge files such as ``node_year``), and the labels."""
+    if meta["binary"] == "True":
+        return ["data.npz", "node-label.npz"]
+    names = ["edge", "num-node-list", "num-edge-list", "node-label"]
+    names += [kind for kind, key in (("node-feat", "has_node_attr"), ("edge-feat", "has_edge_attr"))
+              if meta[key] == "True"]
+    for key in ("additional node files", "additional edge files"):
+        names += [name for name in meta[key].split(",") if name != "None"]
+    return [f"{name}.csv.gz" for name in names]
+
+
+@contextmanager
+def ogb_loading(download: bool) -> Iterator[None]:
+    """OGB's loader fit for a batch job and for files from elsewhere. It asks on stdin before a
+    download of more than 1 GB, which a batch job cannot answer: ``dataset.download`` is the
+    answer, and any other question it would put is refused in one line instead of waiting on a
+    stdin nobody reads. Its processed file is read as weights only with PyG's data classes
+    allowed (torch refuses them by default, and a full unpickling could run code a file carries)."""
+    from ogb.nodeproppred import dataset_pyg
+    from torch_geometric.data.data import Data, DataEdgeAttr, DataTensorAttr
+    from torch_geometric.data.storage import GlobalStorage
+
+    def refuse(prompt: str = "") -> str:
+        raise GnntrainError(f"OGB asked {prompt.strip()!r} on stdin; gnntrain answers no question on stdin")
+
+    saved = dataset_pyg.decide_download
+    dataset_pyg.decide_download = lambda url: download
+    dataset_pyg.input = refuse
+    try:
+        with torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]):
+            yield
+    finally:
+        dataset_pyg.decide_download = saved
+        del dataset_pyg.input
+
+
+def _ogb_mirror(root: Path, cache_dir: Path, folder: str, meta: dict) -> Path:
+    """The writable mirror of ``root`` with the dataset's split folder linked beside its ``raw``
+    folder and OGB's release marker present: a copied dataset folder has no marker, and OGB
+    then asks on stdin whether to delete it."""
+    mirror = _mirror(root, cache_dir)
+    split = root / folder / "split"
+    if split.is_dir() and not (mirror / folder / "split").exists():
+        (mirror / folder).mkdir(parents=True, exist_ok=True)
+        (mirror / folder / "split").symlink_to(split.resolve(), target_is_directory=True)
+    if (mirror / folder).is_dir():
+        (mirror / folder / f"RELEASE_v{meta['version']}.txt").touch()
+    return mirror
 
 
 def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
-    """``source: ogb``: OGB's ``PygNodePropPredDataset(ogb_name)`` with its official split."""
+    """``source: ogb``: OGB's ``PygNodePropPredDataset(ogb_name)`` with its official split. It
+    never asks on stdin (:func:`ogb_loading`): ``dataset.download`` decides downloads."""
     ogb_name = cfg["ogb_name"]
     folder = ogb_name.replace("-", "_")
     root = Path(cfg["root"]).expanduser()
@@ -171,21 +238,27 @@ def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
         from ogb.nodeproppred import PygNodePropPredDataset
     except ImportError as exc:
         raise DatasetUnavailable(
-            f"dataset '{cfg['name']}' needs the 'ogb' package (pip install 'gnntrain[ogb]'); "
+            f"dataset '{cfg['name']}' needs the 'ogb' package (make install, or pip install 'gnntrain[ogb]'); "
             f"its files are looked for in {looked_in}") from exc
-    mirror = _mirror(root, cache_dir)
-    missing = [f for f in OGB_RAW_FILES if not (mirror / folder / "raw" / f).exists()]
+    meta = ogb_meta(ogb_name)
+    mirror = _ogb_mirror(root, cache_dir, folder, meta)
+    split_dir = mirror / folder / "split" / meta["split"]
+    missing = [f for f in ogb_raw_files(meta) if not (mirror / folder / "raw" / f).exists()]
+    missing += [f"split/{meta['split']}/{f}" for f in OGB_SPLIT_FILES if not (split_dir / f).exists()]
     if missing and not cfg["download"]:
         raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
-    try:
-        ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
-    except Exception as exc:  # noqa: BLE001 - reported in one line below
-        if missing:
-            raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
-        if not _drop_unreadable(sorted((mirror / folder / "processed").glob("*.pt")), exc):
-            raise GnntrainError(f"dataset '{cfg['name']}': {fetcher} failed on the files in {looked_in}: "
-                                f"{first_line(exc)}") from exc
-        ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
+    with ogb_loading(cfg["download"]):
+        try:
+            ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
+        except GnntrainError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported in one line below
+            if missing:
+                raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
+            if not _drop_unreadable(sorted((mirror / folder / "processed").glob("*.pt")), exc):
+                raise GnntrainError(f"dataset '{cfg['name']}': {fetcher} failed on the files in {looked_in}: "
+                                    f"{first_line(exc)}") from exc
+            ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
     data = ds[0]
     split = ds.get_idx_split()
     n = data.num_nodes

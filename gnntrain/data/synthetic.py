@@ -70,11 +70,14 @@ def generate(
     low = torch.where(inside, class_start[c], zero)
     high = torch.where(inside, class_end[c], total)
     dst = order[_draw_proportional(cum, low, high, gen)]
-    edge_index = coalesce_edges(torch.stack([src, dst]), n, symmetric=True)
+    del zero, total, inside, c, low, high
+    edge_index = coalesce_edges(src, dst, n, symmetric=True)
+    del src, dst
 
     centroids = torch.randn(num_classes, num_features, generator=gen)
     centroids = centroids / centroids.norm(dim=1, keepdim=True)
-    x = centroids[y] + feature_noise * torch.randn(n, num_features, generator=gen)
+    x = torch.randn(n, num_features, generator=gen).mul_(feature_noise).add_(centroids[y])
 
     train, val, test = random_split(torch.ones(n, dtype=torch.bool), train_frac, val_frac, split_seed)
-    return GraphData("synthetic", x.float(), y, edge_index, train, val, test, num_classes)
+    return GraphData("synthetic", x, y, edge_index, train, val, test, num_classes,
+                     coalesced_undirected=True)

@@ -7,7 +7,8 @@ Before any worker starts, the strategy states the process and data layout it nee
 number of workers, and the number of graph partitions (:func:`job_layout`). Each rank builds
 the mesh after joining the process group. The launcher keeps the job's W&B run
 (:func:`~gnntrain.engine.recorder.follow_in_launcher`), so it is finished whatever the workers'
-fate; under torchrun, rank 0's recorder keeps it.
+fate; under torchrun, rank 0's recorder keeps it. The data is prepared once per job, or per
+node under torchrun (:mod:`.prepare`).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 import torch
 
 from gnntrain.config.typed import run_config
-from gnntrain.data import prepare_job_data
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.engine.recorder import closed_after, follow_in_launcher
 from gnntrain.errors import ConfigError, interrupts_deferred, warn
 from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
                                   warn_of_a_shared_rendezvous_store)
-from gnntrain.launch.rank import WorkerFn, run_rank
+from gnntrain.launch.prepare import prepared_once, prepared_under_lock
+from gnntrain.launch.rank import WorkerFn, run_rank, start_rank_process
 from gnntrain.launch.spawn import spawn_and_join
 from gnntrain.parallel.mesh import Layout
 from gnntrain.strategies import loads_parts, strategy_class
@@ -80,13 +81,15 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     resume = Resume.find(cfg)
     if resume is not None:
         resume.check(cfg, world_size)
-    job = prepare_job_data(cfg, layout.parts, layout.parts_key, loads_parts(cfg["strategy"]["name"]))
+    ranks_load_parts = loads_parts(cfg["strategy"]["name"])
     if under_torchrun():
         warn_of_a_shared_rendezvous_store()
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-        return run_rank(fn, cfg, job, layout, int(os.environ["RANK"]), world_size, local_rank, local_workers,
-                         "env://")
+        start_rank_process(cfg, rank, world_size, local_rank, local_workers, "env://")
+        job = prepared_once(cfg, layout, ranks_load_parts)
+        return run_rank(fn, cfg, job, layout, rank, world_size, local_rank, local_workers, "env://")
+    job = prepared_under_lock(cfg, layout, ranks_load_parts, write_parts=False)
     cores = len(os.sched_getaffinity(0))
     if world_size > OVERSUBSCRIPTION * cores:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "

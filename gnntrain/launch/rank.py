@@ -42,23 +42,18 @@ def use_deterministic_kernels(on: bool) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
-              local_rank: int, local_workers: int, init_method: str) -> Any:
-    """Run one rank's share of a job in this process's process group.
-
-    A spawned worker creates the group and destroys it at the end of a completed job. A rank
-    that fails or is stopped leaves the group as it is and its process exits, which closes its
-    connections, so peers blocked in a collective with it fail at once: destroying the group
-    first would wait on work that peers may never finish. Under torchrun the group is created
-    by the first job and kept for the next jobs of a sweep (the same processes run them all):
-    re-initialising a group against torchrun's store can hang. It is destroyed at exit.
-    """
+def start_rank_process(cfg: dict, rank: int, world_size: int, local_rank: int, local_workers: int,
+                       init_method: str) -> torch.device:
+    """This process as rank ``rank``: its threads, memory, kernels and device, and the job's
+    process group, created unless it exists (a torchrun process runs every job of a sweep). A
+    spawned worker destroys the group at the end of a completed job (:func:`run_rank`); under
+    torchrun it is kept for the next jobs and destroyed at exit: re-initialising a group against
+    torchrun's store can hang. Returns the device the rank trains on."""
     torch.set_num_threads(_threads_per_worker(cfg, local_workers))
     if cfg["cluster"]["keep_freed_memory"]:
         keep_freed_memory()
     use_deterministic_kernels(cfg["cluster"]["deterministic"])
     device = _device(cfg, local_rank)
-    keep_group = init_method == "env://"
     if not dist.is_initialized():
         backend = cfg["cluster"]["backend"]
         # NCCL: bound to the rank's GPU, its communicator is made now, not by whichever
@@ -66,12 +61,24 @@ def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, w
         dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]),
                                 **({"device_id": device} if backend == "nccl" else {}))
-        if keep_group:
+        if init_method == "env://":
             atexit.register(dist.destroy_process_group)
+    return device
+
+
+def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
+              local_rank: int, local_workers: int, init_method: str) -> Any:
+    """Run one rank's share of a job in this process's process group (:func:`start_rank_process`).
+
+    A rank that fails or is stopped leaves the group as it is and its process exits, which
+    closes its connections, so peers blocked in a collective with it fail at once: destroying
+    the group first would wait on work that peers may never finish.
+    """
+    device = start_rank_process(cfg, rank, world_size, local_rank, local_workers, init_method)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
                         EmulatedNetwork.from_config(cfg["network"], rank))
     result = fn(cfg, ctx, job)
     dist.barrier()  # no rank tears its connections down while a peer still uses them
-    if not keep_group:
+    if init_method != "env://":
         dist.destroy_process_group()
     return result
