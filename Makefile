@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -16,7 +16,7 @@ $(BIN)/gnntrain: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH_PIP_FLAGS) "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test,ogb]"
 	@touch $@
 
 run: install
@@ -39,6 +39,11 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_adaqp.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
+
+# The cost ladder from 100k nodes to ogbn-products' size (results/scale.json, results/scale.png;
+# about an hour on 2 cores, at most ~22 GiB in use).
+scale: install
+	WANDB_MODE=disabled $(BIN)/python scripts/scale.py
 
 # On a GPU machine: the CUDA tests, then the GPU bench, in one run (results/bench_gpu.json names
 # the card and what passed). A machine with its own CUDA torch and no registry: scripts/gpu_setup.sh

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +28,7 @@ from pathlib import Path
 import torch
 
 from gnntrain.data.synthetic import generate
+from jobs import measured_process
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -37,13 +36,11 @@ BIN = Path(sys.executable).parent
 
 def measured(command: list[str], cwd: Path) -> tuple[float, float]:
     """Run ``command``; its wall time (s) and the peak RSS (MiB) of its largest process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=dict(os.environ, WANDB_MODE="disabled"))
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_parted: {' '.join(command)} failed with exit code {proc.returncode}")
-    return time.perf_counter() - start, usage.ru_maxrss / 1024
+    result = measured_process(command, cwd)
+    if result.returncode != 0:
+        raise SystemExit(f"bench_parted: {' '.join(command)} failed with exit code {result.returncode}:\n"
+                         f"{result.output[-2000:]}")
+    return result.wall_s, result.peak_mb
 
 
 def main() -> None:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -112,6 +115,30 @@ def write_results(args: argparse.Namespace, rows: list[dict], **extra) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**bench_setting(args), **extra, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+@dataclass
+class Measured:
+    """A finished process tree: exit code, wall seconds, the peak resident set of its largest
+    process (MiB), and its stdout and stderr together."""
+
+    returncode: int
+    wall_s: float
+    peak_mb: float
+    output: str
+
+
+def measured_process(command: list[str], cwd: Path) -> Measured:
+    """Run ``command`` (W&B disabled) to its end, measured: ``wait4`` reports the peak RSS of the
+    largest process of its tree."""
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, WANDB_MODE="disabled"))
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        log.seek(0)
+        return Measured(os.waitstatus_to_exitcode(status), wall, usage.ru_maxrss / 1024, log.read())
 
 
 def git_commit() -> str:

@@ -17,6 +17,7 @@ changed) is named in a warning and rebuilt. A fresh partition is cached only aft
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,8 @@ def graph_fingerprint(data: GraphData) -> str:
     return h.hexdigest()
 
 
-def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cut") -> torch.Tensor:
+def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cut",
+                    spill_dir: Path | None = None) -> torch.Tensor:
     """Balanced METIS partition (3% imbalance) minimising ``objective``: ``cut``, the edges
     between parts (pymetis's default scheme: recursive bisection up to 8 parts, k-way beyond),
     or ``vol``, the total communication volume (per node, the number of other parts among its
@@ -51,14 +53,43 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     offers, so it always runs k-way (as DGL's METIS call does for the PipeGCN and BNS-GCN
     authors' ``--partition-obj vol``).
 
-    METIS reads the symmetric graph as CSR; a graph whose edges are already that
-    (``coalesced_undirected``) is handed over as it is, without a copy."""
-    edges = data.edge_index if data.coalesced_undirected else coalesce_edges(*data.edge_index, data.num_nodes,
-                                                                             symmetric=True)
-    # sorted by target, so targets give the CSR row pointers and sources are the column ids
-    xadj = torch.zeros(data.num_nodes + 1, dtype=torch.long)
-    xadj[1:] = torch.cumsum(torch.bincount(edges[1], minlength=data.num_nodes), 0)
-    adjacency = pymetis.CSRAdjacency(xadj.numpy(), edges[0].numpy())
+    METIS reads the symmetric graph as CSR. A graph whose edges are already that
+    (``coalesced_undirected``) is handed over without a copy; with ``spill_dir`` it is also
+    stripped to METIS's input while METIS runs, since METIS's own memory (about 70 bytes per
+    directed edge with pymetis's 64-bit indices) is what bounds the graphs one machine can
+    partition: the features wait in a file in ``spill_dir`` and the edges are held as METIS's
+    CSR alone, their targets rebuilt from its row pointers afterwards (the same tensor values;
+    ``data``'s fields are replaced)."""
+    if not data.coalesced_undirected:
+        edges = coalesce_edges(*data.edge_index, data.num_nodes, symmetric=True)
+        return _metis(_row_pointers(edges[1], data.num_nodes), edges[0], parts, seed, objective)
+    num_nodes = data.num_nodes
+    row_pointers = _row_pointers(data.edge_index[1], num_nodes)
+    if spill_dir is None:
+        return _metis(row_pointers, data.edge_index[0], parts, seed, objective)
+    spill_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=spill_dir) as folder:
+        features = Path(folder) / "x.pt"
+        torch.save(data.x, features)
+        sources = data.edge_index[0].clone()
+        data.x = data.edge_index = None
+        part = _metis(row_pointers, sources, parts, seed, objective)
+        targets = torch.repeat_interleave(torch.arange(num_nodes), row_pointers.diff())
+        data.edge_index = torch.stack([sources, targets])
+        del sources, targets
+        data.x = torch.load(features, weights_only=True)
+    return part
+
+
+def _row_pointers(targets: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """CSR row pointers of edges sorted by target."""
+    pointers = torch.zeros(num_nodes + 1, dtype=torch.long)
+    pointers[1:] = torch.cumsum(torch.bincount(targets, minlength=num_nodes), 0)
+    return pointers
+
+
+def _metis(row_pointers: torch.Tensor, columns: torch.Tensor, parts: int, seed: int, objective: str) -> torch.Tensor:
+    adjacency = pymetis.CSRAdjacency(row_pointers.numpy(), columns.numpy())
     if objective == "vol":
         options = pymetis.Options(seed=seed, objtype=int(pymetis.ObjType.VOL))
         _, membership = pymetis.part_graph(parts, adjacency, options=options, recursive=False)
@@ -103,12 +134,15 @@ def load_assignment(path: str | Path, data: GraphData, parts: int) -> torch.Tens
     return part
 
 
-def compute_partition(data: GraphData, method: str, parts: int, seed: int) -> torch.Tensor:
+def compute_partition(data: GraphData, method: str, parts: int, seed: int,
+                      spill_dir: Path | None = None) -> torch.Tensor:
+    """Partition ``data`` by ``method`` (:data:`METHODS`); METIS spills to ``spill_dir``
+    (:func:`metis_partition`)."""
     if parts == 1:
         return torch.zeros(data.num_nodes, dtype=torch.long)
     if method == "random":
         return random_partition(data, parts, seed)
-    return metis_partition(data, parts, seed, "vol" if method == "metis-vol" else "cut")
+    return metis_partition(data, parts, seed, "vol" if method == "metis-vol" else "cut", spill_dir)
 
 
 def check_partition(part: torch.Tensor, parts: int, source: str, data: GraphData) -> None:
@@ -158,7 +192,7 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")
     with phase(f"partition {data.name} into {parts} parts ({method})"):
-        part = compute_partition(data, method, parts, seed)
+        part = compute_partition(data, method, parts, seed, folder)
     check_partition(part, parts, SETTINGS[method], data)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
@@ -221,7 +255,8 @@ def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) 
 
 
 def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
-    """Inner, boundary (halo), marginal and training node counts per part, edge-cut, replication factor.
+    """Inner, boundary (halo), marginal and training node counts, in-edges of inner nodes
+    (``inner_edges``), per part; edge-cut, replication factor.
 
     A part's *marginal* nodes are its inner nodes with an in-neighbour in another part (AdaQP's
     term; the rest are *central* and need no halo row).
@@ -237,11 +272,13 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
     halo_pairs = torch.unique(part[dst[cut]] * n + src[cut])
     halo = torch.bincount(halo_pairs // n, minlength=parts)
     inner = torch.bincount(part, minlength=parts)
+    inner_edges = torch.zeros(parts, dtype=torch.long).index_add_(0, part, torch.bincount(dst, minlength=n))
     marginal = torch.zeros(n, dtype=torch.bool)
     marginal[dst[cut]] = True
     return {
         "parts": parts,
         "inner_nodes": inner.tolist(),
+        "inner_edges": inner_edges.tolist(),
         "boundary_nodes": halo.tolist(),
         "marginal_nodes": torch.bincount(part[marginal], minlength=parts).tolist(),
         "train_nodes": torch.bincount(part[data.train_mask], minlength=parts).tolist(),

@@ -15,6 +15,7 @@ typed config (:func:`gnntrain.config.typed.run_config`).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -162,6 +163,8 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
         "num_edges": graph_facts.num_edges,
         "metric": "f1_micro" if graph_facts.multilabel else "accuracy",
         "partition": {**partition_stats, "comm_volume": comm_volume(partition_stats)},
+        "memory_estimate": job.memory_estimate,
+        "estimated_peak_mem_mb": job.memory_estimate["total_mb"] if job.memory_estimate else None,
     }
     if ctx.rank == 0:
         trained_on = " (inductive: the training nodes' subgraph)" if run.dataset.inductive else ""
@@ -190,6 +193,9 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             inject_fault(run.fault, ctx.rank, epoch)
             record = loop.run_epoch(epoch)
             stop = stopping.update(record)
+            if ctx.rank == 0 and epoch == first_epoch and job.memory_estimate is not None:
+                print(f"gnntrain: epoch {epoch} peak per rank {record.peak_mem_mb / 1024:.2f} GiB, estimated "
+                      f"{job.memory_estimate['total_mb'] / 1024:.2f} GiB", file=sys.stderr, flush=True)
             with interrupts_deferred():
                 records.append(record)
                 if recorder is not None:

@@ -14,11 +14,13 @@ node under torchrun (:mod:`.prepare`).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import torch
 
 from gnntrain.config.typed import run_config
+from gnntrain.data import JobData
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.engine.recorder import closed_after, follow_in_launcher
 from gnntrain.errors import ConfigError, interrupts_deferred, warn
@@ -27,6 +29,7 @@ from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, un
 from gnntrain.launch.prepare import prepared_once, prepared_under_lock
 from gnntrain.launch.rank import WorkerFn, run_rank, start_rank_process
 from gnntrain.launch.spawn import spawn_and_join
+from gnntrain.memory_estimate import check_fits, estimate_job
 from gnntrain.parallel.mesh import Layout
 from gnntrain.strategies import loads_parts, strategy_class
 
@@ -72,6 +75,20 @@ def job_layout(cfg: dict, world_size: int) -> Layout:
     return layout
 
 
+def _estimate_memory(cfg: dict, job: JobData, ranks_load_parts: bool, world_size: int, here: range) -> None:
+    """Where each rank holds one part: the estimated peak per rank (:mod:`gnntrain.memory_estimate`)
+    into ``job`` and on the console (rank 0), and the job stopped if the ranks ``here`` (this
+    machine's) would need more memory than it has."""
+    if not ranks_load_parts or job.facts.num_nodes == 0:
+        return
+    estimates = estimate_job(cfg, job.facts, job.stats)
+    largest = max(estimates, key=lambda e: e.total_mb)
+    job.memory_estimate = largest.to_dict()
+    if int(os.environ.get("RANK", 0)) == 0:
+        print(f"gnntrain: estimated peak per rank: {largest.describe()}", file=sys.stderr, flush=True)
+    check_fits(estimates, list(here), world_size, job.parted is not None)
+
+
 def launch(cfg: dict, fn: WorkerFn) -> Any:
     """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
     (the spawned workers' results stay in their processes: they write to the run dir)."""
@@ -88,8 +105,10 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         start_rank_process(cfg, rank, world_size, local_rank, local_workers, "env://")
         job = prepared_once(cfg, layout, ranks_load_parts)
+        _estimate_memory(cfg, job, ranks_load_parts, world_size, range(rank - local_rank, rank - local_rank + local_workers))
         return run_rank(fn, cfg, job, layout, rank, world_size, local_rank, local_workers, "env://")
     job = prepared_under_lock(cfg, layout, ranks_load_parts, write_parts=False)
+    _estimate_memory(cfg, job, ranks_load_parts, world_size, range(world_size))
     cores = len(os.sched_getaffinity(0))
     if world_size > OVERSUBSCRIPTION * cores:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "

@@ -1,0 +1,167 @@
+"""The peak memory of a rank of a graph-parallel job, estimated before any is spent.
+
+A rank holds its part (the part file's tensors, :func:`~gnntrain.data.partition.carve_part`),
+the halo rows of the input features, the aggregation matrices it builds from its in-edges, and,
+during a step, the activations the forward keeps for the backward and the backward's
+gradients. Per rank, with ``I`` inner and ``H`` halo nodes, ``E`` in-edges of inner nodes, ``F``
+features and ``s`` bytes per value of the training dtype:
+
+* ``runtime``: the interpreter, torch and gnntrain, before any data (:data:`RUNTIME_MB`);
+* ``features``: ``(I + H) F s``, the inner rows and the halo rows of the input;
+* ``graph``: :data:`BYTES_PER_EDGE` per in-edge (the part's edge lists, the CSR orders, indices
+  and values of a matrix and its transpose, and what sorting them takes) and 28 bytes per
+  local node (ids, degrees);
+* ``activations``: what the model's forward keeps for the backward, measured: the model runs
+  on small probe graphs under :class:`~gnntrain.parallel.activation_memory.SavedActivations`
+  and the saved bytes are fitted as ``a I + b H + c E`` (:func:`saved_bytes_per_row`), then
+  doubled for the backward's gradients of the same rows (:data:`BACKWARD_FACTOR`).
+
+The launcher sums the estimates of the ranks of this machine and stops a job whose sum exceeds
+the memory available here before any worker starts (:func:`check_fits`). ``summary.json``
+holds the largest rank's estimate as ``estimated_peak_mem_mb`` beside the measured
+``peak_mem_mb``; ``make scale`` compares them on every step of its ladder (docs/testing.md).
+The same estimate serves every strategy; a method that keeps more (PipeGCN's stale halo
+rows, a pipeline's microbatches) is under-estimated by that much.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from gnntrain.data.graph_data import GraphFacts
+from gnntrain.errors import ConfigError
+from gnntrain.graph import LocalGraph
+from gnntrain.models import build_model
+from gnntrain.parallel.activation_memory import SavedActivations
+
+RUNTIME_MB = 420.0
+"""A worker's resident memory before its data: Python, torch, gnntrain (measured on this
+project's CPU workers: 380-430 MiB)."""
+BYTES_PER_EDGE = 100.0
+"""Resident bytes per in-edge of a rank's part: 16 of edge lists, 16 of CSR orders, 16 of CSR
+indices and 8 of values for a matrix and its transpose, and the sort that orders them (a
+64-bit key and the sort's output and indices, 24 more, while it runs), plus the allocator's
+slack."""
+BYTES_PER_NODE = 28.0
+"""Bytes per local node besides its features: global id (8), in-degree count (8) and its
+floating copy (4), and the row pointers of both matrices (8)."""
+BACKWARD_FACTOR = 2.0
+"""The saved activations and, at the backward's peak, gradients of about the same rows."""
+
+DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """One rank's estimated peak, in MiB, by part (module docstring)."""
+
+    runtime_mb: float
+    features_mb: float
+    graph_mb: float
+    activations_mb: float
+
+    @property
+    def total_mb(self) -> float:
+        return self.runtime_mb + self.features_mb + self.graph_mb + self.activations_mb
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total_mb": self.total_mb}
+
+    def describe(self) -> str:
+        return (f"{self.total_mb / 1024:.2f} GiB (features {self.features_mb / 1024:.2f}, graph "
+                f"{self.graph_mb / 1024:.2f}, activations {self.activations_mb / 1024:.2f}, runtime "
+                f"{self.runtime_mb / 1024:.2f})")
+
+
+def _probe_graph(inner: int, halo: int, edges: int, features: int) -> LocalGraph:
+    """A local graph of ``inner`` inner and ``halo`` halo nodes with ``edges`` random in-edges."""
+    gen = torch.Generator().manual_seed(0)
+    local = inner + halo
+    return LocalGraph(
+        rank=0, world_size=2, num_inner=inner, num_halo=halo, global_ids=torch.arange(local),
+        in_degree=torch.full((local,), max(edges // inner, 1), dtype=torch.float32),
+        edge_src=torch.randint(0, local, (edges,), generator=gen), edge_dst=torch.randint(0, inner, (edges,), generator=gen),
+        recv_splits=[0, halo], send_index=torch.zeros(0, dtype=torch.long), send_splits=[0, 0],
+        x=torch.randn(inner, features, generator=gen), y=torch.zeros(inner, dtype=torch.long),
+        train_mask=torch.ones(inner, dtype=torch.bool), val_mask=torch.zeros(inner, dtype=torch.bool),
+        test_mask=torch.zeros(inner, dtype=torch.bool))
+
+
+def _saved_bytes(model: torch.nn.Module, graph: LocalGraph) -> int:
+    def halo(h: torch.Tensor, layer: int) -> torch.Tensor:
+        return torch.randn(graph.num_halo, h.shape[1], requires_grad=h.requires_grad)
+
+    model.train()
+    with SavedActivations(model.parameters()) as saved:
+        model(graph.x, graph, halo)
+    return saved.nbytes
+
+
+@lru_cache(maxsize=32)
+def _fitted(model_json: str, features: int, classes: int) -> tuple[float, float, float]:
+    model = build_model(json.loads(model_json), features, classes)
+    base = (512, 256, 4096)
+    at = _saved_bytes(model, _probe_graph(*base, features))
+    per = []
+    for k in range(3):
+        grown = list(base)
+        grown[k] *= 2
+        per.append((_saved_bytes(model, _probe_graph(*grown, features)) - at) / base[k])
+    return per[0], per[1], per[2]
+
+
+def saved_bytes_per_row(model: dict, features: int, classes: int) -> tuple[float, float, float]:
+    """Bytes the model's training forward keeps for its backward per inner row, per halo row
+    and per in-edge, in float32, fitted on probe graphs (module docstring)."""
+    return _fitted(json.dumps(model, sort_keys=True), features, classes)
+
+
+def estimate_rank(model: dict, dtype: str, facts: GraphFacts, inner: int, halo: int, edges: int) -> MemoryEstimate:
+    """The estimated peak of a rank with ``inner`` and ``halo`` nodes and ``edges`` in-edges."""
+    size = DTYPE_BYTES[dtype]
+    per_inner, per_halo, per_edge = saved_bytes_per_row(model, facts.num_features, facts.num_classes)
+    activations = BACKWARD_FACTOR * (per_inner * inner + per_halo * halo + per_edge * edges) * size / 4
+    return MemoryEstimate(
+        runtime_mb=RUNTIME_MB,
+        features_mb=(inner + halo) * facts.num_features * size / 2**20,
+        graph_mb=(BYTES_PER_EDGE * edges + BYTES_PER_NODE * (inner + halo)) / 2**20,
+        activations_mb=activations / 2**20)
+
+
+def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
+    """Every rank's estimate for a graph-parallel partition's ``stats``
+    (:func:`~gnntrain.data.partition.partition_stats`; a partitioned dataset written before they
+    counted each part's in-edges spreads the edges by inner nodes)."""
+    inner, halo = stats["inner_nodes"], stats["boundary_nodes"]
+    edges = stats.get("inner_edges") or [facts.num_edges * count // max(facts.num_nodes, 1) for count in inner]
+    model = dict(cfg["model"])
+    return [estimate_rank(model, str(cfg["train"]["dtype"]), facts, i, h, e) for i, h, e in zip(inner, halo, edges)]
+
+
+def available_mb() -> float:
+    """Memory available to new processes here (Linux ``MemAvailable``), in MiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
+def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_size: int, uses_parts: bool) -> None:
+    """Stop before training, in one line, where the ranks running here need more memory than is
+    available: the estimate, the memory here, and settings that would fit."""
+    need = sum(estimates[r].total_mb for r in local_ranks)
+    have = available_mb()
+    if need <= have:
+        return
+    worst = max(estimates, key=lambda e: e.total_mb)
+    fixes = [f"more workers on more machines (cluster.world_size > {world_size})",
+             "a smaller model (model.hidden, model.layers)"]
+    if not uses_parts:
+        fixes.insert(0, "part files (gnntrain-partition with the same overrides), so no process holds the whole graph")
+    raise ConfigError(f"the {len(local_ranks)} ranks here need an estimated {need / 1024:.1f} GiB (largest rank "
+                      f"{worst.describe()}) but {have / 1024:.1f} GiB is available; would fit: {'; '.join(fixes)}")
