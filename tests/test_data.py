@@ -104,3 +104,70 @@ def test_remote_graph_download_failure_is_reported_as_missing_files(tmp_path) ->
     cfg = make_cfg("dataset=reddit", f"dataset.root={tmp_path}")
     with pytest.raises(DatasetUnavailable, match="reddit_graph.npz"):
         load_dataset(cfg["dataset"], tmp_path / "cache")
+
+
+def _fake_ogb_arxiv(root) -> None:
+    """A 30-node graph laid out as OGB ships ogbn-arxiv (CSV raw files, the time split), without
+    OGB's release marker, as a dataset copied from another machine is."""
+    import gzip
+
+    import numpy as np
+
+    raw, split = root / "ogbn_arxiv" / "raw", root / "ogbn_arxiv" / "split" / "time"
+    raw.mkdir(parents=True)
+    split.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+
+    def put(path, rows) -> None:
+        with gzip.open(path, "wt") as f:
+            f.write("\n".join(",".join(map(str, row)) for row in rows) + "\n")
+
+    edges = rng.integers(0, 30, (60, 2))
+    put(raw / "edge.csv.gz", edges)
+    put(raw / "num-node-list.csv.gz", [[30]])
+    put(raw / "num-edge-list.csv.gz", [[len(edges)]])
+    put(raw / "node-feat.csv.gz", rng.normal(size=(30, 4)).round(3))
+    put(raw / "node-label.csv.gz", rng.integers(0, 40, (30, 1)))
+    put(raw / "node_year.csv.gz", rng.integers(2000, 2020, (30, 1)))
+    for name, ids in (("train", range(20)), ("valid", range(20, 25)), ("test", range(25, 30))):
+        put(split / f"{name}.csv.gz", [[i] for i in ids])
+
+
+def test_an_ogb_dataset_copied_without_its_release_marker_loads_without_asking(tmp_path, monkeypatch) -> None:
+    """OGB asks on stdin whether to delete a dataset folder without its release marker; a batch
+    job has no stdin. The loader answers for it (the marker in its mirror) and any question OGB
+    would still put fails in one line."""
+    pytest.importorskip("ogb")
+    _fake_ogb_arxiv(tmp_path / "root")
+
+    def no_stdin(prompt: str = "") -> str:
+        raise AssertionError(f"asked on stdin: {prompt}")
+
+    monkeypatch.setattr("builtins.input", no_stdin)
+    cfg = make_cfg("dataset=ogbn-arxiv", f"dataset.root={tmp_path / 'root'}", "dataset.download=false")
+    data = load_dataset(cfg["dataset"], tmp_path / "cache")
+    assert data.num_nodes == 30 and data.num_classes == 40
+    assert [int(m.sum()) for m in (data.train_mask, data.val_mask, data.test_mask)] == [20, 5, 5]
+    assert not list((tmp_path / "root").rglob("RELEASE_v*.txt"))  # the user's folder is left as it was
+
+
+def test_ogb_raw_files_are_the_files_ogb_reads() -> None:
+    """Each homogeneous OGB node dataset's raw list holds what OGB's own ``raw_file_names`` names
+    (and the labels its ``process`` reads); ogbn-papers100M ships binary files."""
+    pytest.importorskip("ogb")
+    import pandas as pd
+    from ogb import nodeproppred
+    from ogb.nodeproppred import PygNodePropPredDataset
+
+    from gnntrain.data.registry import ogb_meta, ogb_raw_files
+
+    master = pd.read_csv(f"{nodeproppred.__path__[0]}/master.csv", index_col=0, keep_default_na=False)
+    for name in master.columns:
+        meta = ogb_meta(name)
+        if meta["is hetero"] == "True":
+            continue
+        probe = PygNodePropPredDataset.__new__(PygNodePropPredDataset)
+        probe.meta_info, probe.binary, probe.is_hetero = meta, meta["binary"] == "True", False
+        assert set(probe.raw_file_names) <= set(ogb_raw_files(meta)), name
+    assert ogb_raw_files(ogb_meta("ogbn-papers100M")) == ["data.npz", "node-label.npz"]
+    assert "node_year.csv.gz" in ogb_raw_files(ogb_meta("ogbn-arxiv"))

@@ -132,3 +132,40 @@ def test_partition_stats_count_boundary_and_marginal_nodes() -> None:
     assert all(c.num_targets + m.num_targets == g.num_inner for g in graphs for c, m, _ in [central_marginal(g)])
     expected = (data.num_nodes + sum(g.num_halo for g in graphs)) / data.num_nodes
     assert stats["replication_factor"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_coalescing_drops_loops_and_duplicates_and_sorts_by_target(symmetric: bool) -> None:
+    """:func:`coalesce_edges` (one key per edge, sorted in place) equals the set of (target,
+    source) pairs without self-loops, with the reverse edges where ``symmetric``."""
+    from gnntrain.data.graph_data import coalesce_edges
+
+    gen = torch.Generator().manual_seed(0)
+    for n in (1, 2, 7, 500):
+        src, dst = torch.randint(0, n, (2, 3 * n + 5), generator=gen)
+        pairs = {(int(t), int(s)) for s, t in zip(src, dst) if s != t}
+        if symmetric:
+            pairs |= {(s, t) for t, s in pairs}
+        edges = coalesce_edges(src, dst, n, symmetric)
+        assert [(int(t), int(s)) for s, t in edges.t()] == sorted(pairs)
+
+
+def test_metis_on_its_input_alone_gives_the_same_partition_and_restores_the_graph(tmp_path) -> None:
+    """With a spill dir METIS holds only its CSR (features in a file, targets rebuilt after):
+    same partition, same graph afterwards; a graph not known to be coalesced and undirected is
+    symmetrised first and partitioned alike."""
+    data = _graph()
+    edges, x = data.edge_index.clone(), data.x.clone()
+    plain = partition.metis_partition(data, 4, 0)
+    assert torch.equal(partition.metis_partition(data, 4, 0, spill_dir=tmp_path), plain)
+    assert torch.equal(data.edge_index, edges) and torch.equal(data.x, x) and not list(tmp_path.iterdir())
+    data.coalesced_undirected = False
+    assert torch.equal(partition.metis_partition(data, 4, 0), plain)
+
+
+def test_partition_stats_count_each_parts_in_edges() -> None:
+    data = _graph()
+    part = partition.metis_partition(data, 3, 0)
+    stats = partition_stats(data, part, 3)
+    assert stats["inner_edges"] == torch.bincount(part[data.edge_index[1]], minlength=3).tolist()
+    assert sum(stats["inner_edges"]) == data.num_edges

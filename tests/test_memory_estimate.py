@@ -1,0 +1,48 @@
+"""The per-rank memory estimate made before training, and the stop it can order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import make_cfg
+from gnntrain import api, memory_estimate
+from gnntrain.data.graph_data import GraphFacts
+from gnntrain.errors import ConfigError
+
+
+def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
+    """The fitted bytes per inner row grow with the hidden width and the layers; GraphSAGE saves
+    nothing per edge (its aggregation keeps only the matrix), GAT does (attention per edge)."""
+    sage = make_cfg("model=sage", "model.hidden=32")["model"]
+    wider = make_cfg("model=sage", "model.hidden=64")["model"]
+    per_inner, _, per_edge = memory_estimate.saved_bytes_per_row(sage, 16, 4)
+    assert 0 < per_inner < memory_estimate.saved_bytes_per_row(wider, 16, 4)[0] and per_edge == 0
+    assert memory_estimate.saved_bytes_per_row(make_cfg("model=gat")["model"], 16, 4)[2] > 0
+
+
+def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch) -> None:
+    cfg = make_cfg("model=sage")
+    facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
+    stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
+    estimates = memory_estimate.estimate_job(cfg, facts, stats)
+    assert estimates[0].graph_mb > 100_000_000 * memory_estimate.BYTES_PER_EDGE / 2**20 - 1
+    monkeypatch.setattr(memory_estimate, "available_mb", lambda: 8 * 1024.0)
+    with pytest.raises(ConfigError) as err:
+        memory_estimate.check_fits(estimates, [0, 1], 2, uses_parts=False)
+    message = str(err.value)
+    assert "\n" not in message and "8.0 GiB is available" in message
+    assert "cluster.world_size > 2" in message and "gnntrain-partition" in message
+    monkeypatch.setattr(memory_estimate, "available_mb", lambda: 1024.0**3)
+    memory_estimate.check_fits(estimates, [0, 1], 2, uses_parts=False)  # fits: no error
+
+
+def test_the_summary_holds_the_estimate_beside_the_measured_peak(tmp_path) -> None:
+    cfg = make_cfg("model=sage", "train.epochs=2", "cluster.world_size=2")
+    cfg["run_dir"] = str(tmp_path)
+    api.run(cfg)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    estimate, measured = summary["estimated_peak_mem_mb"], summary["peak_mem_mb"]
+    assert summary["memory_estimate"]["total_mb"] == estimate
+    assert 0.75 <= estimate / measured <= 1.25
