@@ -3,7 +3,7 @@ writing part files, loading a part.
 
 On a terminal a phase shows its name and elapsed time while it runs (rich), with a bar where
 its work is countable (:meth:`Phase.advance`); wherever its output goes, it ends with one line on
-stderr naming the phase, its time and the process's peak resident memory so far, e.g.::
+stdout (beside the epochs' progress; stderr is for errors and warnings) naming the phase, its time and the process's peak resident memory so far, e.g.::
 
     gnntrain: partition synthetic into 4 parts (metis): 212.4 s, peak 9.87 GiB
 
@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
@@ -50,11 +49,11 @@ def phase(name: str, total: int | None = None) -> Iterator[Phase]:
     line; a phase that fails prints no line (the error says what happened)."""
     progress = None
     task = None
-    if sys.stderr.isatty():
+    if sys.stdout.isatty():
         columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
         if total is not None:
             columns[2:2] = [BarColumn(), MofNCompleteColumn()]
-        progress = Progress(*columns, transient=True, console=Console(stderr=True))
+        progress = Progress(*columns, transient=True)
         task = progress.add_task(name, total=total)
         progress.start()
     start = time.perf_counter()
@@ -64,4 +63,4 @@ def phase(name: str, total: int | None = None) -> Iterator[Phase]:
         if progress is not None:
             progress.stop()
     print(f"gnntrain{_who()}: {name}: {time.perf_counter() - start:.1f} s, peak {peak_rss_gib():.2f} GiB",
-          file=sys.stderr, flush=True)
+          flush=True)

@@ -123,7 +123,7 @@ def plot(steps: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = {"time (s)": "_s", "memory (bytes)": "_bytes"}
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
     for ax, (title, suffix) in zip(axes, groups.items()):
         keys = [k for k in steps[-1]["per_edge"] if k.endswith(suffix) and not k.endswith("comm_bytes")]
         for key in keys:
@@ -134,7 +134,7 @@ def plot(steps: list[dict], path: Path) -> None:
         ax.set_xlabel("directed edges")
         ax.set_ylabel(f"{title} per directed edge")
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

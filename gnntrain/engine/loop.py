@@ -15,7 +15,6 @@ typed config (:func:`gnntrain.config.typed.run_config`).
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -195,7 +194,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
             stop = stopping.update(record)
             if ctx.rank == 0 and epoch == first_epoch and job.memory_estimate is not None:
                 print(f"gnntrain: epoch {epoch} peak per rank {record.peak_mem_mb / 1024:.2f} GiB, estimated "
-                      f"{job.memory_estimate['total_mb'] / 1024:.2f} GiB", file=sys.stderr, flush=True)
+                      f"{job.memory_estimate['total_mb'] / 1024:.2f} GiB", flush=True)
             with interrupts_deferred():
                 records.append(record)
                 if recorder is not None:

@@ -14,7 +14,6 @@ node under torchrun (:mod:`.prepare`).
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 import torch
@@ -23,7 +22,7 @@ from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.engine.recorder import closed_after, follow_in_launcher
-from gnntrain.errors import ConfigError, interrupts_deferred, warn
+from gnntrain.errors import ConfigError, first_line, interrupts_deferred, warn
 from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
                                   warn_of_a_shared_rendezvous_store)
 from gnntrain.launch.prepare import prepared_once, prepared_under_lock
@@ -81,11 +80,15 @@ def _estimate_memory(cfg: dict, job: JobData, ranks_load_parts: bool, world_size
     machine's) would need more memory than it has."""
     if not ranks_load_parts or job.facts.num_nodes == 0:
         return
-    estimates = estimate_job(cfg, job.facts, job.stats)
+    try:
+        estimates = estimate_job(cfg, job.facts, job.stats)
+    except Exception as exc:  # noqa: BLE001 - a model the probe cannot run still trains
+        warn(f"no memory estimate: the model's probe forward failed ({first_line(exc)})")
+        return
     largest = max(estimates, key=lambda e: e.total_mb)
     job.memory_estimate = largest.to_dict()
     if int(os.environ.get("RANK", 0)) == 0:
-        print(f"gnntrain: estimated peak per rank: {largest.describe()}", file=sys.stderr, flush=True)
+        print(f"gnntrain: estimated peak per rank: {largest.describe()}", flush=True)
     check_fits(estimates, list(here), world_size, job.parted is not None)
 
 
