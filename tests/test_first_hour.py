@@ -23,6 +23,11 @@ from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run
 EXACT = ["train.dtype=float64", "model.dropout=0", "train.epochs=4"]
 
 
+
+def _header(stdout: str) -> str:
+    """The run's first line after the lines of the phases before training (loading, partitioning)."""
+    return next(line for line in stdout.splitlines() if not line.startswith("gnntrain"))
+
 def write_dataset_yaml(conf_dir: Path, name: str, body: str) -> Path:
     """A dataset option ``conf_dir/dataset/<name>.yaml`` as docs/usage.md tells a user to write it."""
     path = conf_dir / "dataset" / f"{name}.yaml"
@@ -53,7 +58,7 @@ def test_a_dataset_added_by_yaml_alone_trains_and_one_or_two_workers_agree(tmp_p
         res = run([GNNTRAIN, "--config-dir", str(conf), "dataset=mygraph", f"cluster.world_size={workers}",
                    *EXACT, f"hydra.run.dir={run_dir}"], tmp_path)
         assert res.returncode == 0, res.stderr
-        assert res.stdout.startswith("mygraph: 500 nodes")
+        assert _header(res.stdout).startswith("mygraph: 500 nodes")
         runs[workers] = losses(run_dir)
     assert len(runs[1]) == 4
     assert np.allclose(runs[1], runs[2], rtol=1e-10, atol=0)
@@ -68,7 +73,7 @@ def test_a_pyg_class_declared_by_yaml_loads_from_the_data_root(tmp_path) -> None
     res = run([GNNTRAIN, "--config-dir", str(conf), "dataset=my-squirrel", "train.epochs=1",
                f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("my-squirrel: 5201 nodes, 396706 edges")
+    assert _header(res.stdout).startswith("my-squirrel: 5201 nodes, 396706 edges")
 
 
 @pytest.mark.slow

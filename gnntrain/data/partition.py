@@ -140,9 +140,10 @@ def compute_partition(data: GraphData, method: str, parts: int, seed: int,
     (:func:`metis_partition`)."""
     if parts == 1:
         return torch.zeros(data.num_nodes, dtype=torch.long)
-    if method == "random":
-        return random_partition(data, parts, seed)
-    return metis_partition(data, parts, seed, "vol" if method == "metis-vol" else "cut", spill_dir)
+    with phase(f"partition {data.name} into {parts} parts ({method})"):
+        if method == "random":
+            return random_partition(data, parts, seed)
+        return metis_partition(data, parts, seed, "vol" if method == "metis-vol" else "cut", spill_dir)
 
 
 def check_partition(part: torch.Tensor, parts: int, source: str, data: GraphData) -> None:
@@ -191,8 +192,7 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
         if problem is None:
             return entry["part"], True
         warn(f"cache file {path} {problem}; computing the partition again")
-    with phase(f"partition {data.name} into {parts} parts ({method})"):
-        part = compute_partition(data, method, parts, seed, folder)
+    part = compute_partition(data, method, parts, seed, folder)
     check_partition(part, parts, SETTINGS[method], data)
     folder.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
