@@ -14,18 +14,16 @@ features and ``s`` bytes per value of the training dtype:
 * ``activations``: what the model's forward keeps for the backward, measured: the model runs
   on small probe graphs under :class:`~gnntrain.parallel.activation_memory.SavedActivations`
   and the saved bytes are fitted as ``a I + b H + c E`` (:func:`saved_bytes_per_row`), then
-  doubled for the backward's gradients of the same rows (:data:`BACKWARD_FACTOR`).
+  doubled for the backward's gradients of the same rows (:data:`BACKWARD_FACTOR`);
+* ``method``: what the strategy keeps beyond its family's baseline (vanilla), as its
+  registration states it (:attr:`~gnntrain.strategies.registry.Method.memory`, given the rank's
+  :class:`RankShape`): PipeGCN its exchanges in flight across the epoch, BNS-GCN its sampled
+  graph beside the full one.
 
 The launcher sums the estimates of the ranks of this machine and stops a job whose sum exceeds
 the memory available here before any worker starts (:func:`check_fits`). ``summary.json``
 holds the largest rank's estimate as ``estimated_peak_mem_mb`` beside the measured
 ``peak_mem_mb``; ``make scale`` compares them on every step of its ladder (docs/testing.md).
-The same estimate serves every strategy of the graph-parallel family; a method that keeps more
-is under-estimated by that much. On ``make scale`` (GraphSAGE 2 x 64, up to 2.45M nodes) it was
-0.78-1.06 of the measured peak: vanilla and AdaQP within 8% from 1M nodes on, while PipeGCN (last
-epoch's halo rows and gradients) and BNS-GCN (its sampled operators beside the full ones) ran
-10-22% above it, and PipeGCN on 4 workers at 2.45M nodes passed the stop and lost a rank to the
-OOM killer.
 """
 
 from __future__ import annotations
@@ -42,6 +40,8 @@ from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.parallel.activation_memory import SavedActivations
+from gnntrain.strategies import method
+from gnntrain.strategies.registry import strategy_config
 
 RUNTIME_MB = 420.0
 """A worker's resident memory before its data: Python, torch, gnntrain (measured on this
@@ -61,6 +61,24 @@ DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2}
 
 
 @dataclass(frozen=True)
+class RankShape:
+    """What a rank holds, as a method's :attr:`~gnntrain.strategies.registry.Method.memory` sees it."""
+
+    inner: int
+    """Inner nodes."""
+    halo: int
+    """Halo rows one exchange brings in."""
+    sent: int
+    """Rows one exchange sends (its inner rows, once per peer that reads them)."""
+    edges: int
+    """In-edges of its inner nodes."""
+    widths: tuple[int, ...]
+    """Each message-passing layer's input width: the widths its halo exchanges move."""
+    value_bytes: int
+    """Bytes per value of the training dtype."""
+
+
+@dataclass(frozen=True)
 class MemoryEstimate:
     """One rank's estimated peak, in MiB, by part (module docstring)."""
 
@@ -68,18 +86,19 @@ class MemoryEstimate:
     features_mb: float
     graph_mb: float
     activations_mb: float
+    method_mb: float = 0.0
 
     @property
     def total_mb(self) -> float:
-        return self.runtime_mb + self.features_mb + self.graph_mb + self.activations_mb
+        return self.runtime_mb + self.features_mb + self.graph_mb + self.activations_mb + self.method_mb
 
     def to_dict(self) -> dict:
         return {**asdict(self), "total_mb": self.total_mb}
 
     def describe(self) -> str:
         return (f"{self.total_mb / 1024:.2f} GiB (features {self.features_mb / 1024:.2f}, graph "
-                f"{self.graph_mb / 1024:.2f}, activations {self.activations_mb / 1024:.2f}, runtime "
-                f"{self.runtime_mb / 1024:.2f})")
+                f"{self.graph_mb / 1024:.2f}, activations {self.activations_mb / 1024:.2f}, method "
+                f"{self.method_mb / 1024:.2f}, runtime {self.runtime_mb / 1024:.2f})")
 
 
 def _probe_graph(inner: int, halo: int, edges: int, features: int) -> LocalGraph:
@@ -107,7 +126,8 @@ def _saved_bytes(model: torch.nn.Module, graph: LocalGraph) -> int:
 
 
 @lru_cache(maxsize=32)
-def _fitted(model_json: str, features: int, classes: int) -> tuple[float, float, float]:
+def _fitted(model_json: str, features: int, classes: int) -> tuple[tuple[float, float, float], tuple[int, ...]]:
+    """The saved bytes per inner row, halo row and in-edge (fitted), and the layers' input widths."""
     model = build_model(json.loads(model_json), features, classes)
     base = (512, 256, 4096)
     at = _saved_bytes(model, _probe_graph(*base, features))
@@ -116,35 +136,43 @@ def _fitted(model_json: str, features: int, classes: int) -> tuple[float, float,
         grown = list(base)
         grown[k] *= 2
         per.append((_saved_bytes(model, _probe_graph(*grown, features)) - at) / base[k])
-    return per[0], per[1], per[2]
+    return (per[0], per[1], per[2]), tuple(model.input_widths)
 
 
 def saved_bytes_per_row(model: dict, features: int, classes: int) -> tuple[float, float, float]:
     """Bytes the model's training forward keeps for its backward per inner row, per halo row
     and per in-edge, in float32, fitted on probe graphs (module docstring)."""
-    return _fitted(json.dumps(model, sort_keys=True), features, classes)
+    return _fitted(json.dumps(model, sort_keys=True), features, classes)[0]
 
 
-def estimate_rank(model: dict, dtype: str, facts: GraphFacts, inner: int, halo: int, edges: int) -> MemoryEstimate:
-    """The estimated peak of a rank with ``inner`` and ``halo`` nodes and ``edges`` in-edges."""
+def estimate_rank(model: dict, strategy: dict, dtype: str, facts: GraphFacts, inner: int, halo: int, sent: int,
+                  edges: int) -> MemoryEstimate:
+    """The estimated peak of a rank with ``inner`` and ``halo`` nodes, ``sent`` rows sent per
+    exchange and ``edges`` in-edges."""
     size = DTYPE_BYTES[dtype]
-    per_inner, per_halo, per_edge = saved_bytes_per_row(model, facts.num_features, facts.num_classes)
+    (per_inner, per_halo, per_edge), widths = _fitted(json.dumps(model, sort_keys=True), facts.num_features,
+                                                      facts.num_classes)
     activations = BACKWARD_FACTOR * (per_inner * inner + per_halo * halo + per_edge * edges) * size / 4
+    kept_beyond = method(strategy["name"]).memory
+    shape = RankShape(inner, halo, sent, edges, widths, size)
     return MemoryEstimate(
         runtime_mb=RUNTIME_MB,
         features_mb=(inner + halo) * facts.num_features * size / 2**20,
         graph_mb=(BYTES_PER_EDGE * edges + BYTES_PER_NODE * (inner + halo)) / 2**20,
-        activations_mb=activations / 2**20)
+        activations_mb=activations / 2**20,
+        method_mb=0.0 if kept_beyond is None else kept_beyond(strategy_config(strategy), shape) / 2**20)
 
 
 def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
     """Every rank's estimate for a graph-parallel partition's ``stats``
     (:func:`~gnntrain.data.partition.partition_stats`; a partitioned dataset written before they
-    counted each part's in-edges spreads the edges by inner nodes)."""
+    counted each part's in-edges and sent rows spreads the edges by inner nodes and takes the
+    rows sent for the rows received)."""
     inner, halo = stats["inner_nodes"], stats["boundary_nodes"]
     edges = stats.get("inner_edges") or [facts.num_edges * count // max(facts.num_nodes, 1) for count in inner]
-    model = dict(cfg["model"])
-    return [estimate_rank(model, str(cfg["train"]["dtype"]), facts, i, h, e) for i, h, e in zip(inner, halo, edges)]
+    sent = stats.get("sent_rows") or halo
+    model, strategy, dtype = dict(cfg["model"]), dict(cfg["strategy"]), str(cfg["train"]["dtype"])
+    return [estimate_rank(model, strategy, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
 
 
 def available_mb() -> float:

@@ -89,6 +89,7 @@ def run_step(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
                        peak_rank_gib=summary["peak_mem_mb"] / 1024,
                        estimated_peak_rank_gib=summary["estimated_peak_mem_mb"] / 1024,
                        estimate_over_measured=summary["estimated_peak_mem_mb"] / summary["peak_mem_mb"],
+                       estimate_parts_mb=summary["memory_estimate"],
                        epoch_peaks_gib=[r["peak_mem_mb"] / 1024 for r in records])
             print(f"{'':>9} {strategy:>8} on {workers}: epoch {row['epoch_time_s']:7.2f} s (first "
                   f"{row['first_epoch_s']:.1f}), {row['comm_bytes_per_epoch'] / 2**20:8.1f} MB/epoch, peak per rank "

@@ -10,6 +10,7 @@ from conftest import make_cfg
 from gnntrain import api, memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
+from gnntrain.strategies.graph_parallel.sampled import SAMPLED_GRAPH_BYTES_PER_EDGE
 
 
 def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
@@ -36,6 +37,25 @@ def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch)
     assert "cluster.world_size > 2" in message and "gnntrain-partition" in message
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: 1024.0**3)
     memory_estimate.check_fits(estimates, [0, 1], 2, uses_parts=False)  # fits: no error
+
+
+def test_methods_that_keep_more_than_vanilla_say_how_much() -> None:
+    """PipeGCN adds its exchanges in flight, 2 (H + S) sum_l d_l values (more with smoothing);
+    BNS-GCN its sampled graph, per in-edge, and nothing at p = 1; AdaQP nothing."""
+    facts = GraphFacts("g", 1_000_000, 50_000_000, 100, 47, False, 1000)
+    stats = {"inner_nodes": [500_000] * 2, "boundary_nodes": [200_000] * 2, "sent_rows": [300_000] * 2,
+             "inner_edges": [25_000_000] * 2}
+
+    def method_mb(*overrides: str) -> float:
+        estimates = memory_estimate.estimate_job(make_cfg("model=sage", "model.hidden=64", *overrides), facts, stats)
+        return estimates[0].method_mb
+
+    widths = 100 + 64
+    assert method_mb("strategy=vanilla") == method_mb("strategy=adaqp") == 0
+    assert method_mb("strategy=pipegcn") * 2**20 == pytest.approx(2 * 500_000 * widths * 4)
+    assert method_mb("strategy=pipegcn", "strategy.smooth=gf") * 2**20 == pytest.approx(3 * 500_000 * widths * 4)
+    assert method_mb("strategy=bns") * 2**20 == pytest.approx(25_000_000 * SAMPLED_GRAPH_BYTES_PER_EDGE)
+    assert method_mb("strategy=bns", "strategy.p=1") == 0
 
 
 def test_the_summary_holds_the_estimate_beside_the_measured_peak(tmp_path) -> None:

@@ -127,6 +127,7 @@ def test_partition_stats_count_boundary_and_marginal_nodes() -> None:
     graphs = [build_local_graph(data, part, r, 3) for r in range(3)]
     assert stats["inner_nodes"] == [g.num_inner for g in graphs]
     assert stats["boundary_nodes"] == [g.num_halo for g in graphs]
+    assert stats["sent_rows"] == [g.send_index.numel() for g in graphs]
     assert stats["marginal_nodes"] == [central_marginal(g)[1].num_targets for g in graphs]
     assert all(c.num_targets + m.num_targets == g.num_inner for g in graphs for c, m, _ in [central_marginal(g)])
     expected = (data.num_nodes + sum(g.num_halo for g in graphs)) / data.num_nodes

@@ -256,7 +256,8 @@ def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) 
 
 def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
     """Inner, boundary (halo), marginal and training node counts, in-edges of inner nodes
-    (``inner_edges``), per part; edge-cut, replication factor.
+    (``inner_edges``) and rows sent to peers by one halo exchange (``sent_rows``: a part's inner
+    rows, once for each other part that reads them), per part; edge-cut, replication factor.
 
     A part's *marginal* nodes are its inner nodes with an in-neighbour in another part (AdaQP's
     term; the rest are *central* and need no halo row).
@@ -280,6 +281,7 @@ def partition_stats(data: GraphData, part: torch.Tensor, parts: int) -> dict:
         "inner_nodes": inner.tolist(),
         "inner_edges": inner_edges.tolist(),
         "boundary_nodes": halo.tolist(),
+        "sent_rows": torch.bincount(part[halo_pairs % n], minlength=parts).tolist(),
         "marginal_nodes": torch.bincount(part[marginal], minlength=parts).tolist(),
         "train_nodes": torch.bincount(part[data.train_mask], minlength=parts).tolist(),
         "edge_cut": int(cut.sum()),

@@ -12,6 +12,7 @@ sends with their categories. From that one declaration
 * validation runs its family's checks and its own;
 * the launcher builds its strategy (:attr:`Method.strategy`) and asks it for its layout and
   whether its ranks load only their parts; calibration probes its family's baseline;
+* the memory estimate adds what it keeps beyond its family's baseline (:attr:`Method.memory`);
 * ``scripts/docs.py`` writes its page and the tests that run every strategy include it.
 
 A family (:class:`Family`) names its baseline and, where one class runs all its methods (the
@@ -73,6 +74,10 @@ class Method:
     validate: Optional[Callable[[Any], None]] = None
     """Checks of its own keys that their types cannot express, given its typed section (an
     instance of ``config``)."""
+    memory: Optional[Callable[[Any, Any], float]] = None
+    """Bytes a rank keeps while training beyond what its family's baseline keeps, given its typed
+    section and the rank's :class:`~gnntrain.memory_estimate.RankShape`, for the estimate made
+    before training; None: nothing beyond."""
 
     @property
     def strategy(self) -> type:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.distributed as dist
@@ -46,6 +46,9 @@ from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_ge
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
+
+if TYPE_CHECKING:
+    from gnntrain.memory_estimate import RankShape
 
 
 Smoothing = choices("Smoothing", "none", "f", "g", "gf", module=__name__)
@@ -202,4 +205,16 @@ class _StaleExchange(torch.autograd.Function):
         return pipe.pipe.gradient_of_sent_rows(used), None, None
 
 
-register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}))
+def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
+    """What a rank keeps beyond the vanilla strategy (:attr:`Method.memory`): every layer's
+    exchanges stay in flight for a whole epoch in both directions, each holding its sent rows and
+    the buffer its rows arrive in: ``2 (H + S) sum_l d_l`` values for ``H`` halo rows, ``S`` sent
+    rows and layer input widths ``d_l``; smoothing keeps the moving averages besides (``H sum_l
+    d_l`` for the features, ``S sum_l d_l`` for the gradients). Quantized messages
+    (``bits`` < 32) are counted at full width: an upper bound."""
+    rows = 2 * (shape.halo + shape.sent)
+    rows += shape.halo * (config.smooth in ("f", "gf")) + shape.sent * (config.smooth in ("g", "gf"))
+    return rows * sum(shape.widths) * shape.value_bytes
+
+
+register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}, memory=in_flight_bytes))
