@@ -20,8 +20,9 @@ features and ``s`` bytes per value of the training dtype:
   :class:`RankShape`): PipeGCN its exchanges in flight across the epoch, BNS-GCN its sampled
   graph beside the full one.
 
-The launcher sums the estimates of the ranks of this machine and stops a job whose sum exceeds
-the memory available here before any worker starts (:func:`check_fits`). ``summary.json``
+The launcher sums the estimates of the ranks of this machine, less what they share or map from
+their part files, and stops a job whose sum exceeds the memory available here before any worker
+starts (:func:`check_fits`). ``summary.json``
 holds the largest rank's estimate as ``estimated_peak_mem_mb`` beside the measured
 ``peak_mem_mb``; ``make scale`` compares them on every step of its ladder (docs/testing.md).
 """
@@ -51,6 +52,10 @@ BYTES_PER_EDGE = 100.0
 indices and 8 of values for a matrix and its transpose, and the sort that orders them (a
 64-bit key and the sort's output and indices, 24 more, while it runs), plus the allocator's
 slack."""
+SHARED_RUNTIME_MB = 100.0
+"""The part of :data:`RUNTIME_MB` mapped from files (the libraries' code and data), shared by the
+ranks of a machine: ``RssFile`` of a process that imported torch, PyG and gnntrain measured 102
+of its 388 MiB here."""
 BYTES_PER_NODE = 28.0
 """Bytes per local node besides its features: global id (8), in-degree count (8) and its
 floating copy (4), and the row pointers of both matrices (8)."""
@@ -183,17 +188,28 @@ def available_mb() -> float:
     return float("inf")
 
 
-def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_size: int, uses_parts: bool) -> None:
+def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_size: int,
+               mapped_mb: dict[int, float] | None) -> None:
     """Stop before training, in one line, where the ranks running here need more memory than is
-    available: the estimate, the memory here, and settings that would fit."""
-    need = sum(estimates[r].total_mb for r in local_ranks)
+    available: the estimate, the memory here, and settings that would fit.
+
+    What the ranks need together is less than the sum of their peaks: the libraries of the
+    runtime are mapped once for all of them (:data:`SHARED_RUNTIME_MB` of each rank's runtime),
+    and ranks that load part files (``mapped_mb``: each local rank's part file size; None where
+    the ranks carve their parts in memory) map them from disk: those pages count in a rank's
+    resident peak, but they are the page cache's, which ``MemAvailable`` already counts as
+    available and the kernel reads again rather than kill a process for."""
+    mapped = mapped_mb or {}
+    need = (sum(estimates[r].total_mb - mapped.get(r, 0.0) for r in local_ranks)
+            - SHARED_RUNTIME_MB * (len(local_ranks) - 1))
     have = available_mb()
     if need <= have:
         return
     worst = max(estimates, key=lambda e: e.total_mb)
     fixes = [f"more workers on more machines (cluster.world_size > {world_size})",
              "a smaller model (model.hidden, model.layers)"]
-    if not uses_parts:
+    if mapped_mb is None:
         fixes.insert(0, "part files (gnntrain-partition with the same overrides), so no process holds the whole graph")
-    raise ConfigError(f"the {len(local_ranks)} ranks here need an estimated {need / 1024:.1f} GiB (largest rank "
+    files = f" besides the {sum(mapped.values()) / 1024:.1f} GiB of part files they map" if mapped else ""
+    raise ConfigError(f"the {len(local_ranks)} ranks here need an estimated {need / 1024:.1f} GiB{files} (largest rank "
                       f"{worst.describe()}) but {have / 1024:.1f} GiB is available; would fit: {'; '.join(fixes)}")

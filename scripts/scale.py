@@ -17,8 +17,9 @@ partitionable as real graphs). Per step, each its own ``gnntrain`` process tree 
 
 Each cost is also divided by the step's directed edges; ``growth`` is that cost per edge at the
 largest step over the smallest (target <= 1.3). Results: ``results/scale.json`` and
-``results/scale.png`` (each cost per edge against graph size). Usage: ``python scripts/scale.py
-[--nodes 100000 300000 1000000 2450000] [--epochs 3]``.
+``results/scale.png`` (each cost per edge against graph size), each step with the commit it was
+measured on. Usage: ``python scripts/scale.py [--nodes 100000 300000 1000000 2450000] [--epochs
+3] [--update]`` (``--update`` measures only the steps named and keeps the file's others).
 """
 
 from __future__ import annotations
@@ -150,13 +151,18 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "scale.json")
+    parser.add_argument("--update", action="store_true",
+                        help="measure only the steps of --nodes and keep the other steps of --out (each step "
+                             "names the commit it was measured on)")
     args = parser.parse_args()
     start = time.perf_counter()
-    steps = []
+    previous = json.loads(args.out.read_text()) if args.update and args.out.exists() else {"steps": []}
+    steps = [{"commit": previous["commit"], **step} for step in previous["steps"] if step["nodes"] not in args.nodes]
     for nodes in args.nodes:
         with tempfile.TemporaryDirectory() as tmp:
-            steps.append(run_step(nodes, args, Path(tmp)))
+            steps.append({**run_step(nodes, args, Path(tmp)), "commit": git_commit()})
         steps[-1]["per_edge"] = per_edge_costs(steps[-1])
+        steps.sort(key=lambda step: step["nodes"])
         growth = {k: steps[-1]["per_edge"][k] / steps[0]["per_edge"][k] for k in steps[-1]["per_edge"]
                   if steps[0]["per_edge"].get(k)}
         result = {"commit": git_commit(), "setting": {**vars(args), "out": str(args.out), "model": "sage"},

@@ -31,12 +31,28 @@ def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch)
     assert estimates[0].graph_mb > 100_000_000 * memory_estimate.BYTES_PER_EDGE / 2**20 - 1
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: 8 * 1024.0)
     with pytest.raises(ConfigError) as err:
-        memory_estimate.check_fits(estimates, [0, 1], 2, uses_parts=False)
+        memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb=None)
     message = str(err.value)
     assert "\n" not in message and "8.0 GiB is available" in message
     assert "cluster.world_size > 2" in message and "gnntrain-partition" in message
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: 1024.0**3)
-    memory_estimate.check_fits(estimates, [0, 1], 2, uses_parts=False)  # fits: no error
+    memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb=None)  # fits: no error
+
+
+def test_part_files_mapped_from_disk_and_the_shared_runtime_count_once(monkeypatch) -> None:
+    """Ranks that map their part files need their peaks less the files (page cache, which
+    MemAvailable counts) and less the runtime's libraries for every rank but one."""
+    cfg = make_cfg("model=sage")
+    facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
+    stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
+    estimates = memory_estimate.estimate_job(cfg, facts, stats)
+    own = 2 * estimates[0].total_mb - 2 * 3000.0 - memory_estimate.SHARED_RUNTIME_MB
+    monkeypatch.setattr(memory_estimate, "available_mb", lambda: own + 1)
+    memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb={0: 3000.0, 1: 3000.0})
+    monkeypatch.setattr(memory_estimate, "available_mb", lambda: own - 1)
+    with pytest.raises(ConfigError, match="besides the 5.9 GiB of part files they map") as err:
+        memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb={0: 3000.0, 1: 3000.0})
+    assert "gnntrain-partition" not in str(err.value)
 
 
 def test_methods_that_keep_more_than_vanilla_say_how_much() -> None:

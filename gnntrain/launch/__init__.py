@@ -20,6 +20,7 @@ import torch
 
 from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
+from gnntrain.data.parted import part_file
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.engine.recorder import closed_after, follow_in_launcher
 from gnntrain.errors import ConfigError, first_line, interrupts_deferred, warn
@@ -89,7 +90,8 @@ def _estimate_memory(cfg: dict, job: JobData, ranks_load_parts: bool, world_size
     job.memory_estimate = largest.to_dict()
     if int(os.environ.get("RANK", 0)) == 0:
         print(f"gnntrain: estimated peak per rank: {largest.describe()}", flush=True)
-    check_fits(estimates, list(here), world_size, job.parted is not None)
+    mapped = None if job.parted is None else {r: part_file(job.parted.folder, r).stat().st_size / 2**20 for r in here}
+    check_fits(estimates, list(here), world_size, mapped)
 
 
 def launch(cfg: dict, fn: WorkerFn) -> Any:
