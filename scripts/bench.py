@@ -1,19 +1,22 @@
-"""Benchmark: our layers vs PyG's on one graph, and vanilla on 2 workers vs 1 process.
+"""Benchmark: our layers vs PyG's fastest CPU path, and vanilla on 2 workers vs 1 process.
 
 1. Single-process full-graph training epochs (forward, loss, backward, Adam step) of our GCN,
-   GraphSAGE, GAT and GCNII (GCNII on a graph of ``--gcnii-nodes``, by default half the others',
-   so that PyG's reference fits a 24 GiB machine) against the same architectures built from PyG's ``GCNConv``
-   (``cached=True``), ``SAGEConv``, ``GATConv`` and ``GCN2Conv`` (``cached=True``) layers, which
-   take the ``edge_index`` (PyG's message passing, as it runs without the optional sparse
-   extensions). Epochs alternate ours/PyG so both see the same
-   machine state; the ratio of median epoch times is printed.
+   GraphSAGE, GAT and GCNII against the same architectures built from PyG's ``GCNConv``
+   (``cached=True``), ``SAGEConv``, ``GATConv`` and ``GCN2Conv`` (``cached=True``) layers, each
+   on PyG's fastest CPU path for it (:data:`PYG_PATH`): the sparse ``adj_t`` (a CSR tensor from
+   ``torch_geometric.utils.to_torch_csr_tensor``, run by torch's CSR kernels) where the layer
+   accepts one, the ``edge_index`` (message passing) for ``GATConv``. Each side runs in a
+   process of its own (so its peak is its own), ``--repeats`` times, the sides alternating
+   (ours first in even repeats, PyG first in odd ones) so both see the same machine states. A
+   side's figures: median epoch time, the process's peak resident memory, and the bytes one
+   step keeps for its backward (tensor level, :class:`~gnntrain.parallel.activation_memory.SavedActivations`).
+   A row gives the median of the repeats' ratios ours / PyG with their range.
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
    by our single-process epoch time.
 
-Both run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by default; each
-model's comparison runs in a process of its own.
-
-Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N] ...``.
+Every process runs with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by
+default. Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N]
+[--repeats R] ...``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import json
 import multiprocessing
 import platform
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -30,15 +34,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
+from torch_geometric.utils import to_torch_csr_tensor
 
 from gnntrain.allocator import keep_freed_memory
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
+from gnntrain.parallel.activation_memory import SavedActivations
 
 from jobs import run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
+PYG_PATH = {"gcn": "csr", "sage": "csr", "gcnii": "csr", "gat": "edge_index"}
+"""PyG's fastest CPU path per model: the CSR ``adj_t`` where its layer accepts one, else the
+``edge_index``."""
 
 
 class PygStack(nn.Module):
@@ -50,9 +59,9 @@ class PygStack(nn.Module):
         self.convs = nn.ModuleList(make_conv(a, b, i == last) for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
         self.activation = activation
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:
         for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
+            x = conv(x, adjacency)
             if i < len(self.convs) - 1:
                 x = self.activation(x)
         return x
@@ -66,10 +75,10 @@ class PygGCNII(nn.Module):
         self.lin_in, self.lin_out = nn.Linear(in_dim, hidden), nn.Linear(hidden, out_dim)
         self.convs = nn.ModuleList(GCN2Conv(hidden, 0.1, 0.5, layer, cached=True) for layer in range(1, layers + 1))
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, adjacency: torch.Tensor) -> torch.Tensor:
         h = h0 = F.relu(self.lin_in(x))
         for conv in self.convs:
-            h = F.relu(conv(h, h0, edge_index))
+            h = F.relu(conv(h, h0, adjacency))
         return self.lin_out(h)
 
 
@@ -107,45 +116,73 @@ def graph(args, nodes: int):
     return generate(nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
 
 
-def compare_model(args, name: str) -> dict:
-    """One model's row: our layers' and PyG's training epochs, alternating, in this process."""
+def measure(args, name: str, side: str) -> dict:
+    """One side's (``ours`` or ``pyg``) training epochs of model ``name``, in this fresh process:
+    median epoch time, the process's peak resident memory, and the bytes one step keeps for its
+    backward. Each side holds only what it trains on (ours its local graph, PyG the features and
+    its adjacency)."""
     keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
-    nodes = args.gcnii_nodes if name == "gcnii" else args.nodes
-    data = graph(args, nodes)
-    local = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
-    no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
-    dims = [data.num_features] + [args.hidden] * (args.layers - 1) + [data.num_classes]
+    data = graph(args, args.nodes)
     layers = args.gcnii_layers if name == "gcnii" else args.layers
-    own = {"gat": {"heads": args.heads, "out_heads": 1, "att_dropout": 0.0}, "gcnii": {"alpha": 0.1, "theta": 0.5}}
-    config = model_spec(name).config(name=name, hidden=args.hidden, layers=layers, dropout=0.0, norm="none",
-                                     **own.get(name, {}))
-    ours = build_model(config, data.num_features, data.num_classes)
-    pyg = pyg_model(name, dims, args)
-    steps = {
-        "ours": training_step(ours, lambda: ours(data.x, local, no_halo), data.y, data.train_mask),
-        "pyg": training_step(pyg, lambda: pyg(data.x, data.edge_index), data.y, data.train_mask),
-    }
-    times: dict[str, list[float]] = {"ours": [], "pyg": []}
-    for epoch in range(args.warmup + args.epochs):
-        for which, step in steps.items():
-            t = timed_epoch(step)
-            if epoch >= args.warmup:
-                times[which].append(t)
-    ours_s, pyg_s = statistics.median(times["ours"]), statistics.median(times["pyg"])
-    print(f"{name:6s} single process: ours {ours_s * 1e3:8.1f} ms/epoch   PyG {pyg_s * 1e3:8.1f} ms/epoch   "
-          f"ours/PyG = {ours_s / pyg_s:.3f}" + (f"   ({nodes} nodes)" if nodes != args.nodes else ""), flush=True)
-    return {"nodes": nodes, "layers": layers, "ours_epoch_s": ours_s, "pyg_epoch_s": pyg_s, "ratio_ours_over_pyg": ours_s / pyg_s}
+    if side == "ours":
+        local = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
+        x, y, mask, features, classes = local.x, local.y, local.train_mask, data.num_features, data.num_classes
+        del data
+        no_halo = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731 - one part, no halo
+        own = {"gat": {"heads": args.heads, "out_heads": 1, "att_dropout": 0.0}, "gcnii": {"alpha": 0.1, "theta": 0.5}}
+        config = model_spec(name).config(name=name, hidden=args.hidden, layers=layers, dropout=0.0, norm="none",
+                                         **own.get(name, {}))
+        model = build_model(config, features, classes)
+        forward = lambda: model(x, local, no_halo)  # noqa: E731
+    else:
+        x, y, mask = data.x, data.y, data.train_mask
+        adjacency = data.edge_index if PYG_PATH[name] == "edge_index" else \
+            to_torch_csr_tensor(data.edge_index.flip(0), size=(data.num_nodes, data.num_nodes))
+        dims = [data.num_features] + [args.hidden] * (args.layers - 1) + [data.num_classes]
+        del data
+        model = pyg_model(name, dims, args)
+        forward = lambda: model(x, adjacency)  # noqa: E731
+    step = training_step(model, forward, y, mask)
+    times = [timed_epoch(step) for _ in range(args.warmup + args.epochs)][args.warmup:]
+    with SavedActivations(model.parameters()) as saved:
+        forward()
+    return {"epoch_s": statistics.median(times), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "saved_for_backward_mb": saved.nbytes / 2**20}
+
+
+def _median_range(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def compare_model(args, name: str) -> dict:
+    """One model's row: ``--repeats`` pairs of processes, ours and PyG's, alternating which runs
+    first."""
+    context = multiprocessing.get_context("spawn")
+    runs: dict[str, list[dict]] = {"ours": [], "pyg": []}
+    for repeat in range(args.repeats):
+        for side in ("ours", "pyg") if repeat % 2 == 0 else ("pyg", "ours"):
+            with context.Pool(1) as pool:
+                runs[side].append(pool.apply(measure, (args, name, side)))
+    ratio = _median_range([o["epoch_s"] / p["epoch_s"] for o, p in zip(runs["ours"], runs["pyg"])])
+    memory = _median_range([o["peak_rss_mb"] / p["peak_rss_mb"] for o, p in zip(runs["ours"], runs["pyg"])])
+    row = {"nodes": args.nodes, "layers": args.gcnii_layers if name == "gcnii" else args.layers,
+           "pyg_path": PYG_PATH[name], "runs": runs,
+           "ours_epoch_s": statistics.median(r["epoch_s"] for r in runs["ours"]),
+           "pyg_epoch_s": statistics.median(r["epoch_s"] for r in runs["pyg"]),
+           "ratio_ours_over_pyg": ratio["median"], "ratio_range": [ratio["min"], ratio["max"]],
+           "peak_rss_ours_over_pyg": memory["median"], "peak_rss_range": [memory["min"], memory["max"]],
+           "saved_for_backward_mb": {side: statistics.median(r["saved_for_backward_mb"] for r in rs)
+                                     for side, rs in runs.items()}}
+    print(f"{name:6s} vs PyG {PYG_PATH[name]:10s}: ours {row['ours_epoch_s'] * 1e3:8.1f} ms/epoch, PyG "
+          f"{row['pyg_epoch_s'] * 1e3:8.1f}; ours/PyG {ratio['median']:.3f} [{ratio['min']:.3f}, {ratio['max']:.3f}]; "
+          f"peak RSS ours/PyG {memory['median']:.2f} [{memory['min']:.2f}, {memory['max']:.2f}]; kept for backward "
+          f"{row['saved_for_backward_mb']['ours']:.0f} / {row['saved_for_backward_mb']['pyg']:.0f} MB", flush=True)
+    return row
 
 
 def compare_layers(args) -> dict:
-    """Every model's row, each in a fresh process: a model's freed memory, kept in the heap for
-    reuse, never adds to the next one's peak."""
-    context = multiprocessing.get_context("spawn")
-    rows = {}
-    for name in args.models:
-        with context.Pool(1) as pool:
-            rows[name] = pool.apply(compare_model, (args, name))
-    return rows
+    """Every model's row."""
+    return {name: compare_model(args, name) for name in args.models}
 
 
 def vanilla_two_workers(args, single: dict) -> dict:
@@ -177,9 +214,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model")
     parser.add_argument("--heads", type=int, default=8, help="GAT heads (hidden must be a multiple)")
     parser.add_argument("--gcnii-layers", type=int, default=8, help="GCNII convolutions")
-    parser.add_argument("--gcnii-nodes", type=int, default=50_000,
-                        help="nodes of GCNII's graph (same degree): PyG's GCN2Conv keeps every layer's per-edge "
-                             "messages for the backward pass, 18-24 GB at 100k nodes and 8 layers")
+    parser.add_argument("--repeats", type=int, default=3, help="processes per side and model, alternating")
     parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -197,6 +232,7 @@ def main() -> None:
         "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
                     "torch": torch.__version__, "keep_freed_memory": kept},
         "epochs_timed": args.epochs,
+        "repeats": args.repeats,
         "layers_vs_pyg": layers,
         "vanilla_2_workers": vanilla,
     }

@@ -154,8 +154,7 @@ def large_instance_check(pairs: int = 12, messages: int = 4000, group_size: int 
 
 def gat_row(args: argparse.Namespace) -> dict:
     layer_args = argparse.Namespace(nodes=args.gat_nodes, avg_degree=24.0, classes=8, features=128, hidden=128,
-                                    layers=2, heads=8, gcnii_layers=8, gcnii_nodes=args.gat_nodes, warmup=1,
-                                    epochs=args.gat_epochs)
+                                    layers=2, heads=8, gcnii_layers=8, warmup=1, epochs=args.gat_epochs, repeats=3)
     print(f"[4] GAT 2 x 128, 8 heads, on {args.gat_nodes} nodes of mean degree 24:", flush=True)
     return compare_model(layer_args, "gat")
 
