@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -150,22 +151,22 @@ def saved_bytes_per_row(model: dict, features: int, classes: int) -> tuple[float
     return _fitted(json.dumps(model, sort_keys=True), features, classes)[0]
 
 
-def estimate_rank(model: dict, strategy: dict, dtype: str, facts: GraphFacts, inner: int, halo: int, sent: int,
-                  edges: int) -> MemoryEstimate:
+def estimate_rank(model: dict, kept_beyond: Callable[[RankShape], float] | None, dtype: str, facts: GraphFacts,
+                  inner: int, halo: int, sent: int, edges: int) -> MemoryEstimate:
     """The estimated peak of a rank with ``inner`` and ``halo`` nodes, ``sent`` rows sent per
-    exchange and ``edges`` in-edges."""
+    exchange and ``edges`` in-edges, whose method keeps ``kept_beyond(shape)`` bytes beyond its
+    family's baseline (None: nothing)."""
     size = DTYPE_BYTES[dtype]
     (per_inner, per_halo, per_edge), widths = _fitted(json.dumps(model, sort_keys=True), facts.num_features,
                                                       facts.num_classes)
     activations = BACKWARD_FACTOR * (per_inner * inner + per_halo * halo + per_edge * edges) * size / 4
-    kept_beyond = method(strategy["name"]).memory
     shape = RankShape(inner, halo, sent, edges, widths, size)
     return MemoryEstimate(
         runtime_mb=RUNTIME_MB,
         features_mb=(inner + halo) * facts.num_features * size / 2**20,
         graph_mb=(BYTES_PER_EDGE * edges + BYTES_PER_NODE * (inner + halo)) / 2**20,
         activations_mb=activations / 2**20,
-        method_mb=0.0 if kept_beyond is None else kept_beyond(strategy_config(strategy), shape) / 2**20)
+        method_mb=0.0 if kept_beyond is None else kept_beyond(shape) / 2**20)
 
 
 def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
@@ -176,8 +177,10 @@ def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstima
     inner, halo = stats["inner_nodes"], stats["boundary_nodes"]
     edges = stats.get("inner_edges") or [facts.num_edges * count // max(facts.num_nodes, 1) for count in inner]
     sent = stats.get("sent_rows") or halo
-    model, strategy, dtype = dict(cfg["model"]), dict(cfg["strategy"]), str(cfg["train"]["dtype"])
-    return [estimate_rank(model, strategy, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
+    memory = method(cfg["strategy"]["name"]).memory
+    kept_beyond = None if memory is None else partial(memory, strategy_config(dict(cfg["strategy"])))
+    model, dtype = dict(cfg["model"]), str(cfg["train"]["dtype"])
+    return [estimate_rank(model, kept_beyond, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
 
 
 def available_mb() -> float:
