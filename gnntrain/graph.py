@@ -109,8 +109,12 @@ class LocalGraph:
         return self.num_inner if self.target_index is None else self.target_index.numel()
 
     def target_rows(self, x: torch.Tensor) -> torch.Tensor:
-        """The rows of ``x`` (indexed by local id, at least the inner nodes) of the targets."""
-        return x[: self.num_inner] if self.target_index is None else x[self.target_index]
+        """The rows of ``x`` (indexed by local id, at least the inner nodes) of the targets:
+        ``x`` itself where it holds just the inner rows (so its backward is not a slice's,
+        which zero-fills a gradient of ``x``'s size and copies into it)."""
+        if self.target_index is not None:
+            return x[self.target_index]
+        return x if len(x) == self.num_inner else x[: self.num_inner]
 
     @cached_property
     def self_loop_edges(self) -> tuple[torch.Tensor, torch.Tensor]:

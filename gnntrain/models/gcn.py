@@ -6,6 +6,14 @@ parameter names (``lin.weight``, ``bias``) and initialisation (Glorot weight, ze
 The product is evaluated in the cheaper order for the graph's rows
 (:class:`~gnntrain.models.gnn.LinearMessageLayer`): ``W`` on every source row and then the
 aggregation, or the aggregation and then ``W`` on the target rows.
+
+Kept for the backward, per layer (``N`` target rows, ``S`` source rows: inner and halo, ``b``
+bytes per value): aggregating first, ``A h`` (``N d_in b``), all the gradient of ``W`` needs;
+mapping first, the layer's input rows (``S d_in b``; the input tensor itself where no dropout
+copies it). The aggregation keeps nothing: its backward is ``A^T g`` with the graph's
+precomputed ``A^T``. Where the input has a gradient (every layer but the first) and dropout is
+on, the keep mask adds ``S d_in`` bytes; a hidden layer's activation keeps its output (``N
+d_out b``), which is the next layer's input, counted once.
 """
 
 from __future__ import annotations
@@ -49,8 +57,8 @@ class GCNLayer(LinearMessageLayer):
         return self.bias
 
     def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                    transform: bool) -> torch.Tensor:
-        return self.aggregate_messages(z, graph, transform)
+                    transform: bool, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return self.aggregate_messages(z, graph, transform, bias)
 
 
 @dataclass

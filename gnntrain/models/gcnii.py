@@ -10,7 +10,15 @@ before every layer, as in the paper; a convolution's halo rows get theirs after 
 ``model.layers`` counts the ``L`` GCNII convolutions, not the input and output linear maps
 (the paper's "64 layers" are convolutions). Only convolution inputs are exchanged; the initial
 residual ``H_0`` uses the rank's own rows and needs no halo. The convolution equals PyG's
-``GCN2Conv(shared_weights=True)`` given the same ``weight1``.
+``GCN2Conv(shared_weights=True)`` given the same ``weight1``, with its fused operations: ``S``
+in one ``lerp``, ``H_l`` in one ``addmm``.
+
+Kept for the backward (``N`` target rows, ``S`` source rows: inner and halo, ``b`` bytes per
+value): per convolution, ``S`` (``N d b``, the gradient of ``weight1``) and the ReLU's output (``N d
+b``); with dropout on, the keep mask of the input rows (``S d`` bytes). The propagation keeps
+nothing (its backward uses the graph's precomputed transpose), nor do the ``lerp``'s and the
+``addmm``'s scalar weights. Around the convolutions: the input map keeps the input rows (``N F
+b``) and ``H_0`` (``N d b``); the output map its dropped input and mask.
 """
 
 from __future__ import annotations
@@ -52,9 +60,9 @@ class GCNIILayer(MessagePassingLayer):
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   h0: torch.Tensor) -> torch.Tensor:
-        s = (1.0 - self.alpha) * (graph.operator("gcn") @ z) + self.alpha * graph.target_rows(h0)
+        s = torch.lerp(graph.operator("gcn") @ z, graph.target_rows(h0), self.alpha)
         rows.add(s.shape[0])
-        return (1.0 - self.beta) * s + self.beta * (s @ self.weight1)
+        return torch.addmm(s, s, self.weight1, beta=1.0 - self.beta, alpha=self.beta)
 
 
 class GCNII(MessagePassingModel):

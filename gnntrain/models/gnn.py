@@ -45,7 +45,7 @@ from gnntrain.config.schema import ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 from gnntrain.models import rows
-from gnntrain.models.projection import Projected, project
+from gnntrain.models.projection import Projected, project, split, stacked_weight
 from gnntrain.random16 import dropout
 
 
@@ -109,6 +109,12 @@ class MessagePassingLayer(nn.Module):
     def message(self, h: torch.Tensor, transform: bool) -> torch.Tensor:
         return h
 
+    def read_inputs(self, h_inner: torch.Tensor | Projected, transform: bool) -> torch.Tensor | Projected:
+        """The inner rows of the layer input as :meth:`message` and :meth:`aggregate` read them:
+        the rows themselves, or (a layer that maps them by several input maps before
+        aggregating) their projections by all of them in one product."""
+        return h_inner
+
     def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
         """Per local row ``k``, ``sum_v alpha_kv^2`` over the targets ``v`` it is aggregated
         into: what scales the variance a noisy row adds to the layer's output (AdaQP Eq. 11).
@@ -125,8 +131,15 @@ class MessagePassingLayer(nn.Module):
 
     def forward(self, h_inner: torch.Tensor, h_halo: torch.Tensor, graph: LocalGraph, *extra: torch.Tensor) -> torch.Tensor:
         transform = self.transforms_first(graph)
-        z = torch.cat([self.message(h_inner, transform), self.message(h_halo, transform)])
+        h_inner = self.read_inputs(h_inner, transform)
+        z = source_rows(self.message(h_inner, transform), self.message(h_halo, transform))
         return self.update(self.aggregate(z, h_inner, graph, transform, *extra))
+
+
+def source_rows(inner: torch.Tensor, halo: torch.Tensor) -> torch.Tensor:
+    """The rows of every local source, inner then halo: ``inner`` itself where there is no
+    halo row (a single part, a sampled block), so no copy of the inner rows is made."""
+    return torch.cat([inner, halo]) if halo.shape[0] else inner
 
 
 def squared_weight_sums(graph: LocalGraph, kind: str, scale: float = 1.0) -> torch.Tensor:
@@ -166,13 +179,27 @@ class LinearMessageLayer(MessagePassingLayer):
             rows.add(h.shape[0])
         return project(self.message_map, h, bias=False)
 
-    def aggregate_messages(self, z: torch.Tensor, graph: LocalGraph, transform: bool) -> torch.Tensor:
-        """``A z``, mapped by ``W`` where the messages are the rows themselves."""
+    def read_inputs(self, h_inner: torch.Tensor | Projected, transform: bool) -> torch.Tensor | Projected:
+        """With several input maps (SAGE's ``lin_l`` and ``lin_r``) in the transform-first
+        order, the rows' :class:`Projected` by the stacked maps: one product reads the rows
+        once, and the backward's input gradient is one product too, where separate maps take
+        one product each and a sum."""
+        maps = self.input_maps
+        if not transform or len(maps) == 1 or isinstance(h_inner, Projected):
+            return h_inner
+        rows.add(h_inner.shape[0])
+        return split(maps, h_inner @ stacked_weight(maps).t())
+
+    def aggregate_messages(self, z: torch.Tensor, graph: LocalGraph, transform: bool,
+                           added: torch.Tensor | None = None) -> torch.Tensor:
+        """``A z``, mapped by ``W`` where the messages are the rows themselves, plus ``added``
+        where given (in the map's kernel, ``addmm``, where the map runs after aggregating)."""
         a = graph.operator(self.operator_kind) @ z
         if transform:
-            return a
+            return a if added is None else a + added
         rows.add(a.shape[0])
-        return a @ self.message_map.weight.t()
+        weight = self.message_map.weight.t()
+        return a @ weight if added is None else torch.addmm(added, a, weight)
 
     @property
     def output_bias(self) -> torch.Tensor:
@@ -180,15 +207,16 @@ class LinearMessageLayer(MessagePassingLayer):
         raise NotImplementedError
 
     def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                    transform: bool) -> torch.Tensor:
+                    transform: bool, bias: torch.Tensor | None = None) -> torch.Tensor:
         """The output rows less :attr:`output_bias`: a sum of one term per input row, so the
         terms of disjoint parts of the rows (or of the columns, through their projections) add
-        up to it."""
+        up to it. With ``bias``, that bias is added too, inside the kernels that form the sum
+        (no pass of its own over the output)."""
         raise NotImplementedError
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
                   transform: bool) -> torch.Tensor:
-        return self.linear_part(z, h_inner, graph, transform) + self.output_bias
+        return self.linear_part(z, h_inner, graph, transform, self.output_bias)
 
     def aggregated_inputs(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         """The input rows aggregated for the targets, before any map: ``A h`` (and the targets'
@@ -228,9 +256,9 @@ def propagate(conv: MessagePassingLayer, h: torch.Tensor, layer: int, graph: Loc
         return halo.propagate(conv, h, layer, graph, dropout, *extra)
     h_halo = halo(h, layer)
     ids, held = graph.global_ids, len(h)
-    h_inner = dropout(h, ids[:held])
     transform = order(conv, h, graph)
-    z = torch.cat([conv.message(h_inner, transform), conv.message(dropout(h_halo, ids[held:]), transform)])
+    h_inner = conv.read_inputs(dropout(h, ids[:held]), transform)
+    z = source_rows(conv.message(h_inner, transform), conv.message(dropout(h_halo, ids[held:]), transform))
     return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
 
 

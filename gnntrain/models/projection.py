@@ -21,6 +21,7 @@ carry all the model needs of ``x``, and they can be computed where ``x`` lies:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -38,15 +39,14 @@ class Projected:
         return len(next(iter(self.columns.values())))
 
 
-def project(linear: nn.Linear, h: torch.Tensor | Projected, bias: bool = True) -> torch.Tensor:
-    """``linear(h)`` (``bias=False``: without its bias), read from the projections where ``h``
-    is :class:`Projected`."""
+def project(linear: nn.Linear, h: torch.Tensor | Projected, bias: bool | torch.Tensor = True) -> torch.Tensor:
+    """``linear(h)`` (``bias=False``: without its bias; a tensor: with that bias instead, added
+    in the same kernel), read from the projections where ``h`` is :class:`Projected`."""
+    added = linear.bias if bias is True else None if bias is False else bias
     if isinstance(h, Projected):
         out = h.columns[linear]
-        return out + linear.bias if bias and linear.bias is not None else out
-    if bias:
-        return linear(h)
-    return h @ linear.weight.t()
+        return out if added is None else out + added
+    return F.linear(h, linear.weight, added)
 
 
 def stacked_weight(maps: list[nn.Linear]) -> torch.Tensor:

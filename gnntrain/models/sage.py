@@ -4,7 +4,15 @@
 BNS-GCN write it, with the mean over the node's full (global) in-neighbourhood. Same function,
 parameter names (``lin_l`` with bias, ``lin_r`` without) and initialisation as PyG's
 ``SAGEConv(aggr="mean")``. ``W_l`` runs before or after the mean, whichever is cheaper for the
-graph's rows (:class:`~gnntrain.models.gnn.LinearMessageLayer`).
+graph's rows (:class:`~gnntrain.models.gnn.LinearMessageLayer`); mapping first, ``W_l`` and
+``W_r`` run as one product of the stacked weights (:meth:`LinearMessageLayer.read_inputs`).
+
+Kept for the backward, per layer (``N`` target rows, ``S`` source rows: inner and halo, ``b``
+bytes per value): aggregating first, ``mean_j h_j`` and the targets' own rows (``2 N d_in b``:
+the gradients of ``W_l`` and ``W_r``); mapping first, the input rows once for both maps (``S
+d_in b``) and, where the input has a gradient, the stacked weight. Where the input has a gradient and dropout is on, the keep
+mask adds ``S d_in`` bytes; a hidden layer's activation keeps its output (``N d_out b``), the
+next layer's input, counted once.
 """
 
 from __future__ import annotations
@@ -47,8 +55,9 @@ class SAGELayer(LinearMessageLayer):
         return self.lin_l.bias
 
     def linear_part(self, z: torch.Tensor, h_inner: torch.Tensor | Projected, graph: LocalGraph,
-                    transform: bool) -> torch.Tensor:
-        return self.aggregate_messages(z, graph, transform) + project(self.lin_r, graph.target_rows(h_inner))
+                    transform: bool, bias: torch.Tensor | None = None) -> torch.Tensor:
+        own = project(self.lin_r, graph.target_rows(h_inner), False if bias is None else bias)
+        return self.aggregate_messages(z, graph, transform, own)
 
     def aggregated_inputs(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         """``[mean_j h_j || h_i]``: the mean over the in-neighbours beside the target's own row."""

@@ -19,7 +19,7 @@ import torch
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.quantized_exchange import BitPlan
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import Dropout, MessagePassingLayer, order
+from gnntrain.models.gnn import Dropout, MessagePassingLayer, order, source_rows
 from gnntrain.parallel.halo import HaloExchange
 
 
@@ -62,12 +62,12 @@ class OverlappedHaloExchange(HaloExchange):
         order chosen for it."""
         receive = self.start(h, layer)
         ids, inner = graph.global_ids, graph.num_inner
-        h_inner = dropout(h, ids[:inner])
         transform = order(conv, h, graph)
+        h_inner = conv.read_inputs(dropout(h, ids[:inner]), transform)
         z_inner = conv.message(h_inner, transform)
         central, marginal, permutation = self.views
         a_central = conv.aggregate(z_inner, h_inner, central, transform, *extra)
-        z = torch.cat([z_inner, conv.message(dropout(receive(), ids[inner:]), transform)])
+        z = source_rows(z_inner, conv.message(dropout(receive(), ids[inner:]), transform))
         a_marginal = conv.aggregate(z, h_inner, marginal, transform, *extra)
         return conv.update(torch.cat([a_central, a_marginal])[permutation])
 
