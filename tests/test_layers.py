@@ -16,6 +16,7 @@ from gnntrain.strategies.graph_parallel.overlap import central_marginal
 from gnntrain.models import build_model
 from gnntrain.sparse import SparsePattern, weighted_sum
 from gnntrain.models.deepgcn import GENLayer
+from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.film import FiLMLayer
 from gnntrain.models.gat import GATLayer
 from gnntrain.models.gcn import GCNLayer
@@ -326,3 +327,20 @@ def test_weighted_sum_matches_dense_and_passes_gradcheck() -> None:
     dense[:, row, col] = weights.detach().t()
     torch.testing.assert_close(weighted_sum(pattern, weights, x), torch.einsum("kij,jkc->ikc", dense, x.detach()))
     assert torch.autograd.gradcheck(lambda w, h: weighted_sum(pattern, w, h), (weights, x))
+
+
+@pytest.mark.parametrize("negative_slope", [None, 0.2])
+def test_edge_softmax_matches_grouped_softmax_and_passes_gradcheck(negative_slope: float | None) -> None:
+    """The softmax over each target's edges (GAT's attention, with its LeakyReLU; DeepGCN's
+    softmax aggregation) equals ``torch.softmax`` per group, and its hand-written backward,
+    which keeps only the coefficients (and the scores' signs), equals the numerical gradient;
+    target 2 has no edge."""
+    g = torch.Generator().manual_seed(0)
+    dst = torch.tensor([0, 3, 0, 1, 3, 3, 1])
+    scores = torch.randn(7, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    alpha = edge_softmax(scores, dst, 4, negative_slope)
+    s = scores.detach() if negative_slope is None else torch.nn.functional.leaky_relu(scores.detach(), negative_slope)
+    for target in range(4):
+        group = dst == target
+        torch.testing.assert_close(alpha[group], torch.softmax(s[group], dim=0))
+    assert torch.autograd.gradcheck(lambda t: edge_softmax(t, dst, 4, negative_slope), (scores,))

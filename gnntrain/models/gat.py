@@ -17,6 +17,15 @@ The halo exchange moves the layer *input* ``h`` once; ``W`` is applied to halo r
 so bytes do not grow with the number of heads. The weighted sum runs as one sparse product per
 head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`), never forming the
 ``[edges, heads, channels]`` messages.
+
+Kept for the backward, per layer (``N`` target rows, ``S`` source rows, ``E`` in-edges, ``K``
+heads of ``C`` channels, ``b`` bytes per value): the input rows (``S d_in b``, the gradient of
+``W``), the messages ``z`` (``S K C b``: the attention scores' and the weighted sum's
+gradients), and per edge or self-loop and head the coefficient ``alpha`` (``b``) and whether its
+raw score was positive (1 byte; :func:`~gnntrain.models.edge_ops.edge_softmax`); with attention
+dropout, the dropped coefficients the sum weighs by (``b``) and their mask (1 byte). The edges'
+endpoint ids are the graph's own tensors. With dropout on, the input rows' keep mask adds ``S
+d_in`` bytes where the input has a gradient.
 """
 
 from __future__ import annotations
@@ -71,8 +80,7 @@ class GATLayer(MessagePassingLayer):
         src, dst = graph.self_loop_edges
         score_src = (z * self.att_src).sum(-1)
         score_dst = (graph.target_rows(z) * self.att_dst).sum(-1)
-        e = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
-        alpha = edge_softmax(e, dst, n)
+        alpha = edge_softmax(score_src[src] + score_dst[dst], dst, n, self.negative_slope)
         if self.training and self.att_dropout:
             alpha = dropout(alpha, self.att_dropout, True, self.edge_key, graph.self_loop_edge_ids)
         out = weighted_sum(graph.pattern("gcn"), alpha, z)
