@@ -93,19 +93,26 @@ def pyg_model(name: str, dims: list[int], args) -> nn.Module:
     return PygGCNII(dims[0], args.hidden, dims[-1], args.gcnii_layers)
 
 
-def timed_epoch(step) -> float:
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
+PHASES = ("forward", "backward", "optimizer")
+"""The parts of a training step timed apart: forward and loss; backward; zeroing the gradients
+and Adam's step."""
 
 
 def training_step(model: nn.Module, forward, y: torch.Tensor, mask: torch.Tensor):
+    """A training step that returns the seconds of each of :data:`PHASES` (host clock: CPU
+    only, where every op has finished when it returns)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
-    def step() -> None:
-        optimizer.zero_grad()
-        F.cross_entropy(forward()[mask], y[mask]).backward()
+    def step() -> dict[str, float]:
+        start = time.perf_counter()
+        loss = F.cross_entropy(forward()[mask], y[mask])
+        forward_end = time.perf_counter()
+        loss.backward()
+        backward_end = time.perf_counter()
         optimizer.step()
+        optimizer.zero_grad()
+        return {"forward": forward_end - start, "backward": backward_end - forward_end,
+                "optimizer": time.perf_counter() - backward_end}
 
     return step
 
@@ -143,10 +150,12 @@ def measure(args, name: str, side: str) -> dict:
         model = pyg_model(name, dims, args)
         forward = lambda: model(x, adjacency)  # noqa: E731
     step = training_step(model, forward, y, mask)
-    times = [timed_epoch(step) for _ in range(args.warmup + args.epochs)][args.warmup:]
+    phases = [step() for _ in range(args.warmup + args.epochs)][args.warmup:]
     with SavedActivations(model.parameters()) as saved:
         forward()
-    return {"epoch_s": statistics.median(times), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    return {"epoch_s": statistics.median(sum(p.values()) for p in phases),
+            **{f"{phase}_s": statistics.median(p[phase] for p in phases) for phase in PHASES},
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "saved_for_backward_mb": saved.nbytes / 2**20}
 
 
@@ -172,11 +181,15 @@ def compare_model(args, name: str) -> dict:
            "ratio_ours_over_pyg": ratio["median"], "ratio_range": [ratio["min"], ratio["max"]],
            "peak_rss_ours_over_pyg": memory["median"], "peak_rss_range": [memory["min"], memory["max"]],
            "saved_for_backward_mb": {side: statistics.median(r["saved_for_backward_mb"] for r in rs)
-                                     for side, rs in runs.items()}}
+                                     for side, rs in runs.items()},
+           "phase_s": {side: {phase: statistics.median(r[f"{phase}_s"] for r in rs) for phase in PHASES}
+                       for side, rs in runs.items()}}
     print(f"{name:6s} vs PyG {PYG_PATH[name]:10s}: ours {row['ours_epoch_s'] * 1e3:8.1f} ms/epoch, PyG "
           f"{row['pyg_epoch_s'] * 1e3:8.1f}; ours/PyG {ratio['median']:.3f} [{ratio['min']:.3f}, {ratio['max']:.3f}]; "
           f"peak RSS ours/PyG {memory['median']:.2f} [{memory['min']:.2f}, {memory['max']:.2f}]; kept for backward "
           f"{row['saved_for_backward_mb']['ours']:.0f} / {row['saved_for_backward_mb']['pyg']:.0f} MB", flush=True)
+    for side, phases in row["phase_s"].items():
+        print(f"       {side:4s} " + ", ".join(f"{phase} {s * 1e3:.1f} ms" for phase, s in phases.items()), flush=True)
     return row
 
 
