@@ -131,18 +131,18 @@ class _WeightedSum(torch.autograd.Function):
 ROW_KERNEL_MIN_COLUMNS = 64
 """The width from which :func:`spmm` runs torch's row kernel on the CPU. Measured on a 2-core
 machine (100k x 100k, 2.2M entries, interleaved): the row kernel takes 1.7-1.9x the general
-kernel's time at 8-32 columns, 0.94x at 64 and 0.67x at 128 (where the dense rows no longer
-fit the cache)."""
+kernel's time at 8-32 columns, 0.94x at 64 and 0.67x at 128 (where the dense rows, 51 MB,
+exceed the 32 MB cache)."""
 
 
 def spmm(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``matrix @ x`` for a CSR ``matrix`` (no autograd), empty shapes included.
 
     On the CPU, ``x`` of :data:`ROW_KERNEL_MIN_COLUMNS` columns or more goes to torch's
-    row-parallel CSR kernel (``torch.sparse.mm(..., reduce="sum")``, the kernel behind PyG's
-    ``adj_t`` path), which sums each output row over its entries in column order and writes it
-    once; narrower ``x`` (and every ``x`` on a GPU: cuSPARSE) to the general sparse product.
-    Both sum the same entries; only the rounding of the sums' order may differ."""
+    row-parallel CSR kernel (``torch.sparse.mm(..., reduce="sum")``, which PyG's ``adj_t`` path
+    runs for its mean, min and max aggregations): it sums each output row over its entries in
+    column order. Narrower ``x`` (and every ``x`` on a GPU: cuSPARSE) goes to the general sparse
+    product. Both sum the same entries; only the rounding of the sums' order may differ."""
     if matrix.shape[0] == 0 or matrix.shape[1] == 0:
         return x.new_zeros(matrix.shape[0], x.shape[1])
     if x.device.type == "cpu" and x.shape[1] >= ROW_KERNEL_MIN_COLUMNS:
