@@ -10,9 +10,9 @@ graph's rows (:class:`~gnntrain.models.gnn.LinearMessageLayer`); mapping first, 
 Kept for the backward, per layer (``N`` target rows, ``S`` source rows: inner and halo, ``b``
 bytes per value): aggregating first, ``mean_j h_j`` and the targets' own rows (``2 N d_in b``:
 the gradients of ``W_l`` and ``W_r``); mapping first, the input rows once for both maps (``S
-d_in b``) and, where the input has a gradient, the stacked weight. Where the input has a gradient and dropout is on, the keep
-mask adds ``S d_in`` bytes; a hidden layer's activation keeps its output (``N d_out b``), the
-next layer's input, counted once.
+d_in b``) and, where the input has a gradient, the stacked weight. Where the input has a
+gradient and dropout is on, the keep mask adds ``S d_in`` bytes; a hidden layer's activation
+keeps its output (``N d_out b``), the next layer's input, counted once.
 """
 
 from __future__ import annotations
