@@ -53,12 +53,27 @@ class SparsePattern:
 
     def matrix(self, value: torch.Tensor) -> torch.Tensor:
         """``A`` as CSR, ``value`` in entry order."""
-        return torch.sparse_csr_tensor(*self._indices, value[self.order], self.shape, check_invariants=False)
+        return self.matrices(value.unsqueeze(1))[0]
 
     def transpose(self, value: torch.Tensor) -> torch.Tensor:
         """``A^T`` as CSR, ``value`` in entry order."""
-        return torch.sparse_csr_tensor(*self._transpose_indices, value[self.transpose_order],
-                                       (self.shape[1], self.shape[0]), check_invariants=False)
+        return self.transposes(value.unsqueeze(1))[0]
+
+    def matrices(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """``A_k`` as CSR for each column ``k`` of ``values`` (``[entries, K]``, entry order)."""
+        return _per_column(self._indices, self.order, values, self.shape)
+
+    def transposes(self, values: torch.Tensor) -> list[torch.Tensor]:
+        """``A_k^T`` as CSR for each column ``k`` of ``values`` (``[entries, K]``, entry order)."""
+        return _per_column(self._transpose_indices, self.transpose_order, values, (self.shape[1], self.shape[0]))
+
+
+def _per_column(indices: tuple[torch.Tensor, torch.Tensor], order: torch.Tensor, values: torch.Tensor,
+                shape: tuple[int, int]) -> list[torch.Tensor]:
+    """One CSR matrix per column of ``values``, its values put in CSR ``order`` by one gather of
+    whole rows (where a gather per column would read ``values`` with a stride)."""
+    columns = values.index_select(0, order).t().contiguous()
+    return [torch.sparse_csr_tensor(*indices, column, shape, check_invariants=False) for column in columns]
 
 
 class SparseOperator:
@@ -105,8 +120,8 @@ class _WeightedSum(torch.autograd.Function):
         ctx.save_for_backward(weights, x)
         ctx.pattern = pattern
         out = x.new_empty(pattern.shape[0], *x.shape[1:])
-        for k in range(x.shape[1]):
-            out[:, k] = spmm(pattern.matrix(weights[:, k]), x[:, k])
+        for k, matrix in enumerate(pattern.matrices(weights)):
+            out[:, k] = spmm(matrix, x[:, k])
         return out
 
     @staticmethod
@@ -116,15 +131,16 @@ class _WeightedSum(torch.autograd.Function):
         grad_weights = grad_x = None
         if ctx.needs_input_grad[1]:
             grad_x = x.new_empty(x.shape)
-            for k in range(x.shape[1]):
-                grad_x[:, k] = spmm(pattern.transpose(weights[:, k]), grad[:, k])
+            for k, transpose in enumerate(pattern.transposes(weights)):
+                grad_x[:, k] = spmm(transpose, grad[:, k])
         if ctx.needs_input_grad[0]:
             grad_weights = weights.new_empty(weights.shape)
             if weights.shape[0]:
                 at_entries = pattern.matrix(weights.new_zeros(weights.shape[0]))
-                for k in range(x.shape[1]):
-                    sampled = torch.sparse.sampled_addmm(at_entries, grad[:, k].contiguous(), x[:, k].t(), beta=0.0)
-                    grad_weights[pattern.order, k] = sampled.values()
+                sampled = torch.stack([
+                    torch.sparse.sampled_addmm(at_entries, grad[:, k].contiguous(), x[:, k].t(), beta=0.0).values()
+                    for k in range(x.shape[1])], dim=1)
+                grad_weights.index_copy_(0, pattern.order, sampled)
         return grad_weights, grad_x, None
 
 

@@ -42,8 +42,8 @@ class _EdgeSoftmax(torch.autograd.Function):
         index = dst.view(-1, *([1] * (scores.dim() - 1))).expand_as(scores)
         peak = scores.new_full((num_targets,) + tuple(scores.shape[1:]), float("-inf"))
         peak = peak.scatter_reduce_(0, index, scores, "amax")
-        alpha = (scores - peak[dst]).exp_()
-        alpha = alpha.div_(edge_sum(alpha, dst, num_targets)[dst])
+        alpha = (scores - peak.index_select(0, dst)).exp_()
+        alpha = alpha.div_(edge_sum(alpha, dst, num_targets).index_select(0, dst))
         ctx.save_for_backward(alpha, dst, positive)
         ctx.num_targets, ctx.negative_slope = num_targets, negative_slope
         return alpha
@@ -52,7 +52,7 @@ class _EdgeSoftmax(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:  # type: ignore[override]
         alpha, dst, positive = ctx.saved_tensors
         weighted = alpha * grad
-        grad_scores = weighted.sub_(alpha * edge_sum(weighted, dst, ctx.num_targets)[dst])
+        grad_scores = weighted.sub_(alpha * edge_sum(weighted, dst, ctx.num_targets).index_select(0, dst))
         if positive is not None:
             grad_scores = torch.where(positive, grad_scores, grad_scores * ctx.negative_slope)
         return grad_scores, None, None, None

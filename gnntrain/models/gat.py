@@ -80,7 +80,8 @@ class GATLayer(MessagePassingLayer):
         src, dst = graph.self_loop_edges
         score_src = (z * self.att_src).sum(-1)
         score_dst = (graph.target_rows(z) * self.att_dst).sum(-1)
-        alpha = edge_softmax(score_src[src] + score_dst[dst], dst, n, self.negative_slope)
+        alpha = edge_softmax(score_src.index_select(0, src) + score_dst.index_select(0, dst), dst, n,
+                             self.negative_slope)
         if self.training and self.att_dropout:
             alpha = dropout(alpha, self.att_dropout, True, self.edge_key, graph.self_loop_edge_ids)
         out = weighted_sum(graph.pattern("gcn"), alpha, z)
