@@ -10,9 +10,11 @@
    (ours first in even repeats, PyG first in odd ones) so both see the same machine states. A
    side's figures: median epoch time, the process's peak resident memory, and the bytes one
    step keeps for its backward (tensor level, :class:`~gnntrain.parallel.activation_memory.SavedActivations`).
-   A row gives the median of the repeats' ratios ours / PyG with their range.
+   A row gives the median of the repeats' ratios ours / PyG with their range, and the commit it
+   was measured at (``measured_at``): ``--models`` measures some rows again and keeps the others
+   as ``--out`` has them (on the same graph and repeats only).
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
-   by our single-process epoch time.
+   by our single-process epoch time (measured in a run of every model only).
 
 Every process runs with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by
 default. Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N]
@@ -42,9 +44,10 @@ from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.parallel.activation_memory import SavedActivations
 
-from jobs import run_job
+from jobs import git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
+MODELS = ["gcn", "sage", "gat", "gcnii"]
 PYG_PATH = {"gcn": "csr", "sage": "csr", "gcnii": "csr", "gat": "edge_index"}
 """PyG's fastest CPU path per model: the CSR ``adj_t`` where its layer accepts one, else the
 ``edge_index``."""
@@ -227,27 +230,39 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model")
     parser.add_argument("--heads", type=int, default=8, help="GAT heads (hidden must be a multiple)")
     parser.add_argument("--gcnii-layers", type=int, default=8, help="GCNII convolutions")
-    parser.add_argument("--repeats", type=int, default=3, help="processes per side and model, alternating")
-    parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
+    parser.add_argument("--repeats", type=int, default=5, help="processes per side and model, alternating")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=MODELS,
+                        help="the rows to measure (default: all); the others are kept as --out has them")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    kept = keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
+    kept_freed = keep_freed_memory()  # as in every worker (cluster.keep_freed_memory)
 
     data = graph(args, args.nodes)
     print(f"synthetic graph: {data.num_nodes} nodes, {data.num_edges} edges, {data.num_features} features; "
           f"{args.layers} layers x {args.hidden}; {torch.get_num_threads()} threads", flush=True)
-    layers = compare_layers(args)
-    vanilla = vanilla_two_workers(args, layers[args.models[0]])
-    result = {
+    setting = {
         "graph": {"nodes": data.num_nodes, "edges": data.num_edges, "features": data.num_features,
                   "classes": data.num_classes},
         "model": {"layers": args.layers, "hidden": args.hidden},
-        "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, "keep_freed_memory": kept},
         "epochs_timed": args.epochs,
         "repeats": args.repeats,
+    }
+    every_row = sorted(args.models) == sorted(MODELS)
+    kept = {} if every_row or not args.out.exists() else json.loads(args.out.read_text())
+    if kept and any(kept.get(key) != value for key, value in setting.items()):
+        raise SystemExit(f"bench.py: error: {args.out} was measured on another graph or with other repeats; "
+                         f"measure every model (no --models) to replace it")
+    commit = git_commit()
+    layers = kept.get("layers_vs_pyg", {})
+    for name, row in compare_layers(args).items():
+        layers[name] = {**row, "measured_at": commit}
+    result = {
+        **setting,
+        "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                    "torch": torch.__version__, "keep_freed_memory": kept_freed},
         "layers_vs_pyg": layers,
-        "vanilla_2_workers": vanilla,
+        "vanilla_2_workers": vanilla_two_workers(args, layers[args.models[0]]) if every_row
+        else kept.get("vanilla_2_workers"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
