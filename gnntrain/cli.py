@@ -3,8 +3,12 @@
 
 Errors a user can cause (an unknown option, a misspelt key, a wrong type, a missing dataset,
 a dead worker) are printed as one line, ``gnntrain: error: ...``, with exit code 2 (bad
-input) or 1 (the job failed). ``GNNTRAIN_DEBUG=1`` shows the full traceback instead. Ctrl-C or
-SIGTERM stops the workers within seconds and exits with 128 + the signal's number.
+input) or 1 (the job failed). A worker that raised (a bug in a plugin, a backend refusing a
+tensor) also gets its traceback printed under that line, and kept in the run dir's
+``error.txt``, which ``summary.json``'s ``error_file`` names. ``GNNTRAIN_DEBUG=1`` raises the
+error in the launcher instead, with the launcher's own traceback (for errors in gnntrain's
+checks and launch). Ctrl-C or SIGTERM stops the workers within seconds and exits with 128 +
+the signal's number.
 
 Every run directory ends with a ``summary.json`` whose ``status`` says how the run ended:
 ``completed``, ``failed`` or ``interrupted`` (with the error line and the figures of the epochs
@@ -64,9 +68,9 @@ def _job(cfg: DictConfig) -> None:
         line = one_line(exc)
         _record_stop(cfg, run_dir, "failed", line)
         if hydra_cfg.mode != RunMode.MULTIRUN or os.environ.get("GNNTRAIN_DEBUG") == "1":
-            _exit_with(exc)
+            _exit_with(exc, run_dir)
         print(f"gnntrain: error: job {hydra_cfg.job.num} ({' '.join(hydra_cfg.overrides.task)}) failed: {line}; "
-              "the sweep goes on", file=sys.stderr, flush=True)
+              "the sweep goes on" + _worker_traceback(exc, run_dir), file=sys.stderr, flush=True)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -109,12 +113,29 @@ def _stop_interrupted(exc: JobInterrupted, cfg: DictConfig, run_dir: Path) -> No
     sys.exit(128 + exc.signum)
 
 
-def _exit_with(exc: BaseException) -> None:
+def _exit_with(exc: BaseException, run_dir: Path | None = None) -> None:
     """Print the one-line error and exit: 1 when a started job failed, 2 for bad input."""
     if os.environ.get("GNNTRAIN_DEBUG") == "1":
         raise exc
-    print(f"gnntrain: error: {one_line(exc)}", file=sys.stderr)
+    print(f"gnntrain: error: {one_line(exc)}" + _worker_traceback(exc, run_dir), file=sys.stderr)
     sys.exit(1 if isinstance(exc, WorkerFailed) else 2)
+
+
+def _worker_traceback(exc: BaseException, run_dir: Path | None) -> str:
+    """The lines under the one-line error of a worker that raised: its traceback (file, line and
+    the frames that led there) and the file that keeps it; under torchrun, a rank that failed
+    after a peer (its connection to the peer broke) names the peer's instead."""
+    from gnntrain.engine.recorder import ERROR_FILE
+
+    if not isinstance(exc, WorkerFailed) or not exc.trace:
+        return ""
+    kept = run_dir / ERROR_FILE if run_dir is not None else None
+    if kept is None or not kept.exists():
+        return f"\nworker rank {exc.rank}'s traceback:\n{exc.trace.rstrip()}"
+    first = kept.read_text().partition("\n")[0]
+    if first != str(exc):
+        return f"\nthe first failure: {first}; its traceback is in {kept}"
+    return f"\nworker rank {exc.rank}'s traceback (also in {kept}):\n{exc.trace.rstrip()}"
 
 
 def main() -> None:

@@ -20,7 +20,18 @@ class DatasetUnavailable(GnntrainError):
 
 
 class WorkerFailed(GnntrainError):
-    """A worker process of a distributed job died; the job was taken down."""
+    """A worker process of a distributed job died; the job was taken down. ``trace`` is the
+    failing worker's traceback where it raised (empty where it died without one, e.g. killed)."""
+
+    def __init__(self, message: str, rank: int | None = None, trace: str = "") -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.trace = trace
+
+    @classmethod
+    def raised(cls, rank: int, trace: str) -> "WorkerFailed":
+        """Worker ``rank`` raised: its traceback, and the exception's line in the message."""
+        return cls(f"worker rank {rank} failed: {trace.strip().splitlines()[-1]}", rank, trace)
 
 
 class JobInterrupted(GnntrainError):

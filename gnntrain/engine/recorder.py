@@ -11,7 +11,8 @@ closes it with the exit code. What differs between launches is only who holds th
 
 ``summary.json`` says ``running`` from the first epoch on, ``completed`` at the end; a run that
 stops early is marked ``failed`` or ``interrupted`` by whoever catches the error
-(:func:`record_stop`).
+(:func:`record_stop`). A worker that raised leaves its traceback in ``error.txt``
+(:func:`write_worker_error`), which the summary names.
 """
 
 from __future__ import annotations
@@ -259,14 +260,42 @@ def write_summary(run_dir: Path, summary: dict) -> None:
     write_atomically(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
+ERROR_FILE = "error.txt"
+"""A failed run's first failing worker: its one-line error, then its traceback."""
+
+
+def write_worker_error(run_dir: Path, error: str, trace: str) -> Path | None:
+    """``error.txt`` in ``run_dir``: the error line and the worker's traceback. The first failure
+    of the run wins (a torchrun rank whose peer failed first fails too, with a broken connection):
+    None where the file exists."""
+    path = run_dir / ERROR_FILE
+    try:
+        with open(path, "x") as fh:
+            fh.write(f"{error}\n\n{trace}")
+    except FileExistsError:
+        return None
+    return path
+
+
+def forget_worker_error(run_dir: Path) -> None:
+    """Remove an earlier attempt's ``error.txt`` (a resumed or restarted run in the same dir)."""
+    (run_dir / ERROR_FILE).unlink(missing_ok=True)
+
+
 def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> int:
     """Mark a run that did not complete: its ``summary.json`` gets ``status`` (``failed`` or
     ``interrupted``), the error line, and the figures of the epochs ``metrics.jsonl`` holds.
-    Returns the number of completed epochs."""
+    Where a worker's traceback is in ``error.txt``, the run failed: the summary takes that
+    worker's error line (not this rank's, which may be a peer's broken connection or torchrun
+    stopping it) and ``error_file`` names the file. Returns the number of completed epochs."""
     path = run_dir / "summary.json"
     summary = json.loads(path.read_text()) if path.exists() else {}
     if summary.get("status") == "completed":
         return summary["epochs"]
+    worker_error = run_dir / ERROR_FILE
+    if worker_error.exists():
+        status, error = "failed", worker_error.read_text().partition("\n")[0]
+        summary["error_file"] = ERROR_FILE
     summary.update(summarize(read_records(run_dir / "metrics.jsonl"), warmup_epochs), status=status, error=error)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_summary(run_dir, summary)

@@ -14,6 +14,10 @@ node under torchrun (:mod:`.prepare`).
 from __future__ import annotations
 
 import os
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,8 +26,8 @@ from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
 from gnntrain.data.parted import part_file
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.engine.recorder import closed_after, follow_in_launcher
-from gnntrain.errors import ConfigError, first_line, interrupts_deferred, warn
+from gnntrain.engine.recorder import closed_after, follow_in_launcher, forget_worker_error, write_worker_error
+from gnntrain.errors import ConfigError, GnntrainError, WorkerFailed, first_line, interrupts_deferred, warn
 from gnntrain.launch.join import (adopt_submitit_tasks, leave_torchrun_world, under_torchrun,
                                   warn_of_a_shared_rendezvous_store)
 from gnntrain.launch.prepare import prepared_once, prepared_under_lock
@@ -98,6 +102,8 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     """Run ``fn(cfg, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
     (the spawned workers' results stay in their processes: they write to the run dir)."""
     adopt_submitit_tasks()
+    if cfg["run_dir"] and int(os.environ.get("RANK", 0)) == 0:  # before any rank can fail: they meet first
+        forget_worker_error(Path(cfg["run_dir"]))
     world_size = resolve_world_size(cfg)
     layout = job_layout(cfg, world_size)
     resume = Resume.find(cfg)
@@ -111,7 +117,8 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
         start_rank_process(cfg, rank, world_size, local_rank, local_workers, "env://")
         job = prepared_once(cfg, layout, ranks_load_parts)
         _estimate_memory(cfg, job, ranks_load_parts, world_size, range(rank - local_rank, rank - local_rank + local_workers))
-        return run_rank(fn, cfg, job, layout, rank, world_size, local_rank, local_workers, "env://")
+        with worker_errors_recorded(cfg, rank):
+            return run_rank(fn, cfg, job, layout, rank, world_size, local_rank, local_workers, "env://")
     job = prepared_under_lock(cfg, layout, ranks_load_parts, write_parts=False)
     _estimate_memory(cfg, job, ranks_load_parts, world_size, range(world_size))
     cores = len(os.sched_getaffinity(0))
@@ -121,6 +128,31 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     with interrupts_deferred():
         cfg, follower = follow_in_launcher(cfg, resume.manifest["wandb_id"] if resume else None,
                                            resume.epoch + 1 if resume else 1)
-    with closed_after(follower.finish if follower is not None else None):
+    with closed_after(follower.finish if follower is not None else None), worker_errors_recorded(cfg, None):
         spawn_and_join(fn, cfg, job, layout, world_size, follower)
     return None
+
+
+@contextmanager
+def worker_errors_recorded(cfg: dict, rank: int | None) -> Iterator[None]:
+    """A worker's exception as :class:`WorkerFailed` with its traceback, also written to the run
+    dir's ``error.txt`` (:func:`~gnntrain.engine.recorder.write_worker_error`). ``rank``: this process's rank under torchrun or submitit,
+    whose own exceptions are the worker's; None: the launcher of spawned workers, whose
+    :func:`spawn_and_join` raises the first failing worker's. A :class:`GnntrainError` a rank
+    raises (bad input, a stop) stays as it is: it has one line to say."""
+    run_dir = Path(cfg["run_dir"]) if cfg["run_dir"] else None
+    try:
+        yield
+    except WorkerFailed as failed:
+        if failed.trace and run_dir is not None:
+            write_worker_error(run_dir, str(failed), failed.trace)
+        raise
+    except GnntrainError:
+        raise
+    except Exception:
+        if rank is None:
+            raise
+        failed = WorkerFailed.raised(rank, traceback.format_exc())
+        if run_dir is not None:
+            write_worker_error(run_dir, str(failed), failed.trace)
+        raise failed from None

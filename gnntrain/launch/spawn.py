@@ -3,7 +3,7 @@
 The parent has loaded the dataset and partition once (only the manifest where the ranks load
 their parts); ``world_size`` processes start with ``torch.multiprocessing`` (spawn) and receive
 the tensors through shared memory. If any worker dies, the others are terminated at once and
-:class:`~gnntrain.errors.WorkerFailed` names the rank that failed first; on Ctrl-C or SIGTERM
+:class:`~gnntrain.errors.WorkerFailed` names the rank that failed first, with its traceback; on Ctrl-C or SIGTERM
 (:class:`~gnntrain.errors.JobInterrupted` from the CLI's signal handler), or any other
 exception in the launcher, the workers are terminated too; a launcher killed outright
 (SIGKILL) takes its workers with it (Linux). No process outlives the job. While they run, the
@@ -115,9 +115,7 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
                 with interrupts_deferred():
                     follower.poll()
     except mp.ProcessRaisedException as exc:
-        rank, trace = _first_failure(failed_at, context.error_files, exc)
-        last = trace.strip().splitlines()[-1]
-        raise WorkerFailed(f"worker rank {rank} failed: {last}") from None
+        raise WorkerFailed.raised(*_first_failure(failed_at, context.error_files, exc)) from None
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
                            f"the other workers were stopped") from None
@@ -127,7 +125,7 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
 
 
 def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaisedException) -> tuple[int, str]:
-    """The rank that failed first and its traceback.
+    """The rank that failed first and its traceback (the worker's, as it raised).
 
     The exception torch raises names whichever failed worker it noticed first, often a peer
     whose collective broke because the real culprit had exited ("Connection closed by peer").
@@ -135,7 +133,7 @@ def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaised
     exits, and its peers notice the exit only after, so the earliest stamp is the cause."""
     stamped = [(at, rank) for rank, at in enumerate(failed_at[:]) if at > 0 and os.path.isfile(error_files[rank])]
     if not stamped:
-        return exc.error_index, str(exc)
+        return exc.error_index, str(exc).partition("with the following error:\n")[2] or str(exc)
     rank = min(stamped)[1]
     with open(error_files[rank], "rb") as fh:
         return rank, pickle.load(fh)
