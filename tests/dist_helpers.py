@@ -264,3 +264,17 @@ def save_variance_coefficients(cfg: dict, ctx: WorkerContext, job: JobData) -> N
              "recv_splits": graph.recv_splits, "halo": graph.global_ids[graph.num_inner:].cpu(),
              "sent": graph.global_ids[graph.send_index].cpu()}
     torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+
+
+def gloo_all_to_all_moves(rank: int, dtype: torch.dtype, port: int, moved: object) -> None:
+    """Spawned: whether gloo's ``all_to_all_single`` moves a ``dtype`` tensor between two
+    processes (rank 0 stores the answer in ``moved``, a shared value)."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    sent = torch.ones(4, dtype=dtype)
+    try:
+        dist.all_to_all_single(torch.empty_like(sent), sent, [2, 2], [2, 2])
+        if rank == 0:
+            moved.value = 1
+    except RuntimeError:
+        if rank == 0:
+            moved.value = 0

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.clock import Clock, Mark, clock_of
+from gnntrain.comm.dtypes import check_sendable
 from gnntrain.comm.meter import CommMeter
 from gnntrain.comm.network import EmulatedNetwork, Hold
 
@@ -83,6 +84,9 @@ class Communicator:
         self.meter = meter if meter is not None else CommMeter()
         self.network = network
         self.clock: Clock = clock_of(device)
+        self.job_backend = str(dist.get_backend()) if dist.is_initialized() else None
+        """The job's backend, whose dtypes every transfer is checked against, with peers or not
+        (a dtype a job of one worker sends must not fail only on two)."""
 
     def side_channel(self) -> Communicator:
         """A communicator over the same ranks on a process group of its own (same backend,
@@ -114,6 +118,7 @@ class Communicator:
         buffer ``into`` if given). The payload bytes are counted now; the time blocked and the
         operation's lifetime when :meth:`InFlight.wait` is called, which returns what arrived,
         passed through ``decode`` if given (e.g. dequantization)."""
+        check_sendable(self.job_backend, send.dtype, kind)
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:])) if into is None else into
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
@@ -133,6 +138,8 @@ class Communicator:
         """Start point-to-point transfers: send each ``(peer, tensor)`` of ``sends`` and receive
         into each ``(peer, buffer)`` of ``recvs`` (peers are ranks of this group). The sent
         payload bytes are counted now; waiting returns the list of receive buffers."""
+        for _, t in sends + recvs:
+            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         sends = [(peer, t.contiguous()) for peer, t in sends]
         self.meter.record(kind, sum(payload_bytes(t) for _, t in sends), 0.0, 0.0)
         started = self.clock.mark()
@@ -152,6 +159,8 @@ class Communicator:
         real link carries it), so the receiver is held back to it however late it posted its
         receive. ``perf_counter`` is one clock for every process of a machine, which is where
         emulated networks run."""
+        for t in tensors:
+            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
         self.meter.record(kind, nbytes, 0.0, 0.0)
@@ -165,6 +174,8 @@ class Communicator:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
         returns the buffers (and, under an emulated network, holds until the sender's emulated
         arrival time)."""
+        for t in buffers:
+            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         stamp = None
         if self.network is not None and self.world_size > 1:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
@@ -217,6 +228,7 @@ class Communicator:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
         nothing when there is no peer. The rank (its stream) is blocked throughout, so its
         time is exposed and in flight alike."""
+        check_sendable(self.job_backend, t.dtype, kind)
         if self.world_size == 1:
             self.meter.record(kind, 0, 0.0)
             return t

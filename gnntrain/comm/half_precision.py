@@ -4,8 +4,8 @@
 of at most 2^-9); ``float16`` keeps 11 bits of mantissa but overflows above 65504 and flushes
 below 6e-8 (no loss scaling here, so tiny halo gradients may vanish). Each row is rounded to
 nearest once by the sender and widened back to the compute dtype by the receiver; the rows
-travel as their bytes (``uint8``, which every backend moves, where gloo refuses 16-bit types),
-so a row of ``D`` values is counted at exactly ``2 D`` bytes.
+travel as their bytes (``uint8``, which every backend moves, :mod:`gnntrain.comm.dtypes`), so a
+row of ``D`` values is counted at exactly ``2 D`` bytes.
 """
 
 from __future__ import annotations
