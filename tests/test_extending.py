@@ -46,6 +46,16 @@ def test_its_key_is_checked_and_listed(tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-m", "gnntrain.cli", "strategy=int8_halo", "--help"], capture_output=True,
                            text=True, env={**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE)})
     assert "strategy.clip" in shown.stdout and "int8_halo" in shown.stdout
+    assert "strategy.halo_dtype" not in shown.stdout, "int8 halos have their own wire format"
+
+
+def test_a_key_the_method_cannot_honour_is_refused_in_one_line(tmp_path) -> None:
+    """16-bit halos are a key of the methods whose training halos go through the family's
+    exchanges; int8 halos send their own format, so the key is refused, naming the valid ones."""
+    bad = _gnntrain(tmp_path, "half", "strategy=int8_halo", "strategy.halo_dtype=bfloat16")
+    assert bad.returncode == 2
+    line, = bad.stderr.strip().splitlines()
+    assert "strategy.halo_dtype" in line and "clip" in line
 
 
 def test_a_plugin_that_is_not_there_is_named(tmp_path: Path) -> None:

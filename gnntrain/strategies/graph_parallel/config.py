@@ -1,5 +1,6 @@
-"""The graph-parallel family's config: the schema every method's extends (``vanilla``'s), the
-family's checks and the wire format of 16-bit halos."""
+"""The graph-parallel family's config: the schema every method's extends, the one with 16-bit
+halos that ``vanilla`` and the built-in methods extend, the family's checks and the wire
+format of 16-bit halos."""
 
 from __future__ import annotations
 
@@ -18,22 +19,35 @@ HaloDtype = choices("HaloDtype", *HALF_DTYPES, module=__name__)
 
 @dataclass
 class GraphParallelConfig(StrategyConfig):
-    """Graph parallelism (``vanilla``); every graph-parallel strategy's schema extends it."""
+    """Graph parallelism: every graph-parallel method's schema extends it (directly where the
+    method sends its training halos its own way, as a compression plugin does)."""
+
+
+@dataclass
+class HalfHalosConfig(GraphParallelConfig):
+    """Graph parallelism whose training halos go through the family's halo exchanges
+    (:class:`~gnntrain.parallel.halo.HaloExchange` built with :func:`halo_wire`), so that
+    ``strategy.halo_dtype`` sets their format: ``vanilla``'s, and the schema every built-in
+    graph-parallel method extends. A method that sends its training halos otherwise extends
+    :class:`GraphParallelConfig`, so that the key is neither offered (``--help``) nor accepted."""
 
     halo_dtype: Optional[HaloDtype] = None
     """Format of the training halo rows on the wire, both directions: null (train.dtype), bfloat16 or float16."""
 
 
 def halo_wire(config: GraphParallelConfig) -> torch.dtype | None:
-    """The 16-bit dtype ``strategy.halo_dtype`` sends training halo rows in; None for train.dtype."""
-    return None if config.halo_dtype is None else HALF_DTYPES[str(config.halo_dtype)]
+    """The 16-bit dtype ``strategy.halo_dtype`` sends training halo rows in; None for train.dtype
+    and for a method without the key."""
+    if not isinstance(config, HalfHalosConfig) or config.halo_dtype is None:
+        return None
+    return HALF_DTYPES[str(config.halo_dtype)]
 
 
 def validate(config: GraphParallelConfig) -> None:
     """The family's range checks of the keys a method's schema has (the schemas give the types)."""
     keys = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     assign, bits = keys.get("assign", "fixed"), keys.get("bits", 32)
-    if config.halo_dtype is not None and (assign != "fixed" or bits != 32):
+    if halo_wire(config) is not None and (assign != "fixed" or bits != 32):
         raise ConfigError(f"strategy.halo_dtype={config.halo_dtype} with quantized halos (strategy.assign={assign}, "
                           f"strategy.bits={bits}) is ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
     rules = {"gamma": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"), "p": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),

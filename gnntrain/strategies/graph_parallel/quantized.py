@@ -42,7 +42,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
@@ -52,7 +52,7 @@ BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed", module=
 
 
 @dataclass
-class AdaQPConfig(GraphParallelConfig):
+class AdaQPConfig(HalfHalosConfig):
     """AdaQP: quantized halo messages with adaptively assigned bit-widths."""
 
     assign: BitAssignment = BitAssignment.adaptive

@@ -50,7 +50,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.pinned import PinnedStaging
-from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class SamplingConfig(GraphParallelConfig):
+class SamplingConfig(HalfHalosConfig):
     """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``)."""
 
     p: float = 0.1

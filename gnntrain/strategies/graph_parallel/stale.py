@@ -43,7 +43,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
@@ -56,7 +56,7 @@ SmoothingStart = choices("SmoothingStart", "zero", "first", module=__name__)
 
 
 @dataclass
-class PipeGCNConfig(GraphParallelConfig):
+class PipeGCNConfig(HalfHalosConfig):
     """PipeGCN: halo exchanges one epoch stale, overlapped with compute."""
 
     smooth: Smoothing = Smoothing.none

@@ -9,7 +9,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, HalfHalosConfig, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
@@ -40,4 +40,4 @@ class Synchronous:
         pass
 
 
-register(Method("vanilla", FAMILY, Synchronous, GraphParallelConfig))
+register(Method("vanilla", FAMILY, Synchronous, HalfHalosConfig))
