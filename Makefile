@@ -57,17 +57,19 @@ zoo: install
 	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
 
 # The papers' tables in shape (results/<paper>/table.md and figures); SCALE=paper runs the
-# paper-sized presets on a GPU cluster instead of the CPU-sized ones.
+# paper-sized presets on a GPU cluster instead of the CPU-sized ones. DRY_RUN=1 (here and for
+# compare) lists the sweeps, their jobs and the wall time their recorded runs suggest, running nothing.
 SCALE ?= small
+DRY_RUN ?=
 repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
-	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE)
+	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
 repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
 
 # Every strategy of every family tuned and compared on time to a validation target under a fast
 # and a slow link (results/compare/table.md); SCALE=paper on a GPU cluster.
 compare: install
-	WANDB_MODE=disabled $(BIN)/python scripts/compare.py --scale $(SCALE)
+	WANDB_MODE=disabled $(BIN)/python scripts/compare.py --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
 # Fails when a results/<paper>/table.md is older than the code it measures (rebuild it then).
 check-tables: install

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/locality.py")
+MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
 
 

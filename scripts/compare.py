@@ -27,9 +27,12 @@ setting:
 
 Every sweep runs through ``gnntrain -m`` into ``multirun/compare/<scale>/``; a sweep whose jobs
 all completed is not run again (``--fresh`` reruns all), so an interrupted comparison goes on
-where it stopped. ``--scale paper`` uses ``experiment=compare_paper`` (a GPU cluster) and its
-grid. Usage: ``python scripts/compare.py [--scale small|paper] [--strategies vanilla bns ...]
-[--fresh] [--table]``.
+where it stopped. ``runs.csv`` holds every run, tuning and final (``run``: its folder under
+``multirun/compare/<scale>/``), each with its wall time (``wall_s``); ``--dry-run`` lists the sweeps,
+their jobs and the wall time those records suggest, and starts nothing (:mod:`sweep_plan`).
+``--scale paper`` uses ``experiment=compare_paper`` (a GPU cluster) and its grid. Usage:
+``python scripts/compare.py [--scale small|paper] [--strategies vanilla bns ...] [--fresh] [--table]
+[--dry-run]``.
 """
 
 from __future__ import annotations
@@ -37,18 +40,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import git_commit  # noqa: E402
+from sweep_plan import Sweep, dry_run, expand, launch, timed_rows  # noqa: E402
 
-from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, table_rows, write_csv  # noqa: E402
+from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, write_csv  # noqa: E402
 from gnntrain.strategies import method  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,34 +108,51 @@ def complete(path: Path, jobs: int) -> bool:
     return sum(s.get("status") == "completed" for s in summaries) >= jobs
 
 
-def run_sweep(plan: Plan, out: Path, overrides: list[str], jobs: int) -> None:
-    """``gnntrain -m overrides`` into ``out``, unless it already holds its jobs."""
-    if plan.read_only or (not plan.fresh and complete(out, jobs)):
-        return
-    if out.exists():
-        shutil.rmtree(out)
-    print(f"== gnntrain -m {' '.join(overrides)}", flush=True)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
-                   check=False, env=os.environ, cwd=REPO)
-    print(f"== {out.relative_to(REPO)}: {time.perf_counter() - start:.0f} s", flush=True)
+def skipped(plan: Plan, sweep: Sweep) -> str | None:
+    """Why ``sweep`` is not run (nothing runs with ``--table``; a sweep whose folder holds all its
+    jobs' completed runs is not run again without ``--fresh``); None where it is."""
+    if plan.read_only:
+        return "--table: its runs are read"
+    if not plan.fresh and complete(plan.root / sweep.name, len(expand(sweep.overrides))):
+        return "its runs completed: they are read (--fresh runs it again)"
+    return None
 
 
-def tune(plan: Plan, strategy: str) -> list[str] | None:
+def run_sweep(plan: Plan, sweep: Sweep) -> None:
+    """``gnntrain -m`` the sweep into its folder, unless it is :func:`skipped`."""
+    if skipped(plan, sweep) is None:
+        launch(sweep.name, sweep.overrides, plan.root / sweep.name, check=False)
+
+
+def tune_sweeps(plan: Plan, strategy: str) -> list[tuple[list[str], Sweep]]:
+    """The strategy's tuning sweeps, one per setting of its knob: the knob's overrides and the
+    sweep (every learning rate, to the target, under the fast link)."""
+    return [(knob, Sweep(f"tune/{strategy}/{index}",
+                         [plan.preset(), f"strategy={strategy}", *knob, f"train.lr={LEARNING_RATES}",
+                          f"train.target={TARGET[plan.scale]}", *LINKS[plan.scale]["fast"]]))
+            for index, knob in enumerate(knobs(strategy, plan.scale))]
+
+
+def final_sweep(plan: Plan, strategy: str, setting: list[str], link: str) -> Sweep:
+    """The strategy's final sweep at ``setting`` under ``link``: every seed."""
+    return Sweep(f"runs/{link}/{strategy}",
+                 [plan.preset(), f"strategy={strategy}", *setting, f"seed={SEEDS}", *LINKS[plan.scale][link]])
+
+
+def tune(plan: Plan, strategy: str) -> tuple[list[str] | None, list[dict]]:
     """Run the strategy's grid; the overrides of the setting chosen (see the module docstring),
-    None where no tuning run completed."""
-    target = TARGET[plan.scale]
-    candidates = []
-    for index, knob in enumerate(knobs(strategy, plan.scale)):
-        out = plan.root / "tune" / strategy / str(index)
-        run_sweep(plan, out, [plan.preset(), f"strategy={strategy}", *knob, f"train.lr={LEARNING_RATES}",
-                              f"train.target={target}", *LINKS[plan.scale]["fast"]], len(LEARNING_RATES.split(",")))
-        for run, row in zip(*runs_and_rows(out, target)):
-            candidates.append((row, [*knob, f"train.lr={run.config['train.lr']}"]))
+    None where no tuning run completed, and the tuning runs' rows."""
+    candidates, rows = [], []
+    for knob, sweep in tune_sweeps(plan, strategy):
+        run_sweep(plan, sweep)
+        for run, row in zip(*runs_and_rows(plan, sweep)):
+            setting = [*knob, f"train.lr={run.config['train.lr']}"]
+            candidates.append((row, setting))
+            rows.append({**about(strategy, "fast", setting, row), **row})
     if not candidates:
         print(f"compare: no tuning run of {strategy} completed under {plan.root / 'tune' / strategy}", flush=True)
-        return None
-    return choose(candidates)
+        return None, []
+    return choose(candidates), rows
 
 
 def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
@@ -146,25 +164,44 @@ def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
     return max(candidates, key=lambda c: c[0]["best_val"] or 0.0)[1]
 
 
-def runs_and_rows(out: Path, target: float) -> tuple[list[Run], list[dict]]:
+def runs_and_rows(plan: Plan, sweep: Sweep) -> tuple[list[Run], list[dict]]:
+    """The sweep's completed runs and their rows (:func:`sweep_plan.timed_rows`, ``run`` relative
+    to the plan's root)."""
+    out = plan.root / sweep.name
     if not list(out.rglob("summary.json")):
         return [], []
     runs = find_runs(out)
-    return runs, table_rows(runs, out, target)
+    return runs, timed_rows(runs, plan.root, TARGET[plan.scale])
+
+
+def about(strategy: str, link: str, setting: list[str], row: dict) -> dict:
+    """What a row of ``runs.csv`` and of the table say first: the strategy, its family, the link,
+    the setting and the network."""
+    return {"strategy": strategy, "family": family(strategy), "link": link, "setting": " ".join(setting),
+            "network": row["network"]}
 
 
 def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dict | None, list[dict], list[Run]]:
     """Seeds 0-2 at ``setting`` under ``link``: their group row (None where none completed), the
     runs' own rows and the runs."""
-    out = plan.root / "runs" / link / strategy
-    run_sweep(plan, out, [plan.preset(), f"strategy={strategy}", *setting, f"seed={SEEDS}",
-                          *LINKS[plan.scale][link]], len(SEEDS.split(",")))
-    runs, rows = runs_and_rows(out, TARGET[plan.scale])
+    sweep = final_sweep(plan, strategy, setting, link)
+    run_sweep(plan, sweep)
+    runs, rows = runs_and_rows(plan, sweep)
     if not rows:
         return None, [], []
-    about = {"strategy": strategy, "family": family(strategy), "link": link, "setting": " ".join(setting),
-             "network": rows[0]["network"]}
-    return {**about, **group_rows(rows, ["seed"])[0]}, [{**about, **row} for row in rows], runs
+    group = {**about(strategy, link, setting, rows[0]), **group_rows(rows, ["seed"])[0]}
+    return group, [{**about(strategy, link, setting, row), **row} for row in rows], runs
+
+
+def planned(plan: Plan, strategies: list[str]) -> list[Sweep]:
+    """Every sweep of the comparison of ``strategies``, in the order they run, each with why it is
+    :func:`skipped`; a final sweep's setting is added once its strategy's tuning has chosen it."""
+    sweeps = []
+    for strategy in strategies:
+        sweeps += [sweep for _, sweep in tune_sweeps(plan, strategy)]
+        sweeps += [replace(final_sweep(plan, strategy, [], link), added="the setting tuning chooses")
+                   for link in LINKS[plan.scale]]
+    return [replace(sweep, skipped=skipped(plan, sweep)) for sweep in sweeps]
 
 
 def ci(row: dict, key: str, scale: float = 1.0, digits: int = 2) -> str:
@@ -232,17 +269,24 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=STRATEGIES)
     parser.add_argument("--fresh", action="store_true", help="rerun sweeps that already completed")
     parser.add_argument("--table", action="store_true", help="only rebuild the table from the runs there are")
+    parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
+                                                             "recorded runs suggest; start nothing")
     args = parser.parse_args()
     if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)
     os.environ.setdefault("WANDB_MODE", "disabled")
     plan = Plan(args.scale, REPO / "multirun" / "compare" / args.scale, args.fresh, args.table)
     out = REPO / "results" / "compare" / ("" if args.scale == "small" else "paper")
+    if args.dry_run:
+        print(dry_run(f"make compare (scale={args.scale})", planned(plan, args.strategies), plan.root,
+                      out / "runs.csv"))
+        return
     out.mkdir(parents=True, exist_ok=True)
     groups, rows = [], []
     curves: dict[str, list[tuple[Run, str]]] = {link: [] for link in LINKS[args.scale]}
     for strategy in args.strategies:
-        setting = tune(plan, strategy)
+        setting, tuning_rows = tune(plan, strategy)
+        rows.extend(tuning_rows)
         if setting is None:
             continue
         for link in LINKS[args.scale]:

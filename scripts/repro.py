@@ -9,16 +9,17 @@ ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's
 ``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: links
 emulated and calibrated to the paper's communication share; accuracy on Cora);
 ``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
-accuracy columns come from the same runs.
-Usage: ``python scripts/repro.py pipegcn|bns|adaqp|gnnpipe|hopgnn [--scale small|paper] [--only SWEEP,...]``.
+accuracy columns come from the same runs. ``runs.csv`` gives each job's wall time (``wall_s``);
+``--dry-run`` lists the sweeps, their jobs and the wall time those records suggest, and starts
+nothing (:mod:`sweep_plan`).
+Usage: ``python scripts/repro.py pipegcn|bns|adaqp|gnnpipe|hopgnn [--scale small|paper] [--only SWEEP,...]
+[--dry-run]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
+from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
-from gnntrain.report import Run, find_runs, markdown, table_rows, write_csv  # noqa: E402
+from gnntrain.report import Run, find_runs, markdown, write_csv  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
@@ -134,15 +136,20 @@ def paper_sized(overrides: list[str]) -> list[str] | None:
     return sized
 
 
-def run_sweep(name: str, overrides: list[str], out: Path) -> None:
-    if out.exists():
-        shutil.rmtree(out)
-    print(f"== {name}: gnntrain -m {' '.join(overrides)}", flush=True)
-    start = time.perf_counter()
-    env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
-    subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"],
-                   check=True, env=env, cwd=REPO)
-    print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
+def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -> list[Sweep]:
+    """The paper's sweeps at ``scale``, in the order they run; a :data:`SAME_LINK` sweep's link is
+    added only when it runs. Skipped: all with ``tables_only``, those ``only`` leaves out."""
+    sweeps = []
+    for name, overrides in SWEEPS[paper].items():
+        if scale == "paper":
+            overrides = paper_sized(overrides)
+            if overrides is None:
+                continue
+        source = SAME_LINK.get(paper, {}).get(name)
+        skipped = ("--tables-only: its runs are read" if tables_only
+                   else "--only: its existing runs are read" if only is not None and name not in only else None)
+        sweeps.append(Sweep(name, overrides, f"the link of {source}'s runs" if source else None, skipped))
+    return sweeps
 
 
 def main() -> None:
@@ -154,31 +161,33 @@ def main() -> None:
     parser.add_argument("--tables-only", action="store_true", help="rebuild the tables from existing runs")
     parser.add_argument("--only", default=None, help="comma-separated sweep names to run again; the tables read "
                                                      "the others' existing runs")
+    parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
+                                                             "recorded runs suggest; start nothing")
     args = parser.parse_args()
     if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
-    unknown = set(args.only.split(",")) - set(SWEEPS[args.paper]) if args.only else set()
+    only = args.only.split(",") if args.only else None
+    unknown = set(only or []) - set(SWEEPS[args.paper])
     if unknown:
         parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(SWEEPS[args.paper])}")
     runs_root = REPO / "multirun" / "repro" / args.paper / args.scale
     out = args.out or REPO / "results" / args.paper / ("" if args.scale == "small" else "paper")
+    plan = planned(args.paper, args.scale, only, args.tables_only)
+    if args.dry_run:
+        print(dry_run(f"make repro-{args.paper} (scale={args.scale})", plan, runs_root, out / "runs.csv"))
+        return
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     sweeps = {}
-    for name, overrides in SWEEPS[args.paper].items():
-        if args.scale == "paper":
-            overrides = paper_sized(overrides)
-            if overrides is None:
-                continue
-        source = SAME_LINK.get(args.paper, {}).get(name)
-        if source is not None:
-            overrides = [*overrides, *link_overrides(find_runs(runs_root / source)[0].summary["network"])]
-        sweeps[name] = overrides
-        if not args.tables_only and (args.only is None or name in args.only.split(",")):
-            run_sweep(name, overrides, runs_root / name)
+    for sweep in plan:
+        source = SAME_LINK.get(args.paper, {}).get(sweep.name)
+        link = link_overrides(find_runs(runs_root / source)[0].summary["network"]) if source else []
+        sweeps[sweep.name] = [*sweep.overrides, *link]
+        if sweep.skipped is None:
+            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
     runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in sweeps}
     every = [run for name in sweeps for run in runs[name]]
-    rows = table_rows(every, runs_root)
+    rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
     (out / "runs.md").write_text(markdown(rows))
     elapsed = time.perf_counter() - start

@@ -1,0 +1,168 @@
+"""What ``scripts/repro.py`` and ``scripts/compare.py`` share: a build's sweeps (one ``gnntrain -m``
+call each, into its folder under the build's multirun root), running one, each job's wall time
+in ``runs.csv``, and ``--dry-run``: every sweep the build would run with its command and jobs,
+the number of jobs and the wall time the recorded runs suggest, with nothing started.
+
+A job's wall time (``runs.csv``'s ``wall_s``, seconds) is read from its run folder: from the
+job's start (Hydra writes the job's ``.hydra/config.yaml`` before the job runs) to its end (the
+last write of its ``summary.json``). It counts the calibration probe, the workers' start and the
+data loading, which the summary's ``total_wall_time`` (the training loop alone) leaves out. A
+sweep runs all its jobs in one process, so the sweep's start-up (the interpreter, the imports,
+the check of every job before the first starts) is in no job's time.
+
+A job is named by its folder under the multirun root, ``<sweep>/<job number>`` (the ``run``
+column of ``runs.csv``); the dry run takes a job's recorded wall time from the row of that name.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra import initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from gnntrain.report import Run, table_rows
+from gnntrain.sweep import clock, sweep_jobs
+
+REPO = Path(__file__).resolve().parents[1]
+WALL = "wall_s"
+"""The ``runs.csv`` column of a job's wall time in seconds."""
+
+
+@dataclass
+class Sweep:
+    """One ``gnntrain -m`` call of a build."""
+
+    name: str
+    """Its folder under the build's multirun root, e.g. ``speed_2parts`` or ``tune/bns/0``."""
+    overrides: list[str]
+    added: str | None = None
+    """Overrides known only once earlier sweeps have run, in words (they sweep nothing)."""
+    skipped: str | None = None
+    """Why this build does not run it; None where it does."""
+
+
+def command(overrides: list[str], out: Path) -> list[str]:
+    """The command line that runs the sweep ``gnntrain -m overrides`` into ``out``."""
+    return [sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"]
+
+
+def in_checkout(path: Path) -> Path:
+    """``path`` relative to the checkout where it is in it, else as it is."""
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
+def shown(overrides: list[str], out: Path) -> str:
+    """The sweep's command as a user types it."""
+    return " ".join(["gnntrain -m", *overrides, f"hydra.sweep.dir={in_checkout(out)}"])
+
+
+def launch(name: str, overrides: list[str], out: Path, check: bool) -> None:
+    """Run the sweep into ``out`` (emptied first; W&B disabled unless ``WANDB_MODE`` says
+    otherwise), printing its command and the seconds it took; with ``check`` a sweep with a
+    failed job raises."""
+    if out.exists():
+        shutil.rmtree(out)
+    print(f"== {name}: {shown(overrides, out)}", flush=True)
+    start = time.perf_counter()
+    env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
+    subprocess.run(command(overrides, out), check=check, env=env, cwd=REPO)
+    print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def wall_seconds(run_dir: Path) -> float | None:
+    """The seconds the job of ``run_dir`` took (the module docstring says from when to when);
+    None for a run Hydra did not start (no ``.hydra/config.yaml``)."""
+    started = run_dir / ".hydra" / "config.yaml"
+    if not started.is_file():
+        return None
+    return (run_dir / "summary.json").stat().st_mtime - started.stat().st_mtime
+
+
+def timed_rows(runs: list[Run], root: Path, target: float | None = None) -> list[dict]:
+    """:func:`gnntrain.report.table_rows` of ``runs`` (``run`` relative to ``root``), each row
+    with its job's wall time (:data:`WALL`)."""
+    return [{**row, WALL: wall_seconds(run.path)} for run, row in zip(runs, table_rows(runs, root, target))]
+
+
+def expand(overrides: list[str]) -> list[list[str]]:
+    """Each job's overrides, in job order, as ``gnntrain -m overrides`` launches them
+    (:func:`gnntrain.sweep.sweep_jobs`)."""
+    GlobalHydra.instance().clear()
+    with initialize_config_module("gnntrain.conf", version_base="1.3"):
+        # no preset sets hydra.sweeper.params, so the overrides alone make the jobs
+        config = OmegaConf.create({"hydra": {"sweeper": {"params": None}, "overrides": {"task": overrides}}})
+        return sweep_jobs(config)
+
+
+def recorded(csv_path: Path) -> dict[str, float]:
+    """The wall time a build's ``runs.csv`` records per job (its ``run``), for the rows that have one."""
+    if not csv_path.is_file():
+        return {}
+    with open(csv_path, newline="") as f:
+        return {row["run"]: float(row[WALL]) for row in csv.DictReader(f) if row.get(WALL)}
+
+
+def job_lines(planned: list[list[str]], names: list[str], walls: dict[str, float]) -> list[str]:
+    """One line per job of a sweep: its name, the overrides it alone has in the sweep, its recorded
+    wall time."""
+    common = set.intersection(*(set(job) for job in planned))
+    lines = []
+    for name, job in zip(names, planned):
+        own = " ".join(o for o in job if o not in common) or "the sweep's only job"
+        wall = f"{clock(walls[name])} recorded" if name in walls else "no recorded time"
+        lines.append(f"   {name}: {own}: {wall}")
+    return lines
+
+
+def counted(number: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def estimate(walls: list[float | None], sweeps: int, csv_path: Path) -> str:
+    """The line that sums up a dry run: the jobs and sweeps to run and the wall time the
+    recorded jobs suggest, saying which jobs and what it leaves out."""
+    known = [wall for wall in walls if wall is not None]
+    line = f"{counted(len(walls), 'job')} in {counted(sweeps, 'sweep')}; "
+    if not walls:
+        return line + "nothing to run"
+    if not known:
+        where = (f"{in_checkout(csv_path)} records no wall time ({WALL}) for any of them" if csv_path.is_file()
+                 else f"there is no {in_checkout(csv_path)}")
+        return line + f"estimated wall time unknown: {where} (a build records one for each of its jobs)"
+    line += (f"estimated wall time {clock(sum(known))}: the sum of the wall times {in_checkout(csv_path)} records "
+             f"for {len(known)} of {len(walls)} jobs, run one after another")
+    if len(known) < len(walls):
+        line += f"; no recorded time for {len(walls) - len(known)} of {len(walls)} jobs (not in the estimate)"
+    return line + ("; not counted: each sweep's start-up (interpreter, imports, the check of its jobs) and "
+                   "building the tables")
+
+
+def dry_run(title: str, sweeps: list[Sweep], root: Path, csv_path: Path) -> str:
+    """What a build would run, with nothing started: each sweep's command (or why it does not
+    run) and jobs with their recorded wall times (``csv_path``), then :func:`estimate`."""
+    walls = recorded(csv_path)
+    lines = [f"{title}: dry run, nothing is started"]
+    job_walls: list[float | None] = []
+    for sweep in sweeps:
+        if sweep.skipped is not None:
+            lines.append(f"== {sweep.name}: not run ({sweep.skipped})")
+            continue
+        planned = expand(sweep.overrides)
+        names = [f"{sweep.name}/{number}" for number in range(len(planned))]
+        added = [f"<{sweep.added}>"] if sweep.added else []
+        lines.append(f"== {sweep.name}: {shown([*sweep.overrides, *added], root / sweep.name)} "
+                     f"({counted(len(planned), 'job')})")
+        lines += job_lines(planned, names, walls)
+        job_walls += [walls.get(name) for name in names]
+    lines.append(estimate(job_walls, sum(sweep.skipped is None for sweep in sweeps), csv_path))
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""``scripts/repro.py <paper> --dry-run`` and ``scripts/compare.py --dry-run`` list every sweep's
+command and jobs, count the jobs and estimate the wall time from the ``wall_s`` that ``runs.csv``
+records, starting nothing and in seconds; a build's ``runs.csv`` rows record each job's wall time."""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import compare  # noqa: E402
+import repro  # noqa: E402
+import sweep_plan  # noqa: E402
+
+from gnntrain.report import find_runs, write_csv  # noqa: E402
+
+SECONDS = 10
+"""A dry run's limit here, imports aside: it only expands the sweeps' overrides."""
+
+
+def snapshot(*folders: Path) -> dict[Path, int]:
+    """Every file under ``folders`` with its modification time."""
+    return {path: path.stat().st_mtime_ns for folder in folders for path in folder.rglob("*")}
+
+
+def dry_run(monkeypatch, capsys, script, *args: str) -> tuple[str, float]:
+    """``script``'s output for ``args --dry-run`` and the seconds it took; starting a process fails."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a dry run started {args}")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(multiprocessing.Process, "start", refuse)
+    monkeypatch.setattr(sys, "argv", [script.__file__, *args, "--dry-run"])
+    start = time.perf_counter()
+    script.main()
+    return capsys.readouterr().out, time.perf_counter() - start
+
+
+def listed(out: str) -> tuple[dict[str, int], list[str], int]:
+    """Of a dry run's output: each running sweep's job count, the jobs named, and the total stated."""
+    sweeps = {name: int(n) for name, n in re.findall(r"^== (\S+): gnntrain -m .* \((\d+) jobs?\)$", out, re.M)}
+    jobs = re.findall(r"^   (\S+): ", out, re.M)
+    total = re.search(r"^(\d+) jobs? in \d+ sweeps?; ", out, re.M)
+    return sweeps, jobs, int(total.group(1))
+
+
+@pytest.mark.parametrize("paper", list(repro.SWEEPS))
+def test_repro_dry_run_lists_every_sweep_and_job_and_starts_nothing(paper, monkeypatch, capsys) -> None:
+    folders = (REPO / "results" / paper, REPO / "multirun" / "repro" / paper)
+    before = snapshot(*folders)
+    out, seconds = dry_run(monkeypatch, capsys, repro, paper)
+    sweeps, jobs, total = listed(out)
+    assert list(sweeps) == list(repro.SWEEPS[paper])
+    assert total == len(jobs) == sum(sweeps.values())
+    assert all(job.rsplit("/", 1)[0] in sweeps for job in jobs)
+    assert "estimated wall time" in out
+    assert snapshot(*folders) == before
+    assert seconds < SECONDS
+
+
+def test_the_estimate_sums_the_recorded_wall_times_and_names_the_jobs_without_one(tmp_path, monkeypatch,
+                                                                                   capsys) -> None:
+    write_csv([{"run": "speed_2parts/0", sweep_plan.WALL: 72.0}, {"run": "speed_2parts/1", sweep_plan.WALL: None},
+               {"run": "accuracy_vanilla/0", sweep_plan.WALL: 3.0}], tmp_path / "runs.csv")
+    out, _ = dry_run(monkeypatch, capsys, repro, "pipegcn", "--out", str(tmp_path),
+                     "--only", "speed_2parts,accuracy_vanilla")
+    assert "   speed_2parts/0: strategy=vanilla: 1m12s recorded" in out
+    assert "   speed_2parts/1: strategy=pipegcn: no recorded time" in out
+    assert "== speed_4parts: not run (--only: its existing runs are read)" in out
+    assert "3 jobs in 2 sweeps; estimated wall time 1m15s" in out
+    assert "for 2 of 3 jobs" in out and "no recorded time for 1 of 3 jobs" in out
+    assert [path.name for path in tmp_path.iterdir()] == ["runs.csv"]
+
+
+def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkeypatch, capsys) -> None:
+    folders = (REPO / "results" / "compare", REPO / "multirun" / "compare")
+    before = snapshot(*folders)
+    out, seconds = dry_run(monkeypatch, capsys, compare, "--strategies", "vanilla", "bns")
+    named = re.findall(r"^== (\S+): ", out, re.M)
+    assert named == ["tune/vanilla/0", "runs/fast/vanilla", "runs/slow/vanilla",
+                     "tune/bns/0", "tune/bns/1", "tune/bns/2", "runs/fast/bns", "runs/slow/bns"]
+    sweeps, jobs, total = listed(out)
+    assert total == len(jobs) == sum(sweeps.values())
+    assert "<the setting tuning chooses>" in out
+    assert snapshot(*folders) == before
+    assert seconds < SECONDS
+
+
+def test_a_builds_rows_record_each_jobs_wall_time(tmp_path) -> None:
+    overrides = ["dataset.num_nodes=200", "train.epochs=1", "cluster.world_size=1"]
+    start = time.perf_counter()
+    sweep_plan.launch("tiny", overrides, tmp_path / "tiny", check=True)
+    elapsed = time.perf_counter() - start
+    write_csv(sweep_plan.timed_rows(find_runs(tmp_path / "tiny"), tmp_path), tmp_path / "runs.csv")
+    with open(tmp_path / "runs.csv", newline="") as f:
+        row, = csv.DictReader(f)
+    assert row["run"] == "tiny/0"
+    assert 0 < float(row[sweep_plan.WALL]) < elapsed
+    text = sweep_plan.dry_run("tiny", [sweep_plan.Sweep("tiny", overrides)], tmp_path, tmp_path / "runs.csv")
+    assert "1 job in 1 sweep; estimated wall time" in text and "for 1 of 1 jobs" in text
