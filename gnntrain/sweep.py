@@ -17,13 +17,14 @@ epoch display. A launcher that runs jobs elsewhere (submitit) prints its own.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,9 +36,18 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line
 from gnntrain.errors import GnntrainError
+from gnntrain.help import GROUPS
 from gnntrain.report import natural_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+KNOB_SWEEPER = "hydra_plugins.gnntrain_sweeper.KnobSweeper"
+KNOB_SECTIONS = ("strategy", "model")
+"""The sections whose options differ in their keys: a sweep over several options keeps each
+option's own knobs (:func:`own_knobs_only`)."""
+Compose = Callable[[list[str]], Any]
+"""A job's composed config (a mapping of sections) from its overrides."""
+SectionKeys = Callable[[list[str], str], set[str]]
+"""The keys a job's section (``strategy``, ``model``) has, from the job's overrides."""
 
 
 
@@ -104,7 +114,7 @@ class SweepChecks(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.progress = SweepProgress()
-        if config.hydra.sweeper._target_ != BASIC_SWEEPER:
+        if config.hydra.sweeper._target_ not in (BASIC_SWEEPER, KNOB_SWEEPER):
             return
         jobs = sweep_jobs(config)
         self.progress.total = len(jobs)
@@ -128,10 +138,13 @@ class SweepChecks(Callback):
         LAST_SWEEP.failed = [line for job in jobs if (line := failure(job))]
 
 
-def sweep_jobs(config: DictConfig) -> list[list[str]]:
-    """Each job's overrides, as the basic sweeper will launch them: the cartesian product of
-    the sweep overrides' values, in the order given, the other overrides in every job."""
-    loader = GlobalHydra.instance().config_loader()
+def sweep_jobs(config: DictConfig, compose: Compose | None = None) -> list[list[str]]:
+    """Each job's overrides, as gnntrain's sweeper (``hydra_plugins.gnntrain_sweeper``) launches them: the cartesian product of the
+    sweep overrides' values, in the order given, the other overrides in every job, each job
+    keeping only the strategy's and model's own knobs (:func:`own_knobs_only`; ``compose``
+    builds a job's config, by default as Hydra will). Hydra's basic sweeper launches the
+    product as it is (``own_knobs=False``)."""
+    loader = GlobalHydra.instance().config_loader() if GlobalHydra.instance().is_initialized() else None
     params = [f"{key}={value}" for key, value in (config.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(
         params + list(config.hydra.overrides.task))
@@ -140,7 +153,71 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
         key = o.get_key_element()
         values = list(o.sweep_string_iterator()) if o.is_discrete_sweep() else [o.get_value_element_as_str()]
         choices[key] = [f"{key}={value}" for value in values]
-    return [list(job) for job in itertools.product(*choices.values())]
+    jobs = [list(job) for job in itertools.product(*choices.values())]
+    if config.hydra.sweeper.get("_target_", KNOB_SWEEPER) != KNOB_SWEEPER:
+        return jobs
+    return own_knobs_only(jobs, section_keys_from(compose or (lambda job: loader.load_sweep_config(config, job))))
+
+
+def _knob(override: str) -> tuple[str, str] | None:
+    """``(section, key)`` of an override that sets a key of a :data:`KNOB_SECTIONS` section
+    (``strategy.k=2``), else None."""
+    section, dot, rest = override.partition("=")[0].partition(".")
+    return (section, rest.split(".")[0]) if dot and section in KNOB_SECTIONS else None
+
+
+def own_knobs_only(jobs: list[list[str]], section_keys: SectionKeys) -> list[list[str]]:
+    """The jobs of a sweep over several strategies (or models), each with its own knobs:
+    ``gnntrain -m strategy=vanilla,adaqp,int8_halo strategy.clip=0.5,1`` runs vanilla, adaqp,
+    and int8_halo at each ``clip``. A job keeps an override of a strategy or model key
+    (``strategy.clip=0.5``) only where its strategy (model) has that key; jobs left the same are
+    run once, in the order of their first place. A key that no job's strategy (model) has is
+    kept everywhere, so that the sweep's checks refuse it, naming the valid keys."""
+    if len({_choices(job) for job in jobs}) == 1 or not any(_knob(o) for job in jobs for o in job):
+        return jobs  # every job has the same keys, or no job sets one
+    pruned = [[o for o in job if (knob := _knob(o)) is None or knob[1] in section_keys(job, knob[0])]
+              for job in jobs]
+    kept_anywhere = {_knob(o) for job in pruned for o in job}
+    if {_knob(o) for job in jobs for o in job} - kept_anywhere - {None}:
+        return jobs
+    return [list(job) for job in dict.fromkeys(map(tuple, pruned))]
+
+
+def _choices(job: list[str]) -> tuple[str, ...]:
+    """A job's choices of config group options (``strategy=bns``, ``experiment=...``): what
+    decides which keys its sections have."""
+    return tuple(o for o in job if o.partition("=")[0] in GROUPS)
+
+
+def section_keys_from(compose: Compose) -> SectionKeys:
+    """The keys of a job's section: its chosen option's schema where the job chooses it
+    (``strategy=bns``), else the composed job's (an option a preset chooses), composed once per
+    choice of options."""
+    composed: dict[tuple[str, ...], Any] = {}
+
+    def section_keys(job: list[str], section: str) -> set[str]:
+        chosen = [value for key, _, value in (o.partition("=") for o in job) if key == section]
+        if chosen:
+            return _schema_keys(section, chosen[-1])
+        choices = _choices(job)
+        if choices not in composed:
+            composed[choices] = compose(list(choices))
+        return set(composed[choices][section].keys())
+
+    return section_keys
+
+
+def _schema_keys(section: str, option: str) -> set[str]:
+    """The keys of the registered strategy or model ``option`` (none for an unknown one, which the
+    sweep's checks refuse)."""
+    from gnntrain.models import model_spec
+    from gnntrain.strategies import schema_of
+
+    try:
+        schema = schema_of(option) if section == "strategy" else model_spec(option).config
+    except GnntrainError:
+        return set()
+    return {f.name for f in dataclasses.fields(schema)}
 
 
 def job_problem(config: DictConfig, overrides: list[str]) -> str | None:

@@ -25,10 +25,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra import compose as compose_job
 from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
+from gnntrain.config import register_schemas
 from gnntrain.report import Run, table_rows
 from gnntrain.sweep import clock, sweep_jobs
 
@@ -96,11 +98,12 @@ def timed_rows(runs: list[Run], root: Path, target: float | None = None) -> list
 def expand(overrides: list[str]) -> list[list[str]]:
     """Each job's overrides, in job order, as ``gnntrain -m overrides`` launches them
     (:func:`gnntrain.sweep.sweep_jobs`)."""
+    register_schemas()
     GlobalHydra.instance().clear()
     with initialize_config_module("gnntrain.conf", version_base="1.3"):
         # no preset sets hydra.sweeper.params, so the overrides alone make the jobs
         config = OmegaConf.create({"hydra": {"sweeper": {"params": None}, "overrides": {"task": overrides}}})
-        return sweep_jobs(config)
+        return sweep_jobs(config, compose=lambda job: compose_job("config", overrides=job))
 
 
 def recorded(csv_path: Path) -> dict[str, float]:

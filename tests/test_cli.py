@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from gnntrain.strategies import METHODS
+from gnntrain.sweep import own_knobs_only
 
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
@@ -236,6 +237,28 @@ def test_multirun_runs_each_job_to_completion(tmp_path) -> None:
     summaries = [json.loads((sweep / str(i) / "summary.json").read_text()) for i in range(4)]
     assert sorted((s["num_nodes"], s["model"]) for s in summaries) == [
         (300, "gcn"), (300, "sage"), (400, "gcn"), (400, "sage")]
+
+
+def test_a_sweep_keeps_each_strategy_and_model_to_its_own_knobs() -> None:
+    """``strategy=vanilla,bns strategy.p=0.1,0.5 model=gcn,gat model.heads=2``: bns's ``p`` and
+    GAT's ``heads`` reach only their jobs; jobs left alike run once, in the order of the product."""
+    keys = {"vanilla": {"name", "halo_dtype"}, "bns": {"name", "halo_dtype", "p"}, "gcn": {"name", "hidden"},
+            "gat": {"name", "hidden", "heads"}}
+
+    def section_keys(job: list[str], section: str) -> set[str]:
+        return keys[dict(o.split("=") for o in job)[section]]
+
+    product = [[f"strategy={s}", f"strategy.p={p}", f"model={m}", "model.heads=2", "seed=0"]
+               for s in ("vanilla", "bns") for p in ("0.1", "0.5") for m in ("gcn", "gat")]
+    assert own_knobs_only(product, section_keys) == [
+        ["strategy=vanilla", "model=gcn", "seed=0"],
+        ["strategy=vanilla", "model=gat", "model.heads=2", "seed=0"],
+        ["strategy=bns", "strategy.p=0.1", "model=gcn", "seed=0"],
+        ["strategy=bns", "strategy.p=0.1", "model=gat", "model.heads=2", "seed=0"],
+        ["strategy=bns", "strategy.p=0.5", "model=gcn", "seed=0"],
+        ["strategy=bns", "strategy.p=0.5", "model=gat", "model.heads=2", "seed=0"]]
+    misspelt = [["strategy=vanilla", "strategy.pp=0.1", "model=gcn"], ["strategy=bns", "strategy.pp=0.1", "model=gcn"]]
+    assert own_knobs_only(misspelt, section_keys) == misspelt, "left for the checks to refuse"
 
 
 def test_dead_worker_ends_the_job_promptly_and_keeps_completed_epochs(tmp_path) -> None:

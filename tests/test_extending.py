@@ -74,3 +74,31 @@ def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) 
     assert one[-1]["loss"] < one[0]["loss"]
     assert [r["loss"] for r in two] == pytest.approx([r["loss"] for r in one], rel=1e-9)
     assert _summary(tmp_path, "two")["model"] == "mean_conv"
+
+
+def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE)}
+    return subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *TINY, "train.epochs=2", *overrides,
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+
+
+def test_one_sweep_runs_the_plugin_at_each_value_of_its_knob_beside_the_baselines(tmp_path: Path) -> None:
+    """docs/extending.md's recipe: a knob of one strategy reaches that strategy's jobs only."""
+    done = _sweep(tmp_path, "strategy=vanilla,adaqp,int8_halo", "strategy.clip=0.5,1")
+    assert done.returncode == 0, done.stderr
+    jobs = sorted((tmp_path / "sweep").glob("[0-9]*"), key=lambda p: int(p.name))
+    summaries = [json.loads((job / "summary.json").read_text()) for job in jobs]
+    overrides = [(job / ".hydra" / "overrides.yaml").read_text() for job in jobs]
+    assert [s["strategy"] for s in summaries] == ["vanilla", "adaqp", "int8_halo", "int8_halo"]
+    assert [s["status"] for s in summaries] == ["completed"] * 4
+    assert ["strategy.clip" in o for o in overrides] == [False, False, True, True]
+    assert "strategy.clip=0.5" in overrides[2] and "strategy.clip=1" in overrides[3]
+
+
+def test_a_knob_no_swept_strategy_has_is_refused_before_any_job(tmp_path: Path) -> None:
+    done = _sweep(tmp_path, "strategy=vanilla,int8_halo", "strategy.clap=0.5,1")
+    assert done.returncode == 2
+    line, = done.stderr.strip().splitlines()
+    assert "none was started" in line and "clap" in line and "clip" in line
+    assert not list((tmp_path / "sweep").glob("[0-9]*/summary.json"))

@@ -15,7 +15,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from gnntrain.config.schema import (
-    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SyntheticConfig, TrainConfig,
+    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SweeperConfig, SyntheticConfig,
+    TrainConfig,
     check,
 )
 from gnntrain.errors import ConfigError
@@ -44,6 +45,20 @@ def register_schemas() -> None:
         cs.store(group="strategy", name=name, node=method.config(name=name))
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
     cs.store(group="schema/network", name="network", node=NetworkConfig)
+    cs.store(group="hydra/sweeper", name="gnntrain", node=SweeperConfig, provider="gnntrain")
+    register_sweeper()
+
+
+def register_sweeper() -> None:
+    """Make gnntrain's sweeper known to Hydra, which finds plugins by listing the ``hydra_plugins``
+    folders, which an editable install has none of. Imported after Hydra's scan of its plugins,
+    which executes the basic sweeper's module again: the subclass must extend the class it left."""
+    from hydra.core.plugins import Plugins
+
+    plugins = Plugins.instance()
+    from hydra_plugins.gnntrain_sweeper import KnobSweeper
+
+    plugins.register(KnobSweeper)
 
 
 def validate(cfg: dict) -> None:

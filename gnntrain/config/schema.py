@@ -392,3 +392,13 @@ def check(key: str, value: Any, ok: bool, rule: str) -> None:
     """Raise ConfigError ``key=value is invalid; it must be rule`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{key}={value} is invalid; it must be {rule}")
+
+
+@dataclass
+class SweeperConfig:
+    """``hydra/sweeper=gnntrain``: Hydra's basic sweeper keeping each strategy's and model's own
+    knobs (:func:`gnntrain.sweep.sweep_jobs`)."""
+
+    _target_: str = "hydra_plugins.gnntrain_sweeper.KnobSweeper"
+    max_batch_size: Optional[int] = None
+    params: Optional[dict[str, str]] = None
