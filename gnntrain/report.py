@@ -2,21 +2,25 @@
 
 ``<dir>`` is a run directory (it holds ``summary.json``) or any directory above run
 directories, e.g. a Hydra multirun directory; every run below it is read. Only
-``summary.json``, ``metrics.jsonl`` and Hydra's ``.hydra/config.yaml`` are read, so runs copied
-back from a cluster work the same. The table has one row per run: the config keys whose values
-differ between the runs, then the run's summary figures (epoch time, exposed and total
-communication, rows through the model's dense maps per epoch, bytes per kind, best validation
-and test scores, the network it ran under).
+``summary.json``, ``metrics.jsonl`` and Hydra's ``.hydra/config.yaml`` are read (its
+interpolations resolved against it, so ``strategy.seed: ${seed}`` reads as the run's seed), so
+runs copied back from a cluster work the same. The table has one row per run: its ``setting``
+(the config keys that tell it from the other runs, :func:`setting_keys`, as ``key=value``), its
+seed and strategy, then its summary figures (:data:`RUN_COLUMNS`); a line above it names the
+datasets, models, worker counts, devices and networks of the runs.
 
 Time to accuracy (``--target``: a validation score such as ``0.7``, or ``95%``: that fraction of
 the best validation score any run reached): per run, the epochs and the training seconds to
 the first evaluation at or above the target (:func:`gnntrain.engine.early_stop.time_to_target`,
 the rule ``train.target`` stops by; seconds are the epochs' times, under an emulated network
-the emulated time), or "not reached". Runs that differ only in ``seed`` form a group; each
-group gets the mean and a 95% Student-t interval of its runs' figures (time and epochs to the
-target over the runs that reached it, with how many did). ``curves.png`` plots the validation
-score, loss and epoch time per epoch; ``accuracy_vs_time.png`` the validation score against
-the training seconds, the target drawn across.
+the emulated time), counted from the start and from the end of epoch 1 (whose start-up cost
+can be many steady epochs'), or "not reached". Runs of one setting (they differ only in
+``seed``) form a group; each group gets the mean and a 95% Student-t interval of its runs'
+figures (:data:`GROUP_COLUMNS`; time and epochs to the target over the runs that reached it,
+with how many did), and a warning says when intervals rest on fewer than :data:`FEW_SEEDS`
+seeds. ``curves.png`` plots the validation score, loss and epoch time per epoch;
+``accuracy_vs_time.png`` the validation score against the training seconds, the target drawn
+across; their legends sit outside the panels.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ from gnntrain.comm import network
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import PLACE
-from gnntrain.data.partition import comm_volume
 from gnntrain.engine.early_stop import time_to_target
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import GnntrainError, warn
@@ -43,6 +46,8 @@ IGNORED_KEYS = keys_playing(PLACE)
 """Config keys that never tell runs apart in a table: the schemas' place keys."""
 SEED_KEY = "seed"
 """The key whose runs are repetitions of one setting (grouped, with mean and interval)."""
+FEW_SEEDS = 3
+"""Intervals over fewer seeds than this get a warning: with 2, the t quantile is 12.7."""
 
 
 @dataclass
@@ -50,8 +55,12 @@ class Run:
     path: Path
     summary: dict
     config: dict = field(default_factory=dict)
-    """The flattened config (``section.key`` -> value) Hydra saved, empty if none was."""
+    """The flattened config (``section.key`` -> value) Hydra saved, interpolations resolved;
+    empty if none was saved."""
     records: list[EpochRecord] = field(default_factory=list)
+    interpolated: frozenset[str] = frozenset()
+    """The keys of ``config`` whose saved value is an interpolation (``${seed}``): they follow
+    other keys."""
 
 
 def find_runs(root: Path) -> list[Run]:
@@ -84,13 +93,28 @@ def load_run(path: Path) -> Run:
         summary = json.loads((path / "summary.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise GnntrainError(f"cannot read {path / 'summary.json'}: {exc}") from None
-    config: dict = {}
     hydra_config = path / ".hydra" / "config.yaml"
-    if hydra_config.exists():
-        from omegaconf import OmegaConf
+    config, interpolated = resolved_config(hydra_config) if hydra_config.exists() else ({}, frozenset())
+    return Run(path, summary, config, read_records(path / "metrics.jsonl"), interpolated)
 
-        config = flatten(OmegaConf.to_container(OmegaConf.load(hydra_config), resolve=False))
-    return Run(path, summary, config, read_records(path / "metrics.jsonl"))
+
+def resolved_config(path: Path) -> tuple[dict, frozenset[str]]:
+    """The flattened config saved at ``path`` with its interpolations resolved against it, and the
+    keys that held one. An interpolation that cannot be resolved here (Hydra's own resolvers,
+    an environment variable this shell lacks) is kept as written."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    saved = OmegaConf.load(path)
+    config = flatten(OmegaConf.to_container(saved, resolve=False))
+    interpolated = frozenset(k for k, v in config.items() if "${" in json.dumps(v))
+    for key in interpolated:
+        try:
+            node = OmegaConf.select(saved, key, throw_on_resolution_failure=True)
+            config[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        except OmegaConfBaseException:
+            pass
+    return config, interpolated
 
 
 def differing_keys(runs: list[Run]) -> list[str]:
@@ -99,50 +123,164 @@ def differing_keys(runs: list[Run]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.config.get(k), sort_keys=True) for r in runs}) > 1]
 
 
+def is_choice(key: str) -> bool:
+    """Whether ``key`` names a config group's option (``strategy.name``, ``model.name``)."""
+    section, _, leaf = key.partition(".")
+    return leaf == "name" and bool(section)
+
+
+def setting_keys(runs: list[Run]) -> list[str]:
+    """The keys that tell the runs' settings apart (``seed`` aside): of the differing keys, the
+    group choices (``<section>.name``, first) and every other key that is set in every run or
+    differs between runs of the same choices. Left out: keys that follow from the choices (a
+    strategy's own keys and defaults follow from ``strategy.name``) and keys that are
+    interpolations in every run that has them (``strategy.seed: ${seed}``)."""
+    differing = [k for k in differing_keys(runs) if k != SEED_KEY
+                 and not all(k in r.interpolated for r in runs if k in r.config)]
+    choices = [k for k in differing if is_choice(k)]
+
+    def varies_within_choices(key: str) -> bool:
+        seen: dict[str, str] = {}
+        for run in runs:
+            alike = json.dumps([run.config.get(c) for c in choices])
+            value = json.dumps(run.config.get(key), sort_keys=True)
+            if seen.setdefault(alike, value) != value:
+                return True
+        return False
+
+    others = [k for k in differing if k not in choices
+              and (all(k in r.config for r in runs) or varies_within_choices(k))]
+    return choices + others
+
+
+def setting_of(run: Run, keys: list[str]) -> dict:
+    """The run's values of the setting ``keys`` it has."""
+    return {k: run.config[k] for k in keys if k in run.config}
+
+
+def value_text(value) -> str:
+    """A config value as a command-line override writes it (``true``, ``null``, ``[1,2]``)."""
+    if isinstance(value, (bool, type(None), list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def setting_text(setting: dict) -> str | None:
+    """A setting as ``key=value`` pairs, space separated (None where it is empty)."""
+    return " ".join(f"{k}={value_text(v)}" for k, v in setting.items()) or None
+
+
+def short_label(setting: dict) -> str:
+    """A legend's name for a setting: a group choice by its option (``adaqp``), another key by its
+    last part (``clip=0.5``)."""
+    return " ".join(value_text(v) if is_choice(k) else f"{k.rsplit('.', 1)[-1]}={value_text(v)}"
+                    for k, v in setting.items())
+
+
+def run_label(setting: dict, seed, with_seed: bool, run: str) -> str:
+    """A legend's name for one run: its setting's :func:`short_label`, its seed where ``with_seed``;
+    where both say nothing, its directory ``run``."""
+    return " ".join(filter(None, [short_label(setting), f"seed {seed}" if with_seed else ""])) or run
+
+
 def network_label(summary: dict) -> str:
     """The network a run ran under (runs from before the ``network`` key: the real transport)."""
     return network.label(summary.get("network") or {"emulated": False})
 
 
+def named_figures(figures: dict, scale: float = 1.0) -> str | None:
+    """Named figures in one cell, ``name=value`` space separated, the largest first (None where
+    there are none or all are 0)."""
+    ordered = sorted(((k, v * scale) for k, v in figures.items() if v), key=lambda kv: -abs(kv[1]))
+    return " ".join(f"{k}={v:.4g}" for k, v in ordered) or None
+
+
 def figures(summary: dict) -> dict:
     """The summary figures of one run, in table units (ms, MB)."""
     ms = lambda s: None if s is None else s * 1e3  # noqa: E731
-    row = {
+    strategy_metrics = dict(summary.get("mean_strategy_metrics", {}))
+    emulated = (summary.get("network") or {}).get("emulated", False)
+    return {
         "strategy": summary["strategy"], "model": summary["model"], "dataset": summary["dataset"],
-        "workers": summary["world_size"],
+        "workers": summary["world_size"], "network": network_label(summary),
         "epoch_ms": ms(summary["mean_epoch_time"]),
-        "epochs_per_s": 1 / summary["mean_epoch_time"] if summary["mean_epoch_time"] else None,
         "compute_ms": ms(summary["mean_compute_time"]),
         "comm_exposed_ms": ms(summary["mean_comm_time"]),
         "comm_total_ms": ms(summary["mean_comm_total_time"]),
+        "link_busy_ms": ms(summary.get("mean_link_busy_time")) if emulated else None,
         "reduce_exposed_ms": ms(summary["mean_reduce_time"]),
-        "projected_rows": summary.get("mean_strategy_metrics", {}).get("projected_rows"),
         "MB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
-        "edge_cut": summary["partition"]["edge_cut"],
-        "comm_volume": comm_volume(summary["partition"]),
+        "MB_by_kind": named_figures(summary.get("mean_comm_bytes_by_kind", {}), 2**-20),
+        "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
+        "peak_mem_mb": summary["peak_mem_mb"],
+        "saved_for_backward_mb": strategy_metrics.pop("saved_for_backward_mb", None),
+        "strategy_metrics": named_figures(strategy_metrics),
     }
-    for kind, nbytes in summary.get("mean_comm_bytes_by_kind", {}).items():
-        row[f"MB_{kind}"] = nbytes / 2**20
-    for name, value in summary.get("mean_strategy_metrics", {}).items():
-        row.setdefault(name, value)
-    row.update(best_val=summary["best_val"], test_at_best_val=summary["test_at_best_val"],
-               peak_mem_mb=summary["peak_mem_mb"], network=network_label(summary))
-    return row
+
+
+TO_TARGET = ("epochs_to_target", "s_to_target", "s_to_target_after_epoch1")
+"""The figures of a run's time to a target (None each where it was not reached)."""
+
+
+def to_target(records: list[EpochRecord], target: float) -> dict:
+    """Epochs and training seconds to the first evaluation at or above ``target``, the seconds
+    counted from the start and from the end of epoch 1; None each where it was not reached."""
+    reached = time_to_target(records, target)
+    if reached is None:
+        return dict.fromkeys(TO_TARGET)
+    first_epoch = sum(r.epoch_time for r in records if r.epoch == 1)
+    return {"epochs_to_target": reached.epoch, "s_to_target": reached.train_time,
+            "s_to_target_after_epoch1": reached.train_time - first_epoch}
 
 
 def table_rows(runs: list[Run], root: Path, target: float | None = None) -> list[dict]:
-    keys = differing_keys(runs)
+    """One row per run: where it is, its seed, device and :func:`figures`, and with a ``target``
+    the time to it (:func:`to_target`)."""
     rows = []
     for run in runs:
-        row = {"run": str(run.path.relative_to(root))}
-        row.update({k: run.config.get(k) for k in keys})
-        row.update(figures(run.summary))
+        row = {"run": str(run.path.relative_to(root)), SEED_KEY: run.config.get(SEED_KEY),
+               "device": run.config.get("cluster.device"), **figures(run.summary)}
         if target is not None:
-            reached = time_to_target(run.records, target)
-            row.update(epochs_to_target=reached.epoch if reached else None,
-                       s_to_target=reached.train_time if reached else None)
+            row.update(to_target(run.records, target))
         rows.append(row)
     return rows
+
+
+RUN_COLUMNS = {
+    "run": "The run's directory, relative to the directory reported.",
+    "setting": "The config keys that tell this run's setting from the other runs' "
+               "(`gnntrain.report.setting_keys`), `key=value`, space separated; empty where none do.",
+    "seed": "The run's `seed`.",
+    "strategy": "The run's strategy.",
+    "epoch_ms": "Mean epoch time over the steady epochs (`summary.json`'s `mean_epoch_time`), ms.",
+    "compute_ms": "Mean epoch time less the exposed communication of every category (`mean_compute_time`), ms.",
+    "comm_exposed_ms": "Exposed `data` communication per epoch (`mean_comm_time`), ms.",
+    "comm_total_ms": "Seconds the `data` transfers were in flight per epoch, overlapped or not "
+                     "(`mean_comm_total_time`), ms.",
+    "link_busy_ms": "Under an emulated network: the links' busy time per epoch, bytes / bandwidth "
+                    "(`mean_link_busy_time`), ms; empty on the real transport.",
+    "reduce_exposed_ms": "Exposed `sync` communication per epoch (`mean_reduce_time`), ms.",
+    "MB_per_epoch": "Training bytes per epoch, all kinds (`mean_comm_bytes_per_epoch`), MB.",
+    "MB_by_kind": "MB per epoch of each traffic kind that moved bytes (`mean_comm_bytes_by_kind`), "
+                  "`kind=MB`, the largest first.",
+    "best_val": "Best validation score.",
+    "test_at_best_val": "Test score at the epoch of the best validation score.",
+    "peak_mem_mb": "Peak memory, max over epochs and ranks (`summary.json`'s `peak_mem_mb`): on cpu the "
+                   "process's peak resident set, on cuda the peak of tensor memory.",
+    "saved_for_backward_mb": "Graph-parallel strategies: the most any rank's forward kept for backward, "
+                             "mean over the steady epochs (the strategy figure), MB: on cpu the "
+                             "tensor-level figure beside `peak_mem_mb`'s resident set.",
+    "strategy_metrics": "The strategy's other figures, mean over the steady epochs (`mean_strategy_metrics`, "
+                        "e.g. `projected_rows`), `name=value`.",
+    "epochs_to_target": "With `--target`: epochs to the first evaluation at or above the target; empty "
+                        "(\"not reached\") where none was.",
+    "s_to_target": "With `--target`: training seconds from the start to there, epoch 1 included.",
+    "s_to_target_after_epoch1": "With `--target`: training seconds from the end of epoch 1 to there "
+                                "(start-up apart; 0 where epoch 1 reached it).",
+}
+"""The columns of the run table (``report.md``, ``report.csv``), in order; ``--help`` lists them."""
+ABOUT = ("dataset", "model", "workers", "device", "network")
+"""The row fields that the line above the table lists, each with its values over the runs."""
 
 
 def parse_target(text: str) -> tuple[float, bool]:
@@ -169,9 +307,20 @@ def resolve_target(text: str, runs: list[Run]) -> float:
     return value * max(best)
 
 
-GROUPED = ("epochs_to_target", "s_to_target", "best_val", "test_at_best_val", "epoch_ms", "MB_per_epoch",
-           "peak_mem_mb")
+GROUPED = ("epochs_to_target", "s_to_target", "s_to_target_after_epoch1", "best_val", "test_at_best_val",
+           "epoch_ms", "comm_exposed_ms", "link_busy_ms", "MB_per_epoch", "peak_mem_mb", "saved_for_backward_mb")
 """The per-run figures a group reports as mean and interval."""
+GROUP_COLUMNS = {
+    "setting": "The setting its runs share (as in the run table).",
+    "runs": "How many runs it has.",
+    "seeds": "Their seeds.",
+    "reached": "With `--target`: how many of its runs reached the target, `k/n`.",
+    **{name: f"Mean of the runs' `{name}`, over those that {'reached the target' if name in TO_TARGET else 'have it'}."
+       for name in GROUPED},
+    "<figure>_ci95": "In `groups.csv`: the half-width of the figure's 95% Student-t interval over the runs "
+                     "(empty with fewer than 2); in `report.md`, `mean ± half-width`.",
+}
+"""The columns of the group table (``report.md``, ``groups.csv``), in order; ``--help`` lists them."""
 
 
 def interval(values: list[float]) -> tuple[float | None, float | None]:
@@ -187,7 +336,7 @@ def interval(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def group_rows(rows: list[dict], keys: list[str]) -> list[dict]:
-    """One row per setting (the differing keys but ``seed``): runs, seeds, and per figure of
+    """One row per setting (the rows' ``keys`` but ``seed``): runs, seeds, and per figure of
     :data:`GROUPED` the mean and 95% half-width over the runs that have it; ``reached``: how many
     runs reached the target."""
     setting = [k for k in keys if k != SEED_KEY]
@@ -208,6 +357,14 @@ def group_rows(rows: list[dict], keys: list[str]) -> list[dict]:
     return out
 
 
+def warn_few_seeds(groups: list[dict]) -> None:
+    """One warning line where some settings' intervals rest on 2 to :data:`FEW_SEEDS` - 1 seeds."""
+    few = [g for g in groups if 1 < g["runs"] < FEW_SEEDS]
+    if few:
+        warn(f"the 95% intervals of {len(few)} of {len(groups)} setting(s) rest on fewer than {FEW_SEEDS} seeds, "
+             f"too wide to tell settings apart; run {FEW_SEEDS} or more seeds per setting (e.g. seed=0,1,2,3,4)")
+
+
 def with_intervals(groups: list[dict]) -> list[dict]:
     """The groups for reading: each figure and its half-width in one cell, ``mean ± h``."""
     out = []
@@ -222,7 +379,7 @@ def with_intervals(groups: list[dict]) -> list[dict]:
     return out
 
 
-NOT_REACHED = {"epochs_to_target": "not reached", "s_to_target": "not reached"}
+NOT_REACHED = dict.fromkeys(TO_TARGET, "not reached")
 
 
 def _cell(value, column: str = "") -> str:
@@ -231,6 +388,20 @@ def _cell(value, column: str = "") -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def selected(rows: list[dict], columns: list[str]) -> list[dict]:
+    """The rows with only those of ``columns`` that the first row has, in that order."""
+    present = [c for c in columns if rows and c in rows[0]]
+    return [{c: row.get(c) for c in present} for row in rows]
+
+
+def measured(rows: list[dict]) -> list[dict]:
+    """The rows without the columns that no row has a value in (time to a target kept: there
+    empty is "not reached")."""
+    columns = [c for c in dict.fromkeys(k for row in rows for k in row)
+               if c in NOT_REACHED or any(row.get(c) is not None for row in rows)]
+    return selected(rows, columns)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -248,6 +419,12 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer.writerows(rows)
 
 
+def about_line(rows: list[dict]) -> str:
+    """The :data:`ABOUT` fields of the runs, each with its distinct values."""
+    values = {name: ", ".join(dict.fromkeys(_cell(row.get(name)) for row in rows)) for name in ABOUT}
+    return "; ".join([f"{len(rows)} run(s)", *(f"{name}: {text}" for name, text in values.items())])
+
+
 def _pyplot():
     import matplotlib
 
@@ -258,29 +435,29 @@ def _pyplot():
 
 
 def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
-    """Validation score, loss and epoch time per epoch, one line per run."""
+    """Validation score, loss and epoch time per epoch, one line per run; the legend right of
+    the panels."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
     for run, label in zip(runs, labels):
         evaluated = [r for r in run.records if r.val_acc is not None]
-        axes[0].plot([r.epoch for r in evaluated], [r.val_acc for r in evaluated], label=label)
+        axes[0].plot([r.epoch for r in evaluated], [r.val_acc for r in evaluated])
         axes[1].plot([r.epoch for r in run.records], [r.loss for r in run.records], label=label)
-        axes[2].plot([r.epoch for r in run.records], [r.epoch_time * 1e3 for r in run.records], label=label)
+        axes[2].plot([r.epoch for r in run.records], [r.epoch_time * 1e3 for r in run.records])
     for ax, title in zip(axes, ("validation score", "training loss", "epoch time (ms)")):
         ax.set_xlabel("epoch")
         ax.set_title(title)
-    axes[0].legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
 def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | None, path: Path,
                           log_time: bool = False) -> None:
     """Validation score against training seconds (on a log axis with ``log_time``), one line per
-    run, one colour per group."""
+    run, one colour per group; the legend right of the panel."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     names = list(dict.fromkeys(groups))
     palette = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
     colours = {group: palette(i % palette.N) for i, group in enumerate(names)}
@@ -300,7 +477,7 @@ def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | No
         ax.set_xscale("log")
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation score")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.legend(loc="outside right upper", fontsize="small")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
@@ -313,35 +490,48 @@ def report(root: Path, out: Path | None = None, target: str | None = None) -> Pa
     score = resolve_target(target, runs) if target is not None else None
     out = out or root
     out.mkdir(parents=True, exist_ok=True)
-    keys = differing_keys(runs)
-    rows = table_rows(runs, root, score)
-    text = markdown(rows)
+    keys = setting_keys(runs)
+    settings = [setting_of(run, keys) for run in runs]
+    rows = [{"run": row["run"], "setting": setting_text(setting), **row}
+            for row, setting in zip(table_rows(runs, root, score), settings)]
+    table = selected(rows, list(RUN_COLUMNS))
+    text = f"{about_line(rows)}\n\n" + markdown(measured(table))
     if score is not None:
         text = f"Target: validation score {score:.4g}" + (f" ({target} of the best run's)" if target.endswith("%")
                                                            else "") + "\n\n" + text
-    write_csv(rows, out / "report.csv")
+    write_csv(table, out / "report.csv")
     written = [out / "report.md", out / "report.csv", out / "curves.png", out / "accuracy_vs_time.png"]
-    if SEED_KEY in keys or score is not None:
-        groups = group_rows(rows, keys)
+    groups = group_rows(rows, ["setting"]) if SEED_KEY in differing_keys(runs) or score is not None else None
+    if groups is not None:
         text += "\nRuns grouped by setting (mean, and the half-width of a 95% t-interval over seeds):\n\n" + \
-            markdown(with_intervals(groups))
+            markdown(measured(with_intervals(groups)))
         write_csv(groups, out / "groups.csv")
         written.append(out / "groups.csv")
     (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
-    setting = [k for k in keys if k != SEED_KEY]
-
-    def label(row: dict, ks: list[str]) -> str:
-        return ", ".join(f"{k.split('.')[-1]}={row[k]}" for k in ks if row[k] is not None) or row["run"]
-
-    plot_curves(runs, [label(row, keys) for row in rows], out / "curves.png")
-    plot_accuracy_vs_time(runs, [label(row, setting) for row in rows], score, out / "accuracy_vs_time.png")
+    with_seed = len({row[SEED_KEY] for row in rows}) > 1
+    plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"])
+                       for setting, row in zip(settings, rows)], out / "curves.png")
+    plot_accuracy_vs_time(runs, [short_label(setting) or "all runs" for setting in settings], score,
+                          out / "accuracy_vs_time.png")
     print(text, end="")
-    print("wrote " + ", ".join(str(p) for p in written))
+    print("wrote " + ", ".join(str(p) for p in written), flush=True)
+    if groups is not None:
+        warn_few_seeds(groups)
     return out / "report.md"
 
 
+def columns_help() -> str:
+    """The columns of both tables and what they hold, for ``--help``."""
+    lines = ["run table (report.md, report.csv):"]
+    lines += [f"  {name}: {text}" for name, text in RUN_COLUMNS.items()]
+    lines += ["group table (report.md, groups.csv; with several seeds or --target):"]
+    lines += [f"  {name}: {text}" for name, text in GROUP_COLUMNS.items()]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gnntrain-report", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="gnntrain-report", description=__doc__.splitlines()[0],
+                                     epilog=columns_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", type=Path, help="a run directory or a directory of runs (e.g. a multirun dir)")
     parser.add_argument("--out", type=Path, default=None, help="where to write the report (default: the runs dir)")
     parser.add_argument("--target", default=None,

@@ -59,9 +59,16 @@ class EpochRecord:
     comm_bytes: int
     """Payload bytes sent in training (categories ``data``, ``sync``, ``control``), summed over ranks."""
     comm_bytes_by_kind: dict[str, int] = field(default_factory=dict)
-    """Bytes per traffic kind (below), ``eval_`` and ``diag_`` kinds included."""
+    """Bytes per traffic kind (the kinds below, and a plugin method's own), summed over ranks: the
+    kinds the epoch's training recorded, ``halo_fwd``, ``halo_bwd`` and ``allreduce`` always (0
+    where none was sent); with a prefix, ``history_`` kinds (GNNPipe's warm-up pass, epoch 1),
+    ``precompute_`` kinds (``model.precompute_first``'s one exchange of the input's halo rows, a
+    run's first epoch) and ``diag_`` kinds (PipeGCN's extra exchange with
+    ``strategy.track_staleness_error``, not part of ``comm_bytes``). Evaluation's kinds are not
+    listed: their sum is ``eval_comm_bytes``."""
     comm_bytes_by_category: dict[str, int] = field(default_factory=dict)
-    """Bytes per category, ``eval`` and ``diag`` included."""
+    """Bytes per category, summed over ranks, every category always (0 where none was sent):
+    ``data``, ``sync``, ``control``, ``eval`` (``eval_comm_bytes``) and ``diag`` (the ``diag_`` kinds)."""
     comm_time_by_category: dict[str, float] = field(default_factory=dict)
     """Exposed seconds per training category (``data``, ``sync``, ``control``), max over ranks."""
     comm_total_time_by_category: dict[str, float] = field(default_factory=dict)
