@@ -32,10 +32,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, register_schemas
 from gnntrain.errors import ConfigError, GnntrainError, JobInterrupted, WorkerFailed, interrupt
-from gnntrain.help import help_text
+from gnntrain.help import print_help, wants_help
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
-
-OmegaConf.register_new_resolver("gnntrain_help", lambda _root_: help_text(_root_), replace=True)
 
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
@@ -142,6 +140,9 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
         register_schemas()  # imports the strategies, and the plugins GNNTRAIN_PLUGINS names
+        if wants_help(sys.argv[1:]):
+            print_help(sys.argv[1:])
+            return
         _job()
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc)

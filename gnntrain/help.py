@@ -1,11 +1,12 @@
 """``gnntrain --help``: the project's config groups and their options, every key of the config
 the given overrides compose (its value and a one-line description), and examples.
 
-It is Hydra's ``--help`` with our text: ``conf/config.yaml`` sets ``hydra.help.template`` to
-the ``gnntrain_help`` resolver, so the overrides, ``--config-dir`` and user datasets count as
-they do for a run. Hydra's own help stays at ``--hydra-help``. The descriptions are the
-schemas' attribute docstrings (the string under each field), so the help and the code say the
-same thing.
+The CLI answers ``--help`` itself (:func:`print_help`), before Hydra's app help, which lists
+every config group of the config store by composing it once per group (10 s here): the command
+line is parsed by Hydra's parser and the config composed once, with the overrides and
+``--config-dir``, so they and user datasets count as they do for a run. Hydra's own help stays
+at ``--hydra-help``. The descriptions are the schemas' attribute docstrings (the string under
+each field), so the help and the code say the same thing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import json
 import textwrap
 from dataclasses import is_dataclass
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -74,11 +76,38 @@ def _show(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (list, dict, bool)) or value is None else str(value)
 
 
-def help_text(root: DictConfig) -> str:
-    """The help for the composed config ``root`` (Hydra's, with its ``hydra`` node)."""
-    from hydra.core.global_hydra import GlobalHydra
+def wants_help(argv: list[str]) -> bool:
+    """Whether the command line asks for gnntrain's help (``--help``/``-h``, not ``--hydra-help``)."""
+    return "--help" in argv or "-h" in argv
 
-    loader = GlobalHydra.instance().config_loader()
+
+def print_help(argv: list[str]) -> None:
+    """Print the help for the config the command line ``argv`` (without the program) composes."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path, get_args_parser
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
+    from hydra.core.config_search_path import SearchPathQuery
+    from hydra.errors import SearchPathException
+    from hydra.types import RunMode
+
+    args = get_args_parser().parse_args(argv)
+    search_path = create_config_search_path("pkg://gnntrain.conf")
+    if args.config_dir:  # as Hydra adds it for a run
+        config_dir = Path(args.config_dir).resolve()
+        if not config_dir.is_dir():
+            raise SearchPathException(f"Additional config directory '{config_dir}' not found")
+        search_path.prepend("command-line", f"file://{config_dir}", anchor=SearchPathQuery(provider="schema"))
+    GlobalHydra.instance().clear()
+    hydra = Hydra.create_main_hydra2(task_name="gnntrain", config_search_path=search_path)
+    root = hydra.compose_config(args.config_name or "config", list(args.overrides), run_mode=RunMode.RUN)
+    repository = hydra.config_loader.repository  # type: ignore[attr-defined]
+    print(help_text(root, lambda group: repository.get_group_options(group, ObjectType.CONFIG)))
+
+
+def help_text(root: DictConfig, group_options: Callable[[str], list[str]]) -> str:
+    """The help for the composed config ``root`` (with its ``hydra`` node), the options of each
+    group from ``group_options``."""
     choices = root.hydra.runtime.choices
     lines = ["gnntrain: distributed full-graph GNN training experiments (graph-parallel, PipeGCN, BNS-GCN,",
              "AdaQP, GNNPipe, HopGNN and its baselines) on real torch.distributed workers.", "",
@@ -87,7 +116,7 @@ def help_text(root: DictConfig) -> str:
              "       gnntrain [GROUP=OPTION ...] --help               this text, for the config they compose",
              "", "config groups (one option each; now chosen in brackets):"]
     for group in GROUPS:
-        options = sorted(loader.get_group_options(group))
+        options = sorted(group_options(group))
         lines.append(f"  {group}: {', '.join(options)}  [{choices.get(group) or 'none'}]")
     rows = key_rows(root, skip=("hydra",))
     width = max(len(key) for key, _, _ in rows)
@@ -99,4 +128,4 @@ def help_text(root: DictConfig) -> str:
     lines += [f"  {cmd}" + (f"    # {what}" if what else "") for cmd, what in EXAMPLES]
     lines += ["", "Results go to hydra.run.dir (outputs/<date>/<time>); `gnntrain-report DIR` tabulates runs.",
               "Hydra's own options (--cfg job, --multirun, hydra.run.dir=...): gnntrain --hydra-help"]
-    return "\n".join(lines).replace("$", "$$")  # Hydra passes the text through string.Template
+    return "\n".join(lines)

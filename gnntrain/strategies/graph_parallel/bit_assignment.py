@@ -40,10 +40,12 @@ solver is Gurobi).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
+
+if TYPE_CHECKING:
+    from scipy.optimize import LinearConstraint
 
 WIDTHS = (2, 4, 8)
 TIME_LIMITED = 1
@@ -119,6 +121,8 @@ def assign_bits(pairs: list[PairGroups], lam: float, gap: float = 0.01, time_lim
                 normalize: bool = False) -> Assignment:
     """A bit-width for every group of every pair within ``gap`` of Eq. 12's optimum, or the
     best found in ``time_limit`` seconds of branch and bound."""
+    from scipy.optimize import Bounds, milp  # here: a second of import that most jobs never need
+
     counts = [len(p.beta) for p in pairs]
     n_groups = sum(counts)
     if n_groups == 0:
@@ -153,6 +157,9 @@ def _program(pairs: list[PairGroups], counts: list[int], lam: float,
              normalize: bool) -> tuple[np.ndarray, list[LinearConstraint], int]:
     """Eq. 12's cost vector over ``(x, Z_1..Z_R)``, its two families of constraints and the
     number of ``x`` variables."""
+    from scipy.optimize import LinearConstraint
+    from scipy.sparse import coo_array
+
     widths = np.array(WIDTHS, dtype=float)
     n_groups = sum(counts)
     v_scale, t_scale = scales(pairs, normalize)
