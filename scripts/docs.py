@@ -30,11 +30,12 @@ from omegaconf import MISSING
 from gnntrain.comm import meter
 from gnntrain.config import schema
 from gnntrain.config.keys import part_of
-from gnntrain.engine.metrics import EpochRecord
+from gnntrain.engine.metrics import SUMMARY_FIELDS, EpochRecord
 from gnntrain.help import GROUPS, field_docs
 from gnntrain.models import MODELS
 from gnntrain import strategies
 from gnntrain.strategies import METHODS, families, method
+from gnntrain.report import GROUP_COLUMNS, RUN_COLUMNS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 CONF = Path(__file__).resolve().parent.parent / "conf"
@@ -196,6 +197,12 @@ def results() -> str:
               "| kind | category |", "|---|---|"]
     for kind, category in sorted(meter.KIND_CATEGORIES.items()):
         lines.append(f"| `{kind}` | {category} |")
+    lines += ["", "## Run summary", "", "`summary.json`, written when the run starts and when it ends:", "",
+              "| field | description |", "|---|---|"]
+    lines += [f"| `{key}` | {text} |" for key, text in SUMMARY_FIELDS.items()]
+    for title, columns in (("Report columns: runs", RUN_COLUMNS), ("Report columns: groups", GROUP_COLUMNS)):
+        lines += ["", f"## {title}", "", "| column | description |", "|---|---|"]
+        lines += [f"| `{column}` | {markdown(text).replace('|', chr(92) + '|')} |" for column, text in columns.items()]
     return "\n".join(lines) + "\n"
 
 

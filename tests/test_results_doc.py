@@ -4,12 +4,16 @@ each documented prefix appearing where the doc says it does and no other."""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from conftest import train_records
+
+from gnntrain.report import report
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 SMALL = ["dataset.num_nodes=600", "dataset.avg_degree=6", "train.epochs=3"]
@@ -33,9 +37,41 @@ def code_spans(text: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of the :data:`RUNS`, one run dir each."""
     root = tmp_path_factory.mktemp("documented")
-    return {name: train_records(root / name, *SMALL, *overrides) for name, overrides in RUNS.items()}
+    for name, overrides in RUNS.items():
+        train_records(root / name, *SMALL, *overrides)
+    return root
+
+
+@pytest.fixture(scope="module")
+def records(runs_root: Path) -> dict[str, list[dict]]:
+    return {name: [json.loads(line) for line in (runs_root / name / "metrics.jsonl").read_text().splitlines()]
+            for name in RUNS}
+
+
+def test_every_summary_has_the_documented_fields_in_order_and_no_other(runs_root: Path) -> None:
+    """Those documented as "Only ..." (W&B on, a failed run) are absent from these runs."""
+    fields = documented("Run summary")
+    always = [key for key, text in fields.items() if not text.startswith("Only")]
+    for name in RUNS:
+        summary = json.loads((runs_root / name / "summary.json").read_text())
+        assert list(summary) == always, name
+
+
+def test_the_report_writes_the_documented_columns(runs_root: Path) -> None:
+    """``report.csv`` has the documented run columns (``--target`` adds the last three) and
+    ``groups.csv`` the documented group columns (each figure with its ``_ci95``)."""
+    report(runs_root, runs_root, target="0.1")
+    runs, groups = documented("Report columns: runs"), documented("Report columns: groups")
+    with open(runs_root / "report.csv", newline="") as f:
+        assert csv.DictReader(f).fieldnames == list(runs)
+    with open(runs_root / "groups.csv", newline="") as f:
+        header = csv.DictReader(f).fieldnames
+    plain = [column for column in header if not column.endswith("_ci95")]
+    assert plain == [column for column in groups if column != "<figure>_ci95"]
+    assert all(column.removesuffix("_ci95") in groups for column in header)
 
 
 def test_every_record_has_the_documented_fields_and_no_other(records: dict[str, list[dict]]) -> None:

@@ -26,7 +26,9 @@ pipeline stages, feature fetching, model migration, gradient all-reduce) in
   the ids of fetched rows, the epoch times that micrograph merging decides on;
 * ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
 * traffic that fills historical embeddings before the first epoch trains (GNNPipe's warm-up
-  pass, recorded as ``history_<kind>``) is ``data``: the method moves it to compute;
+  pass, recorded as ``history_<kind>``) and the one exchange of the input's halo rows that
+  ``model.precompute_first`` makes before training (``precompute_<kind>``) is ``data``: the
+  method moves it to compute;
 * ``diag`` — extra traffic for diagnostics (recorded as ``diag_<kind>``), never part of
   training's ``comm_bytes``.
 """

@@ -135,6 +135,52 @@ def read_records(path: Path) -> list[EpochRecord]:
     return records
 
 
+SUMMARY_FIELDS: dict[str, str] = {
+    "dataset": "The dataset's name.",
+    "model": "The model's name.",
+    "strategy": "The strategy's name.",
+    "world_size": "Number of workers.",
+    "mesh": "The device mesh: each axis's size (`gp`, `pp`, `dp`).",
+    "network": "The network: whether it was emulated; preset, bandwidth, latency and, when calibrated, the calibration.",
+    "num_nodes": "Nodes of the graph trained on.",
+    "num_edges": "Edges of the graph trained on.",
+    "metric": "The score: `accuracy`, or `f1_micro` for a multi-label dataset.",
+    "partition": "Inner, boundary and marginal nodes per part, edge-cut, replication factor and communication volume.",
+    "memory_estimate": "The estimated peak of the largest rank, by part (null where no estimate was made).",
+    "estimated_peak_mem_mb": "Its total in MiB.",
+    "status": "`running` while the run trains, then `completed`, `failed` or `interrupted`.",
+    "epochs": "Epochs completed.",
+    "best_val": "Best validation score.",
+    "test_at_best_val": "Test score at the epoch of the best validation score.",
+    "best_epoch": "That epoch.",
+    "final_loss": "The last epoch's training loss.",
+    "warmup_epochs_excluded": "Epochs left out of the means (`train.warmup_epochs`).",
+    "examination_epochs": "A strategy's examination epochs, also left out (HopGNN timing its merge counts).",
+    "mean_examination_epoch_time": "Their mean time (null without any).",
+    "mean_epoch_time": "Mean of `epoch_time` over the steady epochs; the `mean_` fields below are means of the record's fields of that name over the same epochs.",
+    "mean_compute_time": "Of `compute_time`.",
+    "mean_comm_time": "Of `comm_time`.",
+    "mean_comm_total_time": "Of `comm_total_time`.",
+    "mean_reduce_time": "Of `reduce_time`.",
+    "mean_link_busy_time": "Of `link_busy_time`.",
+    "mean_link_latency_time": "Of `link_latency_time`.",
+    "mean_comm_bytes_per_epoch": "Of `comm_bytes`.",
+    "mean_comm_bytes_by_kind": "Of `comm_bytes_by_kind`, per kind.",
+    "mean_comm_bytes_by_category": "Of `comm_bytes_by_category`, per category.",
+    "mean_comm_time_by_category": "Of `comm_time_by_category`, per category.",
+    "mean_comm_total_time_by_category": "Of `comm_total_time_by_category`, per category.",
+    "peak_mem_mb": "Largest `peak_mem_mb` of any epoch.",
+    "peak_mem_reserved_mb": "Largest `peak_mem_reserved_mb` of any epoch.",
+    "mean_strategy_metrics": "Of `strategy_metrics`, per figure.",
+    "early_stop": "Why and when `train.patience` or `train.target` stopped the run (null where it ran all its epochs).",
+    "total_wall_time": "Seconds of the training loop (null until the run completes).",
+    "wandb": "Only where W&B is on: the W&B run's id, project, group and name.",
+    "error": "Only in a run that did not complete: the one-line error.",
+    "error_file": "Only where a worker raised: `error.txt`, which holds its error line and traceback.",
+}
+"""``summary.json``'s fields, in the order written (docs/results.md's table)."""
+
+
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
     """Best validation score, test score at that epoch, and per-epoch means over the steady
     epochs: those after the first ``warmup_epochs`` that are not part of a strategy's
