@@ -126,3 +126,13 @@ def test_in_a_submitit_job_of_two_tasks_the_failing_task_shows_its_file_and_line
     _check_run_dir(sweep / "0")
     logs = "".join(path.read_text() for path in (sweep / ".submitit").glob("*/*.err"))
     assert WHERE in logs
+
+
+@pytest.mark.slow
+def test_the_wandb_run_keeps_the_failing_workers_traceback(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run([str(BIN / "gnntrain"), *JOB, f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
+                          cwd=tmp_path, env={**ENV, "WANDB_MODE": "offline"}, timeout=300)
+    assert done.returncode == 1
+    kept, = run_dir.glob("wandb/offline-run-*/files/error.txt")
+    assert WHERE in kept.read_text()

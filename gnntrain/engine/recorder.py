@@ -137,6 +137,7 @@ class WandbSink:
                               id=run_id, resume="allow" if run_id else None,
                               settings=wandb.Settings(silent=not wcfg["verbose"]))
         self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
+        self.run_dir = run_dir
 
     def identity(self) -> dict[str, str | None]:
         """The run as W&B knows it: id, project, group, name."""
@@ -158,6 +159,13 @@ class WandbSink:
             print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
 
     def close(self, exit_code: int = 0) -> None:
+        """Finish the run; a failed one takes the failing worker's error line into its summary
+        and ``error.txt`` among its files, where the worker's traceback is there by now (always
+        for spawned workers: the launcher writes it first)."""
+        worker_error = self.run_dir / ERROR_FILE
+        if exit_code and worker_error.exists():
+            self.run.summary["error"] = worker_error.read_text().partition("\n")[0]
+            self.run.save(str(worker_error), base_path=str(self.run_dir), policy="now")
         self.run.finish(exit_code=exit_code)
 
 
