@@ -45,9 +45,10 @@ from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.strategies import method
 from gnntrain.strategies.registry import strategy_config
 
-RUNTIME_MB = 420.0
+RUNTIME_MB = 360.0
 """A worker's resident memory before its data: Python, torch, gnntrain (measured on this
-project's CPU workers: 380-430 MiB)."""
+project's CPU workers: 325-395 MiB; SciPy, which AdaQP's adaptive bit assignment imports when it
+first solves, adds about 40 MiB)."""
 BYTES_PER_EDGE = 100.0
 """Resident bytes per in-edge of a rank's part: 16 of edge lists, 16 of CSR orders, 16 of CSR
 indices and 8 of values for a matrix and its transpose, and the sort that orders them (a

@@ -1,11 +1,13 @@
-"""Sweeps (``gnntrain -m``): every job's config is checked before the first job starts, a job
-that fails at run time is reported and the sweep goes on, and the failed jobs are summed up at
-the end (:data:`LAST_SWEEP`, which the CLI turns into its last line and a non-zero exit).
+"""Sweeps (``gnntrain -m``): a knob of one strategy or model reaches only the jobs whose
+strategy or model has it (:func:`sweep_jobs`, launched by gnntrain's Hydra sweeper), every
+job's config is checked before the first job starts, a job that fails at run time is reported
+and the sweep goes on, and the failed jobs are summed up at the end (:data:`LAST_SWEEP`, which
+the CLI turns into its last line and a non-zero exit).
 
 :class:`SweepChecks` is a Hydra callback (``hydra.callbacks.sweep`` in ``conf/config.yaml``).
-Up front it enumerates the jobs as Hydra's basic sweeper does (the cartesian product of the
-swept values, in the order given) and checks each as a run would (:func:`gnntrain.api.check`); other sweepers
-(e.g. Optuna's) choose their jobs as they go and are not checked up front. At the end it reads
+Up front it enumerates the jobs as the sweeper does (:func:`sweep_jobs`) and checks each as a
+run would (:func:`gnntrain.api.check`); other sweepers (e.g. Optuna's) choose their jobs as
+they go and are not checked up front. At the end it reads
 how each job ended from its ``summary.json`` (:func:`gnntrain.engine.recorder.record_stop`), so
 it works the same for jobs that ran in other processes or on other machines.
 
@@ -139,11 +141,12 @@ class SweepChecks(Callback):
 
 
 def sweep_jobs(config: DictConfig, compose: Compose | None = None) -> list[list[str]]:
-    """Each job's overrides, as gnntrain's sweeper (``hydra_plugins.gnntrain_sweeper``) launches them: the cartesian product of the
-    sweep overrides' values, in the order given, the other overrides in every job, each job
-    keeping only the strategy's and model's own knobs (:func:`own_knobs_only`; ``compose``
-    builds a job's config, by default as Hydra will). Hydra's basic sweeper launches the
-    product as it is (``own_knobs=False``)."""
+    """Each job's overrides, as the sweeper launches them: the cartesian product of the sweep
+    overrides' values, in the order given, the other overrides in every job; under gnntrain's
+    sweeper (``hydra_plugins.gnntrain_sweeper``, the default) each job keeps only its
+    strategy's and model's own knobs (:func:`own_knobs_only`; ``compose`` builds a job's config
+    where its options are chosen by a preset, by default as Hydra will), under Hydra's basic
+    sweeper the product stays as it is."""
     loader = GlobalHydra.instance().config_loader() if GlobalHydra.instance().is_initialized() else None
     params = [f"{key}={value}" for key, value in (config.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(
