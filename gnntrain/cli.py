@@ -111,12 +111,28 @@ def _stop_interrupted(exc: JobInterrupted, cfg: DictConfig, run_dir: Path) -> No
     sys.exit(128 + exc.signum)
 
 
-def _exit_with(exc: BaseException, run_dir: Path | None = None) -> None:
-    """Print the one-line error and exit: 1 when a started job failed, 2 for bad input."""
+def _exit_with(exc: BaseException, run_dir: Path | None = None, hint: str = "") -> None:
+    """Print the one-line error (and ``hint``) and exit: 1 when a started job failed, 2 for bad input."""
     if os.environ.get("GNNTRAIN_DEBUG") == "1":
         raise exc
-    print(f"gnntrain: error: {one_line(exc)}" + _worker_traceback(exc, run_dir), file=sys.stderr)
+    print(f"gnntrain: error: {one_line(exc)}{hint}" + _worker_traceback(exc, run_dir), file=sys.stderr)
     sys.exit(1 if isinstance(exc, WorkerFailed) else 2)
+
+
+def _unswept_knob_hint(exc: BaseException, argv: list[str]) -> str:
+    """Hydra composes a sweep's config once before its jobs, with the values not swept: a knob
+    of one strategy (model) given one plain value fails there for the options without it. The
+    way to give it: a sweep of that one value, which each job then keeps where its option has
+    the key (:mod:`gnntrain.sweep`)."""
+    if not {"-m", "--multirun"} & set(argv):
+        return ""
+    for override in argv:
+        key, _, value = override.partition("=")
+        if (key.partition(".")[0] in ("strategy", "model") and "." in key and value
+                and "," not in value and "(" not in value and key in one_line(exc)):
+            return (f"; in a sweep, a knob that only some of the swept options have is given as a sweep of "
+                    f"its value: {key}=choice({value})")
+    return ""
 
 
 def _worker_traceback(exc: BaseException, run_dir: Path | None) -> str:
@@ -145,7 +161,7 @@ def main() -> None:
             return
         _job()
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
-        _exit_with(exc)
+        _exit_with(exc, hint=_unswept_knob_hint(exc, sys.argv[1:]))
     except SweepRefused as exc:
         print(f"gnntrain: error: {exc}", file=sys.stderr)
         sys.exit(2)

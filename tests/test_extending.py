@@ -102,3 +102,12 @@ def test_a_knob_no_swept_strategy_has_is_refused_before_any_job(tmp_path: Path) 
     line, = done.stderr.strip().splitlines()
     assert "none was started" in line and "clap" in line and "clip" in line
     assert not list((tmp_path / "sweep").glob("[0-9]*/summary.json"))
+
+
+def test_a_knob_of_one_value_is_given_as_a_sweep_and_the_error_says_so(tmp_path: Path) -> None:
+    plain = _sweep(tmp_path, "strategy=vanilla,int8_halo", "strategy.clip=0.5")
+    assert plain.returncode == 2 and plain.stderr.strip().splitlines()[-1].endswith("strategy.clip=choice(0.5)")
+    swept = _sweep(tmp_path, "strategy=vanilla,int8_halo", "strategy.clip=choice(0.5)", "train.epochs=1")
+    assert swept.returncode == 0, swept.stderr
+    overrides = [(tmp_path / "sweep" / job / ".hydra" / "overrides.yaml").read_text() for job in ("0", "1")]
+    assert "clip" not in overrides[0] and "strategy.clip=0.5" in overrides[1]
