@@ -65,7 +65,7 @@ def _job(cfg: DictConfig) -> None:
         # here, not in main(): Hydra would print an extra line for a failed job
         line = one_line(exc)
         _record_stop(cfg, run_dir, "failed", line)
-        if hydra_cfg.mode != RunMode.MULTIRUN or os.environ.get("GNNTRAIN_DEBUG") == "1":
+        if hydra_cfg.mode != RunMode.MULTIRUN or os.environ.get("GNNTRAIN_DEBUG") == "1" or _world_broken(exc):
             _exit_with(exc, run_dir)
         print(f"gnntrain: error: job {hydra_cfg.job.num} ({' '.join(hydra_cfg.overrides.task)}) failed: {line}; "
               "the sweep goes on" + _worker_traceback(exc, run_dir), file=sys.stderr, flush=True)
@@ -117,6 +117,15 @@ def _exit_with(exc: BaseException, run_dir: Path | None = None, hint: str = "") 
         raise exc
     print(f"gnntrain: error: {one_line(exc)}{hint}" + _worker_traceback(exc, run_dir), file=sys.stderr)
     sys.exit(1 if isinstance(exc, WorkerFailed) else 2)
+
+
+def _world_broken(exc: BaseException) -> bool:
+    """Whether a failed worker leaves this process's world unusable for the sweep's next jobs:
+    under torchrun every job of a sweep runs in the same process group, which a rank that failed
+    has broken, so the sweep ends here (torchrun then stops the other ranks)."""
+    from gnntrain.launch.join import under_torchrun
+
+    return isinstance(exc, WorkerFailed) and under_torchrun()
 
 
 def _unswept_knob_hint(exc: BaseException, argv: list[str]) -> str:

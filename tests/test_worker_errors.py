@@ -136,3 +136,14 @@ def test_the_wandb_run_keeps_the_failing_workers_traceback(tmp_path) -> None:
     assert done.returncode == 1
     kept, = run_dir.glob("wandb/offline-run-*/files/error.txt")
     assert WHERE in kept.read_text()
+
+
+@pytest.mark.slow
+def test_a_sweep_under_torchrun_ends_at_a_failed_worker(tmp_path) -> None:
+    """Its jobs share one process group, which the failure broke: no later job starts on it."""
+    sweep = tmp_path / "sweep"
+    done = _run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", str(BIN / "gnntrain"),
+                 "-m", *JOB, "strategy=failing,vanilla", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert done.returncode != 0 and WHERE in done.stderr
+    _check_run_dir(sweep / "0")
+    assert not (sweep / "1").exists()

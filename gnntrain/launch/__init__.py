@@ -136,10 +136,11 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
 @contextmanager
 def worker_errors_recorded(cfg: dict, rank: int | None) -> Iterator[None]:
     """A worker's exception as :class:`WorkerFailed` with its traceback, also written to the run
-    dir's ``error.txt`` (:func:`~gnntrain.engine.recorder.write_worker_error`). ``rank``: this process's rank under torchrun or submitit,
-    whose own exceptions are the worker's; None: the launcher of spawned workers, whose
-    :func:`spawn_and_join` raises the first failing worker's. A :class:`GnntrainError` a rank
-    raises (bad input, a stop) stays as it is: it has one line to say."""
+    dir's ``error.txt`` (:func:`~gnntrain.engine.recorder.write_worker_error`). ``rank``: this
+    process's rank under torchrun or submitit, whose own exceptions are the worker's; None: the
+    launcher of spawned workers, whose :func:`spawn_and_join` raises the first failing worker's.
+    A :class:`GnntrainError` a rank raises (bad input, a stop) stays as it is: it has one line
+    to say."""
     run_dir = Path(cfg["run_dir"]) if cfg["run_dir"] else None
     try:
         yield
