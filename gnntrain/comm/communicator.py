@@ -138,14 +138,12 @@ class Communicator:
         """Start point-to-point transfers: send each ``(peer, tensor)`` of ``sends`` and receive
         into each ``(peer, buffer)`` of ``recvs`` (peers are ranks of this group). The sent
         payload bytes are counted now; waiting returns the list of receive buffers."""
-        for _, t in sends + recvs:
-            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         sends = [(peer, t.contiguous()) for peer, t in sends]
         self.meter.record(kind, sum(payload_bytes(t) for _, t in sends), 0.0, 0.0)
         started = self.clock.mark()
         hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
-        works, landed = self._point_to_point(sends, recvs)
+        works, landed = self._point_to_point(sends, recvs, kind)
         return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, started, hold=hold,
                         landed=landed)
 
@@ -159,35 +157,34 @@ class Communicator:
         real link carries it), so the receiver is held back to it however late it posted its
         receive. ``perf_counter`` is one clock for every process of a machine, which is where
         emulated networks run."""
-        for t in tensors:
-            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
         self.meter.record(kind, nbytes, 0.0, 0.0)
         started = self.clock.mark()
         hold = self._hold_exchange(started, {peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
-        works, _ = self._point_to_point([(peer, t) for t in tensors + stamp], [])
+        works, _ = self._point_to_point([(peer, t) for t in tensors + stamp], [], kind)
         return InFlight(self, None, tensors + stamp, works, kind, started, hold=hold)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
         returns the buffers (and, under an emulated network, holds until the sender's emulated
         arrival time)."""
-        for t in buffers:
-            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         stamp = None
         if self.network is not None and self.world_size > 1:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
         started = self.clock.mark()
-        works, landed = self._point_to_point([], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])])
+        works, landed = self._point_to_point([], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])], kind)
         return InFlight(self, buffers, None, works, kind, started, stamp=stamp, landed=landed)
 
-    def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]]
-                        ) -> tuple[list, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Post the sends and receives (module docstring: batched on NCCL, one by one on gloo,
-        CUDA tensors through host copies there); the works, and the (device tensor, host
-        buffer) pairs whose host buffer must be copied to the device once the works are done."""
+    def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
+                        kind: str) -> tuple[list, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Post the sends and receives of a transfer of ``kind`` (module docstring: batched on
+        NCCL, one by one on gloo, CUDA tensors through host copies there), each dtype checked
+        first; the works, and the (device tensor, host buffer) pairs whose host buffer must be
+        copied to the device once the works are done."""
+        for _, t in sends + recvs:
+            check_sendable(self.job_backend, t.dtype, kind, point_to_point=True)
         if not sends and not recvs:
             return [], []
         if self.backend == "nccl":
