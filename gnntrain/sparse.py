@@ -12,6 +12,11 @@ orders in linear time instead of sorting again.
 (attention): ``out[:, k] = A_k @ X[:, k]`` for each of ``K`` channels, whose entries' gradient
 ``dL/dA_k[i, j] = dY[i, k] . X[j, k]`` is a sampled dense-dense product at the entries only
 (``torch.sparse.sampled_addmm``), so no ``[entries, features]`` tensor is ever formed.
+
+cuSPARSE's products sum in an order that changes from run to run, and torch's deterministic mode
+neither replaces nor refuses them; under that mode on a GPU (``cluster.deterministic``,
+:func:`repeatable_on`) both products gather the entries' rows and sum them with ``index_add_``
+or ``sum``, in a fixed order, at the memory of one ``[entries, features]`` tensor.
 """
 
 from __future__ import annotations
@@ -136,12 +141,21 @@ class _WeightedSum(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_weights = weights.new_empty(weights.shape)
             if weights.shape[0]:
-                at_entries = pattern.matrix(weights.new_zeros(weights.shape[0]))
-                sampled = torch.stack([
-                    torch.sparse.sampled_addmm(at_entries, grad[:, k].contiguous(), x[:, k].t(), beta=0.0).values()
-                    for k in range(x.shape[1])], dim=1)
-                grad_weights.index_copy_(0, pattern.order, sampled)
+                grad_weights.index_copy_(0, pattern.order, _sampled_products(pattern, grad, x))
         return grad_weights, grad_x, None
+
+
+def _sampled_products(pattern: SparsePattern, grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``grad[i, k] . x[j, k]`` at each entry ``(i, j)`` of ``pattern``, in CSR order, ``[entries, K]``:
+    cuSPARSE's sampled product (``torch.sparse.sampled_addmm``), or under deterministic kernels on
+    a GPU (:func:`repeatable_on`) the entries' rows gathered and multiplied, one
+    ``[entries, K, C]`` tensor, whose sums run in one fixed order."""
+    if repeatable_on(x):
+        row, col = _entry_rows(pattern._indices[0]), pattern._indices[1]
+        return (grad.index_select(0, row) * x.index_select(0, col)).sum(-1)
+    at_entries = pattern.matrix(grad.new_zeros(pattern.order.numel()))
+    return torch.stack([torch.sparse.sampled_addmm(at_entries, grad[:, k].contiguous(), x[:, k].t(), beta=0.0).values()
+                        for k in range(x.shape[1])], dim=1)
 
 
 ROW_KERNEL_MIN_COLUMNS = 64
@@ -158,9 +172,28 @@ def spmm(matrix: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     row-parallel CSR kernel (``torch.sparse.mm(..., reduce="sum")``, which PyG's ``adj_t`` path
     runs for its mean, min and max aggregations): it sums each output row over its entries in
     column order. Narrower ``x`` (and every ``x`` on a GPU: cuSPARSE) goes to the general sparse
-    product. Both sum the same entries; only the rounding of the sums' order may differ."""
+    product. Both sum the same entries; only the rounding of the sums' order may differ. Under
+    deterministic kernels on a GPU (:func:`repeatable_on`) the product is ``index_add_`` of the
+    weighted source rows instead: one ``[entries, columns]`` tensor, summed in a fixed order."""
     if matrix.shape[0] == 0 or matrix.shape[1] == 0:
         return x.new_zeros(matrix.shape[0], x.shape[1])
+    if repeatable_on(x):
+        entries = matrix.values().unsqueeze(1) * x.index_select(0, matrix.col_indices())
+        return x.new_zeros(matrix.shape[0], x.shape[1]).index_add_(0, _entry_rows(matrix.crow_indices()), entries)
     if x.device.type == "cpu" and x.shape[1] >= ROW_KERNEL_MIN_COLUMNS:
         return torch.sparse.mm(matrix, x.contiguous(), "sum")
     return torch.sparse.mm(matrix, x.contiguous())
+
+
+def repeatable_on(x: torch.Tensor) -> bool:
+    """Whether products with ``x`` must give the same bits every run: deterministic kernels are on
+    (``cluster.deterministic``) and ``x`` is on a GPU. On an H100, ten runs of one CSR product
+    (and of one sampled product) gave ten different results, and deterministic training runs
+    differed in their losses' last bits (``tests/test_cuda.py``); torch's ``index_add_`` is
+    deterministic in that mode."""
+    return x.device.type == "cuda" and torch.are_deterministic_algorithms_enabled()
+
+
+def _entry_rows(crow: torch.Tensor) -> torch.Tensor:
+    """The row of each entry of a CSR matrix, in CSR order, from its row offsets."""
+    return torch.repeat_interleave(torch.arange(crow.numel() - 1, device=crow.device), crow.diff())

@@ -141,6 +141,9 @@ def layer_rows(args, device: torch.device) -> dict:
     return result
 
 
+SECTIONS = ["layers_vs_pyg", "strategies_2_ranks_sharing_the_gpu", "determinism"]
+
+
 def job_overrides(args, name: str) -> list[str]:
     epochs = args.strategy_epochs
     return ["dataset=synthetic", f"dataset.num_nodes={args.strategy_nodes}", f"dataset.avg_degree={args.avg_degree}",
@@ -194,6 +197,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each determinism setting")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS,
+                        help="sections to measure; the out file keeps the others' figures (same card only)")
     args = parser.parse_args()
     device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
@@ -204,11 +209,14 @@ def main() -> None:
                     "cuda": torch.version.cuda},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    sections = {"layers_vs_pyg": lambda: layer_rows(args, device),
+    earlier = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if earlier.get("card") == result["card"]:
+        result = {**earlier, **result}
+    measures = {"layers_vs_pyg": lambda: layer_rows(args, device),
                 "strategies_2_ranks_sharing_the_gpu": lambda: strategy_rows(args),
                 "determinism": lambda: determinism_cost(args)}
-    for section, measure in sections.items():  # written after each, so a stopped run keeps what it measured
-        result[section] = measure()
+    for section in args.sections:  # written after each, so a stopped run keeps what it measured
+        result[section] = measures[section]()
         args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -7,6 +7,11 @@ each is one or a few processes); their outcome (counts, the failed tests' names,
 into ``results/bench_gpu.json`` at once and again beside the bench's figures, which the bench
 writes section by section: a run stopped at its time limit keeps what it measured. Exits 1 if
 a test failed or timed out or the bench did not finish, 2 where no GPU is visible.
+
+A lease too short for the whole check can finish it in parts: ``--rerun-failed`` runs only the
+tests the results file lists as failed (and any ``--tests`` named), keeps the earlier outcome
+and records this one beside it (``cuda_tests_rerun``); ``--sections`` (passed on to the bench)
+measures only the named sections, keeping the others' figures.
 """
 
 from __future__ import annotations
@@ -24,19 +29,31 @@ from pathlib import Path
 
 import torch
 
+from bench_gpu import SECTIONS
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "bench_gpu.json"
+ALL_TESTS = "tests/test_cuda.py"
 
 
-def run_tests(workers: int, timeout_s: float) -> dict:
-    """Run the CUDA tests; their outcome."""
+def node_id(junit_name: str) -> str:
+    """A pytest node id from a failed test's name as the results file keeps it
+    (``tests.test_cuda::name[param]``)."""
+    module, _, name = junit_name.partition("::")
+    return f"{module.replace('.', '/')}.py::{name}"
+
+
+def run_tests(workers: int, timeout_s: float, tests: list[str]) -> dict:
+    """Run the CUDA tests ``tests`` (pytest node ids); their outcome."""
+    if tests != [ALL_TESTS]:
+        workers = min(workers, len(tests))
     parallel = ["-n", str(workers)] if workers > 1 and importlib.util.find_spec("xdist") else []
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         start = time.monotonic()
         try:
-            subprocess.run([sys.executable, "-m", "pytest", "tests/test_cuda.py", "-q", "-p", "no:cacheprovider",
+            subprocess.run([sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider",
                             *parallel, f"--junitxml={junit}"], cwd=REPO, env=env, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             return {"timed_out_after_s": timeout_s, "passed": False}
@@ -58,6 +75,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=6, help="parallel test workers (pytest-xdist)")
     parser.add_argument("--tests-timeout", type=float, default=300.0, help="seconds the tests may take")
     parser.add_argument("--bench-timeout", type=float, default=240.0, help="seconds the bench may take")
+    parser.add_argument("--rerun-failed", action="store_true",
+                        help="run only the tests the results file lists as failed (and --tests), kept beside them")
+    parser.add_argument("--tests", nargs="*", default=[], help="pytest node ids run with --rerun-failed")
     parser.add_argument("bench_args", nargs=argparse.REMAINDER, help="options passed on to scripts/bench_gpu.py")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -66,23 +86,38 @@ def main() -> None:
         sys.exit(2)
     print(f"gpu-check on {torch.cuda.get_device_name(0)} ({torch.cuda.device_count()} visible), "
           f"torch {torch.__version__}", flush=True)
-    tests = run_tests(args.workers, args.tests_timeout)
+    card = torch.cuda.get_device_name(0)
+    if args.rerun_failed:
+        earlier = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        if earlier.get("card") != card:
+            print(f"gpu-check: error: --rerun-failed needs {RESULTS} from a run on {card}; it holds "
+                  f"{earlier.get('card', 'nothing')}", file=sys.stderr)
+            sys.exit(2)
+        names = [node_id(n) for n in earlier["cuda_tests"].get("failed", [])] + args.tests
+        tests = {"ran": names, **run_tests(args.workers, args.tests_timeout, names)} if names else {"ran": []}
+        result, key = earlier, "cuda_tests_rerun"
+    else:
+        tests = run_tests(args.workers, args.tests_timeout, [ALL_TESTS])
+        result, key = {"card": card}, "cuda_tests"
     print(f"CUDA tests: {json.dumps(tests)}", flush=True)
+    result[key] = tests
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"card": torch.cuda.get_device_name(0), "cuda_tests": tests}, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
     try:
-        bench_ok = subprocess.run([sys.executable, "scripts/bench_gpu.py", *args.bench_args], cwd=REPO, env=env,
+        bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
+        bench_ok = subprocess.run([sys.executable, "scripts/bench_gpu.py", *bench_args], cwd=REPO, env=env,
                                   timeout=args.bench_timeout, check=False).returncode == 0
     except subprocess.TimeoutExpired:
         bench_ok = False
         print(f"gpu-check: the bench ran past {args.bench_timeout:.0f} s and was stopped", file=sys.stderr)
     result = json.loads(RESULTS.read_text())
-    result["cuda_tests"] = tests
+    result[key] = tests
     result["bench_completed"] = bench_ok
+    result["bench_sections_missing"] = [section for section in SECTIONS if section not in result]
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS}")
-    sys.exit(0 if tests["passed"] and bench_ok else 1)
+    sys.exit(0 if tests.get("passed", True) and bench_ok else 1)
 
 
 if __name__ == "__main__":

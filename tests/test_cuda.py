@@ -13,10 +13,11 @@ machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` la
   are not compared (merging never changes what a model trains on);
 * a resumed GPU run equals the uninterrupted one, and ranks loading part files train as ranks
   that carve their parts (GPU against GPU, bit for bit: with ``cluster.deterministic``, since
-  CUDA's index_add otherwise sums in a varying order); a bfloat16 model trains near its float32
-  run on a graph whose degrees exceed 256 (the degrees' own precision is checked exactly in
-  ``tests/test_device_rules.py``); an emulated link on CUDA; ``cluster.deterministic`` repeats
-  a run bit for bit; AdaQP's cost model on the GPU is a transfer time.
+  CUDA's index_add and cuSPARSE's products otherwise sum in a varying order); a bfloat16 model
+  trains near its float32 run on a graph whose degrees exceed 256 (the degrees' own precision
+  is checked exactly in ``tests/test_device_rules.py``); an emulated link on CUDA; ``cluster.deterministic`` repeats
+  a run bit for bit, and the sparse products it replaces repeat on their own; AdaQP's cost
+  model on the GPU is a transfer time.
 
 What one GPU cannot show: NCCL between ranks (NCCL refuses two ranks on one GPU, so its
 point-to-point, all-to-all and completion marks run only where two GPUs are visible: the
@@ -173,6 +174,36 @@ def test_deterministic_gpu_runs_repeat_bit_for_bit(name: str, model: str, tmp_pa
     assert [r["loss"] for r in first[0]] == [r["loss"] for r in second[0]]
     for mine, theirs in zip(first[1], second[1]):
         assert all(torch.equal(mine[key], value) for key, value in theirs.items())
+
+
+def test_sparse_products_under_deterministic_kernels_repeat_bit_for_bit() -> None:
+    """The aggregation and the attention-weighted sum (forward and backward) on a graph with hub
+    rows, five times each under deterministic kernels: the same bits each time (cuSPARSE's
+    products, which torch's deterministic mode leaves alone, are replaced there)."""
+    from gnntrain.sparse import SparseOperator, SparsePattern, weighted_sum
+
+    generator = torch.Generator().manual_seed(0)
+    n, entries = 4000, 200_000
+    row, col = torch.randint(0, n, (entries,), generator=generator), torch.randint(0, n, (entries,), generator=generator)
+    row[: entries // 2] = torch.randint(0, 8, (entries // 2,), generator=generator)
+    x = torch.randn(n, 64, generator=generator)
+    weights, channels = torch.rand(entries, 4, generator=generator), torch.randn(n, 4, 16, generator=generator)
+
+    def products() -> list[torch.Tensor]:
+        op = SparseOperator(row.cuda(), col.cuda(), torch.rand(entries, generator=torch.Generator().manual_seed(1)).cuda(),
+                            (n, n))
+        inputs = [t.cuda().requires_grad_() for t in (x, weights, channels)]
+        out = (op @ inputs[0]).square().sum() + weighted_sum(SparsePattern(row.cuda(), col.cuda(), (n, n)),
+                                                              inputs[1], inputs[2]).square().sum()
+        return [out.detach(), *torch.autograd.grad(out, inputs)]
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [products() for _ in range(5)]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    for run in runs[1:]:
+        assert all(torch.equal(mine, first) for mine, first in zip(run, runs[0]))
 
 
 def test_adaqp_times_its_cost_model_on_the_device(tmp_path) -> None:

@@ -235,8 +235,8 @@ class ClusterConfig:
     """How long ranks wait for the data preparation of another process before failing."""
     deterministic: bool = conduct(False)
     """Deterministic kernels (torch.use_deterministic_algorithms; CUDA's atomic scatter-adds
-    become sorted ones, cuBLAS a fixed workspace): a GPU run repeats bit for bit, at some cost in
-    speed (docs/clusters.md)."""
+    become sorted ones, cuBLAS a fixed workspace, cuSPARSE's products an ordered index_add): a GPU
+    run repeats bit for bit, at some cost in speed and device memory (docs/clusters.md)."""
 
 
 @dataclass

@@ -34,7 +34,8 @@ def _device(cfg: dict, local_rank: int) -> torch.device:
 def use_deterministic_kernels(on: bool) -> None:
     """``cluster.deterministic``: kernels that give the same bits every run, or the fastest ones
     (a torchrun process runs every job of a sweep, so each job sets it). cuBLAS needs a fixed
-    workspace for that, set before its first use in the process."""
+    workspace for that, set before its first use in the process; cuSPARSE's products, which
+    torch's mode does not cover, are replaced by :mod:`gnntrain.sparse` while the mode is on."""
     if on:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(on)
