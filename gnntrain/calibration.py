@@ -46,6 +46,7 @@ from pathlib import Path
 
 from omegaconf import MISSING, OmegaConf
 
+from gnntrain.cache import cache_folder
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays, setting
 from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, RootConfig
@@ -74,7 +75,7 @@ def calibrated(cfg: dict) -> dict:
         raise ConfigError("network.calibrate_share runs a local probe; under torchrun pass the bandwidth a local "
                           "run printed instead: network.bandwidth_gbps=<Gbit/s>")
     baseline = probe_strategy(cfg)
-    path = Path(cfg["partition"]["cache_dir"]) / "calibration" / f"{_setting_key(cfg, baseline)}.json"
+    path = cache_folder(cfg["partition"]["cache_dir"], "calibration") / f"{_setting_key(cfg, baseline)}.json"
     if path.exists():
         result = json.loads(path.read_text())
     else:
@@ -88,7 +89,6 @@ def calibrated(cfg: dict) -> dict:
             result["scale"] *= _solve(reached, cfg)["scale"]
         result.update(against=baseline["name"], reached_share=_share(reached), check_epoch_s=reached["mean_epoch_time"],
                       corrections=correction)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(result, indent=2) + "\n")
         tmp.replace(path)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import hydra
@@ -33,13 +34,12 @@ from omegaconf.errors import OmegaConfBaseException
 from gnntrain.config import one_line, register_schemas
 from gnntrain.errors import ConfigError, GnntrainError, JobInterrupted, WorkerFailed, interrupt
 from gnntrain.help import print_help, wants_help
+from gnntrain.run_dir import RunDirBusy, owned, write_hydra_files
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
 
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
-    from gnntrain import api
-
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
@@ -47,18 +47,18 @@ def _job(cfg: DictConfig) -> None:
     if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
         signal.signal(signal.SIGINT, interrupt)
     try:
-        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
-        if plain["run_dir"]:
-            raise ConfigError(f"run_dir={plain['run_dir']} is set by gnntrain; valid: hydra.run.dir=<dir> "
-                              "(hydra.sweep.dir=<dir> in a sweep)")
-        plain["run_dir"] = str(run_dir)
-        if hydra_cfg.mode == RunMode.MULTIRUN:
-            name_sweep_job(plain["wandb"], hydra_cfg)
-        if plain["partition"]["only"]:
-            api.check(plain)
-            _write_partitioned_dataset(plain)
-            return
-        api.run(plain)
+        from gnntrain.launch.join import adopt_submitit_tasks
+
+        adopt_submitit_tasks()  # a task of a submitit job knows its rank from here on
+        with ExitStack() as held:
+            if int(os.environ.get("RANK", "0")) == 0:  # under torchrun or submitit rank 0 holds it for the job
+                held.enter_context(owned(run_dir))
+            write_hydra_files(run_dir, cfg, hydra_cfg)
+            _run_job(cfg, run_dir, hydra_cfg)
+    except RunDirBusy as exc:  # the dir is another job's: nothing is recorded in it
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            _exit_with(exc)
+        print(f"gnntrain: error: job {hydra_cfg.job.num} failed: {exc}; the sweep goes on", file=sys.stderr, flush=True)
     except JobInterrupted as exc:
         _stop_interrupted(exc, cfg, run_dir)
     except (GnntrainError, OmegaConfBaseException) as exc:
@@ -72,6 +72,23 @@ def _job(cfg: DictConfig) -> None:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _run_job(cfg: DictConfig, run_dir: Path, hydra_cfg: DictConfig) -> None:
+    from gnntrain import api
+
+    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    if plain["run_dir"]:
+        raise ConfigError(f"run_dir={plain['run_dir']} is set by gnntrain; valid: hydra.run.dir=<dir> "
+                          "(hydra.sweep.dir=<dir> in a sweep)")
+    plain["run_dir"] = str(run_dir)
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        name_sweep_job(plain["wandb"], hydra_cfg)
+    if plain["partition"]["only"]:
+        api.check(plain)
+        _write_partitioned_dataset(plain)
+        return
+    api.run(plain)
 
 
 def _write_partitioned_dataset(cfg: dict) -> None:

@@ -101,14 +101,32 @@ def test_a_checkpoint_of_another_config_or_world_size_is_refused_naming_the_mism
         make_cfg(*COMMON, "train.epochs=9"), 2)  # more epochs: fine
 
 
-def test_a_corrupt_checkpoint_is_refused_in_one_line(checkpointed, tmp_path) -> None:
+def test_a_damaged_only_checkpoint_is_refused_in_one_line(checkpointed, tmp_path) -> None:
+    """A rank file cut short, a manifest that is not JSON or lacks its keys: with no older
+    checkpoint, one line before any worker starts."""
     shutil.copytree(checkpointed, tmp_path / "run")
     where = tmp_path / "run" / "checkpoints" / "epoch_000002"
     (where / "rank1.pt").write_bytes((where / "rank1.pt").read_bytes()[:100])
-    with pytest.raises(WorkerFailed, match=r"worker rank 1 failed: .*rank1\.pt is unreadable"):
-        _run(tmp_path / "resumed", f"train.resume={tmp_path / 'run'}")
-    (where / "manifest.json").write_text("{")
-    assert "unreadable manifest" in _refusal(f"train.resume={tmp_path / 'run'}")
+    line = _refusal(f"train.resume={tmp_path / 'run'}")
+    assert "no intact checkpoint" in line and "epoch_000002: rank1.pt unreadable" in line and "\n" not in line
+    for manifest, damage in (("{", "manifest unreadable"), ("{}", "manifest lacks format, epoch, world_size, config")):
+        (where / "manifest.json").write_text(manifest)
+        assert damage in _refusal(f"train.resume={tmp_path / 'run'}")
+
+
+def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path) -> None:
+    """The newest checkpoint's rank file is empty (a disk that filled while it was written): the
+    run resumes from the checkpoint before, says so, and retraces the epochs after it exactly."""
+    uninterrupted = _run(tmp_path / "uninterrupted", "train.epochs=4")
+    shutil.copytree(tmp_path / "uninterrupted", tmp_path / "damaged")
+    (tmp_path / "damaged" / "checkpoints" / "epoch_000004" / "rank0.pt").write_bytes(b"")
+    resume = Resume.find(make_cfg(*COMMON, "train.epochs=4", f"train.resume={tmp_path / 'damaged'}"))
+    assert resume.epoch == 2
+    assert resume.describe_skipped() == [f"checkpoint {tmp_path / 'damaged' / 'checkpoints' / 'epoch_000004'} is "
+                                         "damaged (rank0.pt unreadable: Expected input to be a checkpoint returned by "
+                                         "torch.save); resuming from epoch_000002 instead"]
+    assert_same_training(_run(tmp_path / "resumed", "train.epochs=4", f"train.resume={tmp_path / 'damaged'}"),
+                         uninterrupted, 4)
 
 
 @pytest.mark.parametrize("overrides, line", [

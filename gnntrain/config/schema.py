@@ -222,7 +222,8 @@ class ClusterConfig:
     """Keep freed memory in each worker's heap for reuse (glibc ``mallopt``): large CPU tensors
     then skip page faults; resident memory stays at its peak (:mod:`gnntrain.allocator`)."""
     master_addr: str = place("127.0.0.1")
-    """Address of the process-group rendezvous for locally spawned workers."""
+    """Address of the process-group rendezvous for locally spawned workers: the launcher's store
+    listens on it alone."""
     master_port: int = place(0)
     """Its port (0: a free one)."""
     timeout_s: int = conduct(300)

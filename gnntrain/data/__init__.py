@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from gnntrain.cache import cache_folder
 from gnntrain.config.keys import section_keys_playing
 from gnntrain.config.schema import CONDUCT, PLACE
 from gnntrain.data.graph_data import GraphData, GraphFacts, induced_subgraph
@@ -89,7 +90,7 @@ def parted_folder(cfg: dict, spec: dict) -> Path:
         return Path(cfg["partition"]["dir"]).expanduser()
     cut = spec["assignment"][:10] if spec["assignment"] else f"s{spec['seed']}"
     name = f"{spec['dataset']}-{spec['method']}-{spec['parts']}-{cut}"
-    return Path(cfg["partition"]["cache_dir"]).expanduser() / "parted" / name
+    return cache_folder(cfg["partition"]["cache_dir"], "parted") / name
 
 
 def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool, GraphData | None]:

@@ -30,6 +30,7 @@ from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError, first_line
 from gnntrain.files import write_atomically
 from gnntrain.phases import phase
+from gnntrain.safe_load import UnsafeFile, load_plain, names_code
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -68,6 +69,8 @@ class PartedDataset:
         if manifest.get("format") != FORMAT_VERSION:
             raise ConfigError(f"partitioned dataset {folder} has format {manifest.get('format')}; this gnntrain reads "
                               f"format {FORMAT_VERSION}: write it again with gnntrain-partition")
+        for rank in range(int(manifest.get("partition", {}).get("parts", 0))):
+            _refuse_code(part_file(folder, rank))
         return cls(folder, manifest)
 
     def check(self, partition: dict) -> None:
@@ -82,7 +85,7 @@ class PartedDataset:
         """Rank ``rank``'s part file (its tensors memory-mapped from the file)."""
         path = part_file(self.folder, rank)
         try:
-            return torch.load(path, mmap=True, weights_only=True)
+            return load_plain(path, mmap=True)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a broken dataset
             raise ConfigError(f"part file {path} is unreadable ({first_line(exc)}); "
                               "write the partitioned dataset again with gnntrain-partition") from None
@@ -102,3 +105,14 @@ def write_parted(folder: Path, facts: GraphFacts, partition: dict, fingerprint: 
                 "partition": partition, "stats": stats}
     write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))
     return PartedDataset(folder, manifest)
+
+
+def _refuse_code(path: Path) -> None:
+    """Refuse a part file whose pickle names code, before any rank loads it
+    (:mod:`gnntrain.safe_load`); a missing or damaged one is reported by the rank that reads it."""
+    try:
+        code = names_code(path)
+    except Exception:  # noqa: BLE001 - damage is the loading rank's to report
+        return
+    if code is not None:
+        raise UnsafeFile(path, code)

@@ -24,10 +24,12 @@ import numpy as np
 import pymetis
 import torch
 
+from gnntrain.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.files import write_atomically
 from gnntrain.phases import phase
+from gnntrain.safe_load import UnsafeFile, load_plain
 
 METHODS = ("metis", "metis-vol", "random")
 """Partitioners by cache name: METIS minimising the edge cut or the communication volume
@@ -180,13 +182,15 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
     """
     if method not in METHODS:
         raise ValueError(f"unknown partition method {method!r}; valid: {', '.join(METHODS)}")
-    folder = Path(cache_dir).expanduser() / "partitions"
+    folder = cache_folder(cache_dir, "partitions")
     path = folder / f"{dataset_key}-{method}-{parts}-s{seed}.pt"
     fingerprint = graph_fingerprint(data)
     if path.exists():
         try:
-            entry = torch.load(path, weights_only=True)
+            entry = load_plain(path)
             problem = _problem(entry, data, parts, fingerprint)
+        except UnsafeFile:
+            raise
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a corrupt cache
             problem = f"could not be read ({first_line(exc)})"
         if problem is None:
@@ -194,7 +198,6 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
         warn(f"cache file {path} {problem}; computing the partition again")
     part = compute_partition(data, method, parts, seed, folder)
     check_partition(part, parts, SETTINGS[method], data)
-    folder.mkdir(parents=True, exist_ok=True)
     write_atomically(path, lambda f: torch.save({"part": part, "fingerprint": fingerprint}, f))
     return part, False
 

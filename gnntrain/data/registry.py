@@ -27,9 +27,13 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from gnntrain.cache import cache_folder
 from gnntrain.data import synthetic
+from gnntrain.data.graph_checks import check_arrays, check_split
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
+from gnntrain.config.schema import check
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
+from gnntrain.safe_load import UnsafeFile, load_plain, names_code
 
 Loader = Callable[[dict, Path], GraphData]
 
@@ -44,7 +48,7 @@ FILE_MASKS = ("train_mask", "val_mask", "test_mask")
 
 def _mirror(root: Path, cache_dir: Path) -> Path:
     """Link every ``raw`` folder under ``root`` into a writable mirror and return the mirror."""
-    mirror = cache_dir / "pyg" / hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]
+    mirror = cache_folder(cache_dir, "pyg") / hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12]
     mirror.mkdir(parents=True, exist_ok=True)
     if root.is_dir():
         for raw in root.rglob("raw"):
@@ -70,6 +74,7 @@ def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any) -> Any:
     fetcher = f"torch_geometric.datasets.{cls.__name__}"
     if missing and not cfg["download"]:
         raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
+    _distrust_processed(Path(probe.processed_dir))
     try:
         return cls(root=str(class_dir), **kwargs)
     except Exception as exc:  # noqa: BLE001 - reported in one line below
@@ -94,14 +99,36 @@ def _probe(cls: Any, class_dir: Path, kwargs: dict) -> Any:
     return probe
 
 
+def _distrust_processed(processed_dir: Path) -> None:
+    """Make a processed folder safe for PyG and OGB to read: their loaders fall back to the
+    unrestricted unpickler (PyG's ``fs.torch_load``) or use it outright (the
+    ``pre_transform.pt`` and ``pre_filter.pt`` records). The records are removed (they feed only
+    a warning of PyG's and are written again when it processes), and a processed file whose
+    pickle names code or cannot be read is named in a warning and removed, to be rebuilt from the
+    raw files (:mod:`gnntrain.safe_load`)."""
+    for record in ("pre_transform.pt", "pre_filter.pt"):
+        (processed_dir / record).unlink(missing_ok=True)
+    for path in sorted(processed_dir.glob("*.pt")):
+        try:
+            code = names_code(path)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a corrupt cache
+            why = f"could not be read ({first_line(exc)})"
+        else:
+            if code is None:
+                continue
+            why = f"names {code}, beyond tensors and plain data"
+        warn(f"cache file {path} {why}; rebuilding it from the raw files")
+        path.unlink()
+
+
 def _drop_unreadable(paths: list[Path], exc: Exception) -> bool:
-    """Delete the cache files among ``paths`` that cannot be loaded, each named in a warning;
-    whether there was one."""
+    """Delete the cache files among ``paths`` that the restricted unpickler cannot load, each
+    named in a warning; whether there was one."""
     dropped = False
     for path in paths:
         try:
             if path.exists():
-                torch.load(path, weights_only=False)
+                load_plain(path)
         except Exception:  # noqa: BLE001 - any unreadable file is a corrupt cache
             warn(f"cache file {path} could not be read ({first_line(exc)}); rebuilding it from the raw files")
             path.unlink()
@@ -126,6 +153,7 @@ def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphDa
     ``edge_index``, optional masks); picks column ``dataset.split`` of multi-split masks and
     splits graphs without masks at random over their labeled nodes."""
     name, multilabel = cfg["name"], cfg["multilabel"]
+    check_arrays(name, data, multilabel, num_classes)
     n = data.x.shape[0]
     y = data.y
     if multilabel:
@@ -144,7 +172,8 @@ def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphDa
         masks = [m.bool() & labeled for m in masks]
     else:
         masks = list(random_split(labeled, *UNSPLIT_FRACTIONS, cfg["split_seed"]))
-    edge_index = coalesce_edges(*data.edge_index, n, symmetric=cfg["to_undirected"])
+    check_split(name, masks[0])
+    edge_index = coalesce_edges(*data.edge_index.long(), n, symmetric=cfg["to_undirected"])
     if num_classes is None:
         num_classes = y.shape[1] if multilabel else int(y.max()) + 1
     return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel, cfg["to_undirected"])
@@ -205,7 +234,11 @@ def ogb_loading(download: bool) -> Iterator[None]:
     dataset_pyg.decide_download = lambda url: download
     dataset_pyg.input = refuse
     try:
-        with torch.serialization.safe_globals([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage]):
+        # only those not allowed already: leaving the context disallows what it allowed, PyG's own
+        # registrations included, and PyG would then fall back to the unrestricted unpickler
+        allowed = torch.serialization.get_safe_globals()
+        with torch.serialization.safe_globals([g for g in (Data, DataEdgeAttr, DataTensorAttr, GlobalStorage)
+                                               if g not in allowed]):
             yield
     finally:
         dataset_pyg.decide_download = saved
@@ -248,6 +281,7 @@ def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
     if missing and not cfg["download"]:
         raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
     with ogb_loading(cfg["download"]):
+        _distrust_processed(mirror / folder / "processed")  # OGB's Data classes count as plain here
         try:
             ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
         except GnntrainError:
@@ -290,10 +324,12 @@ def load_file(cfg: dict, cache_dir: Path) -> GraphData:
         raise DatasetUnavailable(f"dataset '{cfg['name']}': dataset.file {path} does not exist")
     try:
         if path.suffix == ".npz":
-            with np.load(path) as arrays:
+            with np.load(path, allow_pickle=False) as arrays:
                 tensors = {key: torch.from_numpy(arrays[key]) for key in arrays.files}
         else:
-            tensors = dict(torch.load(path, weights_only=True))
+            tensors = dict(load_plain(path))
+    except UnsafeFile:
+        raise
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported in one line
         raise GnntrainError(f"dataset '{cfg['name']}': cannot read {path}: {first_line(exc)}") from exc
     lacking = [key for key in ("edge_index", "x", "y") if key not in tensors]
@@ -305,7 +341,7 @@ def load_file(cfg: dict, cache_dir: Path) -> GraphData:
         raise GnntrainError(f"dataset '{cfg['name']}': {path} has {', '.join(present)} but not all of "
                             f"{', '.join(FILE_MASKS)}; give all three or none (a random split)")
     graph = type("FileGraph", (), {key: None for key in FILE_MASKS})()
-    graph.__dict__.update(tensors, edge_index=tensors["edge_index"].long())
+    graph.__dict__.update(tensors)
     return _graph_data(cfg, graph)
 
 
@@ -340,6 +376,24 @@ def validate_dataset(cfg: dict) -> None:
     elif source == "file" and (not cfg["file"] or Path(cfg["file"]).suffix not in FILE_SUFFIXES):
         raise ConfigError(f"dataset.file={cfg['file']} is invalid for dataset.source=file; it must be a path "
                           f"ending in {' or '.join(FILE_SUFFIXES)}")
+    elif source == "synthetic":
+        validate_synthetic(cfg)
+
+
+def validate_synthetic(cfg: dict) -> None:
+    """The generator's keys (:class:`~gnntrain.config.schema.SyntheticConfig`) in their ranges."""
+    nodes, classes = cfg["num_nodes"], cfg["num_classes"]
+    check("dataset.num_classes", classes, classes >= 2, ">= 2")
+    check("dataset.num_nodes", nodes, nodes >= classes, f">= dataset.num_classes={classes}")
+    check("dataset.avg_degree", cfg["avg_degree"], 0 < cfg["avg_degree"] <= nodes - 1,
+          f"in (0, dataset.num_nodes - 1 = {nodes - 1}]")
+    check("dataset.num_features", cfg["num_features"], cfg["num_features"] >= 1, ">= 1")
+    check("dataset.homophily", cfg["homophily"], 0 <= cfg["homophily"] <= 1, "in [0, 1]")
+    check("dataset.feature_noise", cfg["feature_noise"], cfg["feature_noise"] >= 0, ">= 0")
+    check("dataset.train_frac", cfg["train_frac"], 0 < cfg["train_frac"] < 1, "in (0, 1)")
+    room = 1 - cfg["train_frac"]
+    check("dataset.val_frac", cfg["val_frac"], 0 <= cfg["val_frac"] <= room,
+          f"in [0, 1 - dataset.train_frac = {room:g}]")
 
 
 def row_normalized(x: torch.Tensor) -> torch.Tensor:

@@ -30,10 +30,12 @@ from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import CONDUCT, PLACE
 from gnntrain.engine.metrics import EpochRecord, read_records
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, first_line
 from gnntrain.files import write_atomically
+from gnntrain.safe_load import UnsafeFile, load_plain, names_code
 
-FORMAT = 1
+FORMAT = 2
+"""2: generator states as tensors and plain data, loaded with the restricted unpickler."""
 KEEP = 2
 """Complete checkpoints kept per run (the newest)."""
 FREE_ON_RESUME = keys_playing(PLACE, CONDUCT)
@@ -42,13 +44,20 @@ alters what an epoch computes."""
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+    """The global generators' states as tensors and plain data (numpy's array as a tensor), so
+    that the file loads with the restricted unpickler (:mod:`gnntrain.safe_load`)."""
+    kind, keys, position, has_gauss, gauss = np.random.get_state()
+    numpy = {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
+             "has_gauss": int(has_gauss), "gauss": float(gauss)}
+    return {"torch": torch.get_rng_state(), "numpy": numpy, "python": random.getstate(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
+    numpy = state["numpy"]
+    np.random.set_state((numpy["kind"], numpy["keys"].numpy().astype(np.uint32), numpy["position"],
+                         numpy["has_gauss"], numpy["gauss"]))
     random.setstate(state["python"])
     if state["cuda"] is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -86,33 +95,44 @@ def complete(run_dir: Path) -> list[Path]:
     return [m.parent for m in found]
 
 
-class Resume:
-    """The checkpoint a run continues from: its directory, epoch and manifest."""
+MANIFEST_KEYS = ("format", "epoch", "world_size", "config")
 
-    def __init__(self, where: Path) -> None:
-        self.where = where
-        try:
-            self.manifest = json.loads((where / "manifest.json").read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"train.resume: checkpoint {where} has an unreadable manifest ({exc})") from None
-        self.epoch = self.manifest["epoch"]
+
+class Resume:
+    """The checkpoint a run continues from: its directory, epoch and manifest, and the newer
+    checkpoints passed over as damaged (``skipped``: directory and why)."""
+
+    def __init__(self, where: Path, manifest: dict, skipped: list[tuple[Path, str]]) -> None:
+        self.where, self.manifest, self.skipped = where, manifest, skipped
+        self.epoch = manifest["epoch"]
 
     @classmethod
     def find(cls, cfg: dict) -> Resume | None:
-        """The newest complete checkpoint that ``train.resume`` points to: under this run dir
+        """The newest intact checkpoint that ``train.resume`` points to: under this run dir
         (``true``; none yet means a fresh start) or under the given run dir (which must have
-        one)."""
+        one). A damaged one (a manifest or rank file that cannot be read: a full disk, a copy cut
+        short) is passed over for the one before it; a rank file that names code is refused
+        (:mod:`gnntrain.safe_load`)."""
         resume = cfg["train"]["resume"]
         if resume is False:
             return None
         source = Path(cfg["run_dir"]) if resume is True else Path(resume).expanduser()
-        found = complete(source)
-        if not found:
-            if resume is True:
-                return None
-            raise ConfigError(f"train.resume={resume}: no complete checkpoint under {source}/checkpoints; valid: a "
-                              "run dir trained with train.checkpoint_every > 0")
-        return cls(found[-1])
+        skipped: list[tuple[Path, str]] = []
+        for where in reversed(complete(source)):
+            manifest, damage = _inspect(where)
+            if damage is None:
+                return cls(where, manifest, skipped)
+            skipped.append((where, damage))
+        if not skipped and resume is True:
+            return None
+        damaged = f" ({len(skipped)} damaged: {skipped[0][0].name}: {skipped[0][1]})" if skipped else ""
+        raise ConfigError(f"train.resume={resume}: no intact checkpoint under {source}/checkpoints{damaged}; valid: "
+                          "a run dir trained with train.checkpoint_every > 0")
+
+    def describe_skipped(self) -> list[str]:
+        """One line per newer checkpoint passed over, for the user."""
+        return [f"checkpoint {where} is damaged ({why}); resuming from {self.where.name} instead"
+                for where, why in self.skipped]
 
     @property
     def run_dir(self) -> Path:
@@ -146,7 +166,9 @@ class Resume:
         generators are restored."""
         path = self.where / f"rank{rank}.pt"
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=False)
+            payload = load_plain(path, map_location="cpu")
+        except UnsafeFile:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure to read is a corrupt checkpoint
             raise ConfigError(f"train.resume: checkpoint file {path} is unreadable "
                               f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
@@ -155,3 +177,26 @@ class Resume:
                               f"{payload.get('rank')}, not epoch {self.epoch} of rank {rank}")
         set_rng_state(payload["rng"])
         return payload["strategy"]
+
+
+def _inspect(where: Path) -> tuple[dict, str | None]:
+    """A checkpoint's manifest and what damages it (None: intact): the manifest must be JSON with
+    :data:`MANIFEST_KEYS`, every rank's file a whole ``torch.save`` file. A manifest of another
+    format is left to :meth:`Resume.check`; a rank file that names code is refused here."""
+    try:
+        manifest = json.loads((where / "manifest.json").read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"manifest unreadable: {first_line(exc)}"
+    if not isinstance(manifest, dict) or any(key not in manifest for key in MANIFEST_KEYS):
+        return {}, f"manifest lacks {', '.join(k for k in MANIFEST_KEYS if not isinstance(manifest, dict) or k not in manifest)}"
+    if manifest["format"] != FORMAT:
+        return manifest, None
+    for rank in range(int(manifest["world_size"])):
+        path = where / f"rank{rank}.pt"
+        try:
+            code = names_code(path)
+        except Exception as exc:  # noqa: BLE001 - any failure to read is a damaged file
+            return manifest, f"{path.name} unreadable: {first_line(exc)}"
+        if code is not None:
+            raise UnsafeFile(path, code)
+    return manifest, None

@@ -109,6 +109,9 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
     resume = Resume.find(cfg)
     if resume is not None:
         resume.check(cfg, world_size)
+        if int(os.environ.get("RANK", 0)) == 0:
+            for line in resume.describe_skipped():
+                warn(line)
     ranks_load_parts = loads_parts(cfg["strategy"]["name"])
     if under_torchrun():
         warn_of_a_shared_rendezvous_store()
@@ -126,7 +129,7 @@ def launch(cfg: dict, fn: WorkerFn) -> Any:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
              "and their times say little about the method")
     with interrupts_deferred():
-        cfg, follower = follow_in_launcher(cfg, resume.manifest["wandb_id"] if resume else None,
+        cfg, follower = follow_in_launcher(cfg, resume.manifest.get("wandb_id") if resume else None,
                                            resume.epoch + 1 if resume else 1)
     with closed_after(follower.finish if follower is not None else None), worker_errors_recorded(cfg, None):
         spawn_and_join(fn, cfg, job, layout, world_size, follower)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import socket
 from datetime import timedelta
-from pathlib import Path
 
 import torch.distributed as dist
 from filelock import FileLock, Timeout
 
+from gnntrain.cache import cache_folder
 from gnntrain.data import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
     write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
@@ -33,8 +33,7 @@ def prepared_under_lock(cfg: dict, layout: Layout, loads_parts: bool, write_part
     """The job's data, prepared while holding the cache's lock for its dataset (so concurrent
     jobs on one cache load, download and partition it once); with ``write_parts``, where the
     ranks load their parts and no partitioned dataset exists yet, it is written first."""
-    locks = Path(cfg["partition"]["cache_dir"]).expanduser() / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
+    locks = cache_folder(cfg["partition"]["cache_dir"], "locks")
     path = locks / f"{dataset_key(cfg['dataset'])}.lock"
     holder = path.with_suffix(".holder")
     try:

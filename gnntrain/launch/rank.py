@@ -59,12 +59,23 @@ def start_rank_process(cfg: dict, rank: int, world_size: int, local_rank: int, l
         backend = cfg["cluster"]["backend"]
         # NCCL: bound to the rank's GPU, its communicator is made now, not by whichever
         # operation comes first (a one-sided pipeline send must not be a group's first call)
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=cfg["cluster"]["timeout_s"]),
+        timeout = timedelta(seconds=cfg["cluster"]["timeout_s"])
+        dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout,
+                                **_rendezvous(init_method, timeout),
                                 **({"device_id": device} if backend == "nccl" else {}))
         if init_method == "env://":
             atexit.register(dist.destroy_process_group)
     return device
+
+
+def _rendezvous(init_method: str, timeout: timedelta) -> dict:
+    """How this rank meets its peers: torchrun's environment (``env://``), or, for a spawned
+    job (``tcp://host:port``), as a client of the store its launcher serves
+    (:func:`gnntrain.launch.spawn.rendezvous_store`)."""
+    if not init_method.startswith("tcp://"):
+        return {"init_method": init_method}
+    host, _, port = init_method.removeprefix("tcp://").rpartition(":")
+    return {"store": dist.TCPStore(host, int(port), None, False, timeout)}
 
 
 def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,

@@ -21,13 +21,16 @@ import signal
 import socket
 import sys
 import time
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
-from gnntrain.errors import WorkerFailed, interrupt, interrupts_deferred
+from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 
@@ -93,10 +96,22 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
     os._exit(128 + stopped[0] if stopped else 0)
 
 
-def _free_port(addr: str) -> int:
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
+def rendezvous_store(addr: str, port: int, timeout_s: int) -> dist.TCPStore:
+    """The job's rendezvous store, served by the launcher on ``addr`` alone (``port`` 0: a free
+    one, picked by the kernel as it binds). A store that opens its own socket listens on every
+    interface of the machine, with no authentication; this one is given a socket bound to the
+    one address (``cluster.master_addr``, loopback by default)."""
+    try:
+        listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+        listener.bind((addr, port))
+        listener.listen(socket.SOMAXCONN)
+    except (OSError, OverflowError) as exc:
+        raise ConfigError(f"cluster.master_addr={addr} cluster.master_port={port}: the launcher cannot listen there "
+                          f"({first_line(exc)}); valid: an address of this machine and a free port in 1-65535 "
+                          "(0: any free one)") from None
+    port = listener.getsockname()[1]
+    return dist.TCPStore(addr, port, None, True, timedelta(seconds=timeout_s), wait_for_workers=False,
+                         master_listen_fd=listener.detach())
 
 
 def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
@@ -104,7 +119,8 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
     """Start the workers and wait for them, passing rank 0's epochs on to the W&B run; the
     first worker to fail takes the others down."""
     addr = cfg["cluster"]["master_addr"]
-    port = cfg["cluster"]["master_port"] or _free_port(addr)
+    store = rendezvous_store(addr, cfg["cluster"]["master_port"], cfg["cluster"]["timeout_s"])
+    port = store.port
     failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
                                  args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
@@ -122,6 +138,16 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
     except BaseException:  # JobInterrupted from the CLI's signal handler, among others
         _stop(context.processes)
         raise
+    finally:
+        for path in context.error_files:  # torch leaves a failed worker's in the temp dir
+            Path(path).unlink(missing_ok=True)
+
+
+class _TextUnpickler(pickle.Unpickler):
+    """Unpickles plain data only: a worker's error file holds its traceback as a string."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a worker's error file names {module}.{name}; it holds a string")
 
 
 def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaisedException) -> tuple[int, str]:
@@ -136,7 +162,7 @@ def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaised
         return exc.error_index, str(exc).partition("with the following error:\n")[2] or str(exc)
     rank = min(stamped)[1]
     with open(error_files[rank], "rb") as fh:
-        return rank, pickle.load(fh)
+        return rank, _TextUnpickler(fh).load()
 
 
 def _stop(workers: list, grace_s: float = 5.0) -> None:

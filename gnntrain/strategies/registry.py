@@ -32,13 +32,14 @@ import importlib
 import importlib.util
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from gnntrain.comm import meter
 from gnntrain.config.schema import StrategyConfig, registered, typed
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, first_line
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
 
@@ -115,11 +116,15 @@ def method(name: str) -> Method:
 
 
 def load_plugins() -> None:
-    """Import the files and modules ``GNNTRAIN_PLUGINS`` names (each once per process)."""
+    """Import the files and modules ``GNNTRAIN_PLUGINS`` names (each once per process). This runs
+    their code, with the user's rights, in every process of the job and on ``--help``: a file is
+    taken from the path as given (relative to the working directory unless absolute), a module
+    from ``sys.path``. A missing plugin, or one that raises while it is imported, is one line
+    naming it and where it raised."""
     for entry in filter(None, os.environ.get(PLUGINS_VARIABLE, "").split(os.pathsep)):
         path = Path(entry)
         if path.suffix != ".py":
-            importlib.import_module(entry)
+            _imported(entry, lambda: importlib.import_module(entry))
             continue
         name = f"gnntrain_plugin_{path.stem}"
         if name in sys.modules:
@@ -130,7 +135,30 @@ def load_plugins() -> None:
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         sys.modules[name] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        try:
+            _imported(entry, lambda: spec.loader.exec_module(module))  # type: ignore[union-attr]
+        except ConfigError:
+            del sys.modules[name]
+            raise
+
+
+def _imported(entry: str, run: Callable[[], Any]) -> None:
+    """Run the import of plugin ``entry``; what it raises as one line with its last frame."""
+    try:
+        run()
+    except ModuleNotFoundError as exc:
+        if exc.name and entry.startswith(exc.name):
+            raise ConfigError(f"{PLUGINS_VARIABLE} names {entry}, which is no module on sys.path; valid: Python files "
+                              f"or module names separated by '{os.pathsep}'") from None
+        raise ConfigError(_raised(entry, exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - a plugin may raise anything while it imports
+        raise ConfigError(_raised(entry, exc)) from exc
+
+
+def _raised(entry: str, exc: Exception) -> str:
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return (f"{PLUGINS_VARIABLE}: plugin {entry} raised while it was imported, at {frame.filename}:{frame.lineno}: "
+            f"{type(exc).__name__}: {first_line(exc)}")
 
 
 def strategy_config(section: Any) -> StrategyConfig:

@@ -1,0 +1,182 @@
+"""Files from someone else, a shared cache, a shared run dir: nothing a file holds runs, and each
+refusal is one line before any worker starts.
+
+Each crafted file is a ``torch.save`` (or a raw pickle) of an object whose unpickling would
+create a marker file; the marker never appears.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import make_cfg, train_records
+from gnntrain.cache import cache_folder
+from gnntrain.data import write_partitioned_dataset
+from gnntrain.data.parted import PartedDataset, part_file
+from gnntrain.data.partition import load_assignment, load_or_partition
+from gnntrain.data.registry import load_dataset, load_file
+from gnntrain.engine.checkpoint import Resume
+from gnntrain.errors import ConfigError
+from gnntrain.launch.spawn import rendezvous_store
+from gnntrain.run_dir import LOCK_FILE, RunDirBusy, owned
+from gnntrain.safe_load import UnsafeFile
+
+SMALL = ("dataset.num_nodes=300", "dataset.avg_degree=6", "model.hidden=8")
+GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
+OPENS = r"\w+\.open"
+"""How the marker's ``open`` is named in a pickle (``io.open``, as Python pickles it)."""
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+class Payload:
+    """Unpickling it would create ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+def craft(path: Path, marker: Path) -> None:
+    torch.save({"x": torch.ones(2), "payload": Payload(marker)}, path)
+
+
+def test_a_crafted_checkpoint_is_refused_before_any_worker_starts(tmp_path) -> None:
+    run_dir, marker = tmp_path / "run", tmp_path / "marker"
+    train_records(run_dir, *SMALL, "train.epochs=2", "train.checkpoint_every=2")
+    craft(run_dir / "checkpoints" / "epoch_000002" / "rank1.pt", marker)
+    res = subprocess.run([GNNTRAIN, *SMALL, "train.epochs=3", f"train.resume={run_dir}",
+                          f"hydra.run.dir={tmp_path / 'resumed'}"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "WANDB_MODE": "disabled"})
+    assert res.returncode == 2, res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert re.fullmatch(f"gnntrain: error: {run_dir / 'checkpoints' / 'epoch_000002' / 'rank1.pt'} is refused: it names "
+                        r"\w+\.open, beyond the tensors and plain data gnntrain writes; gnntrain never loads code from a "
+                        r"file \(delete it, or write it again\)", line), line
+    assert not marker.exists()
+
+
+def test_a_crafted_partition_cache_entry_is_refused(tmp_path) -> None:
+    data = load_dataset(make_cfg(*SMALL)["dataset"], tmp_path)
+    load_or_partition(data, "key", "metis", 2, 0, tmp_path)
+    (entry,) = (tmp_path / "partitions").glob("*.pt")
+    craft(entry, tmp_path / "marker")
+    with pytest.raises(UnsafeFile, match=OPENS):
+        load_or_partition(data, "key", "metis", 2, 0, tmp_path)
+    assert not (tmp_path / "marker").exists()
+
+
+def test_crafted_part_files_and_assignments_are_refused(tmp_path) -> None:
+    cfg = make_cfg(*SMALL, "strategy=vanilla", f"partition.dir={tmp_path / 'parted'}")
+    write_partitioned_dataset(cfg, 2)
+    craft(part_file(tmp_path / "parted", 1), tmp_path / "marker")
+    with pytest.raises(UnsafeFile, match=OPENS):
+        PartedDataset.find(tmp_path / "parted")
+    np.save(tmp_path / "assignment.npy", np.array([Payload(tmp_path / "marker")] * 300, dtype=object))
+    data = load_dataset(cfg["dataset"], tmp_path)
+    with pytest.raises(ConfigError, match="is not a readable .npy file"):
+        load_assignment(tmp_path / "assignment.npy", data, 2)
+    assert not (tmp_path / "marker").exists()
+
+
+def test_a_crafted_dataset_file_is_refused(tmp_path) -> None:
+    craft(tmp_path / "graph.pt", tmp_path / "marker")
+    with pytest.raises(UnsafeFile, match="graph.pt is refused: it names " + OPENS):
+        load_file({"name": "mine", "file": str(tmp_path / "graph.pt"), "root": str(tmp_path)}, tmp_path)
+    assert not (tmp_path / "marker").exists()
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/datasets")
+def test_crafted_processed_pyg_files_are_rebuilt_from_the_raw_files(tmp_path, capsys) -> None:
+    """PyG's own loader would fall back to the unrestricted unpickler for a processed file and
+    uses it outright for ``pre_transform.pt``: both are dealt with before it reads them."""
+    cfg = make_cfg("dataset=cora")["dataset"]
+    first = load_dataset(cfg, tmp_path)
+    (processed,) = (tmp_path / "pyg").glob("*/Cora/processed")
+    craft(processed / "data.pt", tmp_path / "marker")
+    craft(processed / "pre_transform.pt", tmp_path / "marker")
+    again = load_dataset(cfg, tmp_path)
+    assert torch.equal(again.x, first.x) and torch.equal(again.edge_index, first.edge_index)
+    assert not (tmp_path / "marker").exists()
+    assert re.search(f"cache file {processed / 'data.pt'} names {OPENS}", capsys.readouterr().err)
+
+
+def test_a_second_job_in_a_held_run_dir_is_refused_naming_the_first(tmp_path) -> None:
+    with owned(tmp_path):
+        holder = (tmp_path / LOCK_FILE).read_text()
+        assert holder.startswith(f"pid {os.getpid()} on ")
+        with pytest.raises(RunDirBusy, match=f"run dir {tmp_path} is in use by a running gnntrain job \\({holder}\\)"):
+            with owned(tmp_path):
+                pass
+    with owned(tmp_path):  # released: the next job takes it
+        pass
+
+
+def test_the_cli_refuses_a_held_run_dir_and_leaves_the_first_job_s_files(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    train_records(run_dir, *SMALL, "train.epochs=2")
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from gnntrain.run_dir import owned\nwith owned(Path(sys.argv[1])):\n"
+                               "    print('held', flush=True); time.sleep(60)", str(run_dir)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = subprocess.run([GNNTRAIN, *SMALL, "train.epochs=3", f"hydra.run.dir={run_dir}"], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "WANDB_MODE": "disabled"})
+    finally:
+        holder.kill()
+        holder.wait()
+    assert res.returncode == 2
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"gnntrain: error: run dir {run_dir} is in use by a running gnntrain job (pid {holder.pid}")
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != LOCK_FILE} == \
+        {p: b for p, b in before.items() if p.name != LOCK_FILE}
+
+
+def test_a_lock_left_by_a_dead_job_is_taken_over_and_said(tmp_path, capsys) -> None:
+    (tmp_path / LOCK_FILE).write_text("pid 4242 on elsewhere since 2026-01-01 00:00:00")
+    with owned(tmp_path):
+        pass
+    assert (f"run dir {tmp_path} was held by a job that ended without finishing (pid 4242 on elsewhere since "
+            "2026-01-01 00:00:00); this run takes it over") in capsys.readouterr().err
+    assert (tmp_path / LOCK_FILE).read_text() == ""
+
+
+def _listening(port: int) -> list[str]:
+    """The local addresses listening on ``port`` (IPv4, /proc/net/tcp)."""
+    rows = [line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:]]
+    found = []
+    for row in rows:
+        address, hex_port = row[1].split(":")
+        if int(hex_port, 16) == port and row[3] == "0A":
+            found.append(".".join(str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_the_rendezvous_store_of_a_local_job_listens_on_its_address_alone() -> None:
+    store = rendezvous_store("127.0.0.1", 0, 10)
+    try:
+        assert _listening(store.port) == ["127.0.0.1"]
+    finally:
+        del store
+    with pytest.raises(ConfigError, match=r"^cluster.master_addr=127.0.0.1 cluster.master_port=70000: the launcher "
+                                          r"cannot listen there \(.*\); valid: .* 1-65535 \(0: any free one\)$"):
+        rendezvous_store("127.0.0.1", 70000, 10)
+
+
+def test_the_cache_is_private_and_another_user_s_is_refused(tmp_path, monkeypatch) -> None:
+    folder = cache_folder(tmp_path / "cache", "partitions")
+    assert [oct(p.stat().st_mode & 0o777) for p in (tmp_path / "cache", folder)] == ["0o700", "0o700"]
+    monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)
+    with pytest.raises(ConfigError, match=f"^partition.cache_dir: {tmp_path / 'cache'} belongs to user id"):
+        cache_folder(tmp_path / "cache", "partitions")
