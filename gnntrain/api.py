@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from gnntrain.calibration import calibrated
 from gnntrain.config import register_schemas, validate
+from gnntrain.config.schema import check as check_value
 from gnntrain.engine.loop import run_training
 from gnntrain.launch import WorkerFn, job_layout, launch, resolve_world_size
 
@@ -45,7 +46,11 @@ def check(cfg: dict) -> None:
     that many parts, whatever this config's number of workers."""
     validate(cfg)
     if not (cfg["partition"]["only"] and cfg["partition"]["parts"] is not None):
-        job_layout(cfg, resolve_world_size(cfg))
+        world_size = resolve_world_size(cfg)
+        job_layout(cfg, world_size)
+        fault = cfg["fault"]["rank"]
+        check_value("fault.rank", fault, fault is None or 0 <= fault < world_size,
+                    f"a rank in 0..{world_size - 1}, or null")
 
 
 def calibrate(cfg: dict) -> dict:

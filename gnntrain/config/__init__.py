@@ -9,6 +9,8 @@ of deep inside a worker. :func:`validate` then checks what types cannot express.
 
 from __future__ import annotations
 
+import math
+
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
@@ -80,7 +82,14 @@ def validate(cfg: dict) -> None:
     check("model.dropout", model.dropout, 0.0 <= model.dropout < 1.0, "in [0, 1)")
     for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
         check(f"train.{key}", getattr(train, key), getattr(train, key) >= rule, f">= {rule}")
-    check("train.lr", train.lr, train.lr >= 0, ">= 0")
+    check("train.lr", train.lr, math.isfinite(train.lr) and train.lr >= 0, "finite and >= 0")
+    cluster = run.cluster
+    check("cluster.timeout_s", cluster.timeout_s, cluster.timeout_s >= 1, ">= 1 (seconds)")
+    check("cluster.prepare_timeout_s", cluster.prepare_timeout_s, cluster.prepare_timeout_s >= 1, ">= 1 (seconds)")
+    check("cluster.master_port", cluster.master_port, 0 <= cluster.master_port <= 65535,
+          "in 1..65535, or 0 for any free port")
+    check("cluster.threads_per_worker", cluster.threads_per_worker, cluster.threads_per_worker >= 0,
+          ">= 0 (0: cores / local workers)")
     if train.target is not None:
         check("train.target", train.target, 0 < train.target <= 1, "a validation score in (0, 1], or null")
     if train.dtype == "bfloat16" and run.cluster.device != "cuda":

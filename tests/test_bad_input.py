@@ -1,0 +1,107 @@
+"""Bad input is one line before any worker starts: a dataset's arrays that are not a graph, and
+config values outside their ranges."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import make_cfg
+from gnntrain.data.graph_checks import BadDataset
+from gnntrain.data.registry import load_file
+from gnntrain.data.synthetic import generate
+from gnntrain.errors import ConfigError
+
+GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
+N = 200
+
+
+def graph() -> dict[str, torch.Tensor]:
+    g = generate(N, 6, 4, 8, homophily=0.8, graph_seed=3)
+    return {"edge_index": g.edge_index.clone(), "x": g.x.clone(), "y": g.y.clone(), "train_mask": g.train_mask.clone(),
+            "val_mask": g.val_mask.clone(), "test_mask": g.test_mask.clone()}
+
+
+def with_(key: str, change: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[dict], None]:
+    def apply(arrays: dict) -> None:
+        arrays[key] = change(arrays[key])
+    return apply
+
+
+def set_at(key: str, index: tuple, value: float) -> Callable[[dict], None]:
+    def apply(arrays: dict) -> None:
+        arrays[key][index] = value
+    return apply
+
+
+MALFORMED = {
+    "edge id out of range": (set_at("edge_index", (0, 0), N), f"edge_index holds node ids 0..{N}; valid: 0..{N - 1}"),
+    "negative edge id": (set_at("edge_index", (1, 3), -2), f"edge_index holds node ids -2..{N - 1}; valid: 0..{N - 1}"),
+    "3-row edge_index": (with_("edge_index", lambda e: torch.cat([e, e[:1]])), "edge_index has shape [3, "),
+    "float edge ids": (with_("edge_index", lambda e: e.double()), "edge_index is torch.float64; valid: integer node ids"),
+    "1-D x": (with_("x", lambda x: x[:, 0].contiguous()), f"x has shape [{N}]; valid: [N, F] node features"),
+    "short y": (with_("y", lambda y: y[:-5]), f"y has shape [{N - 5}]; valid: [{N}] class ids"),
+    "mask of the wrong length": (with_("val_mask", lambda m: m[:-1]), f"val_mask has shape [{N - 1}]; valid: [{N}]"),
+    "NaN feature": (set_at("x", (4, 2), float("nan")), "x holds 1 values that are NaN or infinite"),
+    "no training node": (with_("train_mask", torch.zeros_like), "no labeled node is in the training split"),
+    "label 99": (set_at("y", (7,), 99), "y holds class ids 0..99 but no node has class 4, 5, 6, 7, 8 ..."),
+    "label -7": (set_at("y", (7,), -7), "y holds class ids -7..3; valid: 0..3, or -1 for an unlabeled node"),
+    "float labels": (with_("y", lambda y: y.float()), "y is torch.float32; valid: integer class ids"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_dataset_file_is_one_line_naming_what_is_wrong(case: str, tmp_path) -> None:
+    change, expected = MALFORMED[case]
+    arrays = graph()
+    change(arrays)
+    torch.save(arrays, tmp_path / "g.pt")
+    with pytest.raises(BadDataset) as refused:
+        load_file({"name": "mine", "file": str(tmp_path / "g.pt"), "root": str(tmp_path), "multilabel": False,
+                   "split": 0, "split_seed": 0, "to_undirected": True}, tmp_path)
+    line = str(refused.value)
+    assert line.startswith("dataset 'mine': ") and expected in line and "\n" not in line, line
+
+
+def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) -> None:
+    arrays = {key: value.numpy() for key, value in graph().items()}
+    arrays["edge_index"][0, 0] = N + 3
+    np.savez(tmp_path / "g.npz", **arrays)
+    (tmp_path / "conf" / "dataset").mkdir(parents=True)
+    (tmp_path / "conf" / "dataset" / "mine.yaml").write_text(
+        f"defaults:\n  - /schema/dataset/dataset@_here_\n  - _self_\nname: mine\nsource: file\nfile: {tmp_path / 'g.npz'}\n")
+    res = subprocess.run([GNNTRAIN, "--config-dir", str(tmp_path / "conf"), "dataset=mine",
+                          f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "WANDB_MODE": "disabled"})
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"gnntrain: error: dataset 'mine': edge_index holds node ids 0..{N + 3}; valid: 0..{N - 1} (x has {N} rows)"]
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (["dataset.homophily=2"], "dataset.homophily=2.0 is invalid; it must be in [0, 1]"),
+    (["dataset.train_frac=0.9", "dataset.val_frac=0.5"],
+     "dataset.val_frac=0.5 is invalid; it must be in [0, 1 - dataset.train_frac = 0.1]"),
+    (["dataset.num_classes=1"], "dataset.num_classes=1 is invalid; it must be >= 2"),
+    (["dataset.num_features=0"], "dataset.num_features=0 is invalid; it must be >= 1"),
+    (["dataset.avg_degree=100000"], "dataset.avg_degree=100000.0 is invalid; it must be in (0, dataset.num_nodes - 1 "
+                                    "= 1999]"),
+    (["cluster.threads_per_worker=-1"],
+     "cluster.threads_per_worker=-1 is invalid; it must be >= 0 (0: cores / local workers)"),
+    (["train.lr=inf"], "train.lr=inf is invalid; it must be finite and >= 0"),
+    (["cluster.timeout_s=0"], "cluster.timeout_s=0 is invalid; it must be >= 1 (seconds)"),
+    (["cluster.master_port=70000"], "cluster.master_port=70000 is invalid; it must be in 1..65535, or 0 for any free port"),
+    (["fault.rank=7", "fault.epoch=1"], "fault.rank=7 is invalid; it must be a rank in 0..1, or null"),
+])
+def test_a_value_out_of_its_range_is_one_line(overrides: list[str], line: str) -> None:
+    with pytest.raises(ConfigError, match="^" + re.escape(line) + "$"):
+        make_cfg(*overrides)
