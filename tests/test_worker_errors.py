@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,36 @@ def test_a_sweep_under_torchrun_ends_at_a_failed_worker(tmp_path) -> None:
     assert done.returncode != 0 and WHERE in done.stderr
     _check_run_dir(sweep / "0")
     assert not (sweep / "1").exists()
+
+
+def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> None:
+    """Rank 1 stops (SIGSTOP) at epoch 3 with cluster.timeout_s=5: the job ends within the
+    timeout plus 10 s, its one line names rank 1, and no worker is left behind."""
+    start = time.monotonic()
+    res = subprocess.run([str(BIN / "gnntrain"), "dataset.num_nodes=300", "train.epochs=200", "fault.rank=1",
+                          "fault.epoch=3", "fault.stop=true", "cluster.timeout_s=5", f"hydra.run.dir={tmp_path}"],
+                         capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
+    assert time.monotonic() - start < 5 + 10 + 15  # the timeout, 10 s, and the command's own start and stop
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[0].startswith("gnntrain: error: worker rank 1 stopped responding: its process ")
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+    time.sleep(1)
+    assert not [pid for pid in _stopped_pids() if "multiprocessing" in _cmdline(pid)]
+
+
+def _stopped_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                pids.append(int(entry.name))
+        except (OSError, IndexError):
+            continue
+    return pids
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""

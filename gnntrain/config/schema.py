@@ -337,6 +337,8 @@ class FaultConfig:
     """This rank exits abruptly at the start of fault.epoch (tests the launcher)."""
     epoch: Optional[int] = None
     """The epoch at whose start fault.rank exits."""
+    stop: bool = False
+    """fault.rank stops itself instead (SIGSTOP, as a frozen process does), without exiting."""
 
 
 def section(schema: type, part: Optional[str] = None, group: bool = False) -> Any:

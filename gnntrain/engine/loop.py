@@ -15,6 +15,7 @@ typed config (:func:`gnntrain.config.typed.run_config`).
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -124,9 +125,13 @@ class EpochLoop:
 
 
 def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
-    """``fault.rank`` dies abruptly (no cleanup, exit code 3) at the start of ``fault.epoch``."""
+    """``fault.rank`` dies abruptly (no cleanup, exit code 3) at the start of ``fault.epoch``, or
+    with ``fault.stop`` stops (SIGSTOP) there and stays stopped."""
     if fault.rank == rank and fault.epoch == epoch:
-        print(f"fault injection: rank {rank} exits at epoch {epoch}", flush=True)
+        print(f"fault injection: rank {rank} {'stops' if fault.stop else 'exits'} at epoch {epoch}", flush=True)
+        if fault.stop:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return
         os._exit(3)
 
 

@@ -125,12 +125,15 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
                                  args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
                                        failed_at))
+    frozen = FrozenWorkers(context.processes)
     try:
         while not context.join(FOLLOW_EVERY_S):
+            frozen.check(cfg["cluster"]["timeout_s"])
             if follower is not None:
                 with interrupts_deferred():
                     follower.poll()
     except mp.ProcessRaisedException as exc:
+        frozen.blame()  # a worker seen stopped is the cause its peers' timeouts show
         raise WorkerFailed.raised(*_first_failure(failed_at, context.error_files, exc)) from None
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
@@ -141,6 +144,46 @@ def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_
     finally:
         for path in context.error_files:  # torch leaves a failed worker's in the temp dir
             Path(path).unlink(missing_ok=True)
+
+
+class FrozenWorkers:
+    """Workers whose process is stopped (SIGSTOP, a debugger, a frozen container) and since
+    when, read from ``/proc`` at each poll. A worker stopped for longer than
+    ``cluster.timeout_s`` ends the job, named as itself: its peers would otherwise time out in
+    a collective and the first of them to fail would be blamed."""
+
+    def __init__(self, processes: list) -> None:
+        self.processes = processes
+        self.since: dict[int, float] = {}
+
+    def check(self, timeout_s: float) -> None:
+        """Note stopped workers; raise WorkerFailed for one stopped for more than ``timeout_s``."""
+        now = time.monotonic()
+        for rank, process in enumerate(self.processes):
+            if _stopped(process.pid):
+                self.since.setdefault(rank, now)
+            else:
+                self.since.pop(rank, None)
+        self.blame(timeout_s)
+
+    def blame(self, timeout_s: float = 0.0) -> None:
+        """Raise WorkerFailed for the worker stopped longest, if it was seen stopped for
+        ``timeout_s`` or more at the last check."""
+        now = time.monotonic()
+        for rank, since in sorted(self.since.items(), key=lambda item: item[1]):
+            if now - since >= timeout_s:
+                raise WorkerFailed(f"worker rank {rank} stopped responding: its process {self.processes[rank].pid} "
+                                   f"was stopped for {now - since:.0f} s (cluster.timeout_s limits a wait on a peer); "
+                                   "the other workers were stopped", rank)
+
+
+def _stopped(pid: int | None) -> bool:
+    """Whether process ``pid`` is stopped (state T or t in ``/proc/<pid>/stat``)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("T", "t")
 
 
 class _TextUnpickler(pickle.Unpickler):
