@@ -32,7 +32,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, register_schemas
-from gnntrain.errors import ConfigError, GnntrainError, JobInterrupted, WorkerFailed, interrupt
+from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
+                             warn)
 from gnntrain.help import print_help, wants_help
 from gnntrain.run_dir import RunDirBusy, owned, write_hydra_files
 from gnntrain.sweep import LAST_SWEEP, SweepRefused
@@ -113,12 +114,18 @@ def name_sweep_job(wandb: dict, hydra_cfg: DictConfig) -> None:
 
 
 def _record_stop(cfg: DictConfig, run_dir: Path, status: str, line: str) -> int:
-    """Mark the run's summary (rank 0 only); the number of completed epochs."""
+    """Mark the run's summary (rank 0 only); the number of completed epochs. Where the disk is
+    too full for it, a warning says so, unless the full disk is the error itself."""
     from gnntrain.engine.recorder import record_stop
 
     if int(os.environ.get("RANK", "0")) != 0:
         return 0
-    return record_stop(run_dir, status, line, cfg.train.warmup_epochs)
+    try:
+        return record_stop(run_dir, status, line, cfg.train.warmup_epochs)
+    except DiskFull as exc:
+        if DiskFull.PHRASE not in line:
+            warn(f"summary.json could not be marked {status}: {exc}")
+        return 0
 
 
 def _stop_interrupted(exc: JobInterrupted, cfg: DictConfig, run_dir: Path) -> None:
@@ -167,7 +174,7 @@ def _worker_traceback(exc: BaseException, run_dir: Path | None) -> str:
     after a peer (its connection to the peer broke) names the peer's instead."""
     from gnntrain.engine.recorder import ERROR_FILE
 
-    if not isinstance(exc, WorkerFailed) or not exc.trace:
+    if not isinstance(exc, WorkerFailed) or not exc.trace or exc.by_user_error:
         return ""
     kept = run_dir / ERROR_FILE if run_dir is not None else None
     if kept is None or not kept.exists():
@@ -190,6 +197,10 @@ def main() -> None:
         _exit_with(exc, hint=_unswept_knob_hint(exc, sys.argv[1:]))
     except SweepRefused as exc:
         print(f"gnntrain: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:  # a run dir that cannot be made or written (no such parent, too long, read-only)
+        print(f"gnntrain: error: cannot write {exc.filename or 'the run dir'}: {exc.strerror or first_line(exc)}",
+              file=sys.stderr)
         sys.exit(2)
     if LAST_SWEEP.failed:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "

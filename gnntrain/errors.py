@@ -1,6 +1,8 @@
 """Exceptions that the command line reports as a single line and a non-zero exit, and the
 one-line warnings it prints and goes on."""
 
+import errno
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -30,8 +32,46 @@ class WorkerFailed(GnntrainError):
 
     @classmethod
     def raised(cls, rank: int, trace: str) -> "WorkerFailed":
-        """Worker ``rank`` raised: its traceback, and the exception's line in the message."""
-        return cls(f"worker rank {rank} failed: {trace.strip().splitlines()[-1]}", rank, trace)
+        """Worker ``rank`` raised: its traceback, and the exception's line in the message (a
+        gnntrain error's own line, which says what to do, without its class's module)."""
+        last = trace.strip().splitlines()[-1]
+        return cls(f"worker rank {rank} failed: {last.removeprefix(USER_ERROR_PREFIX)}", rank, trace)
+
+    @property
+    def by_user_error(self) -> bool:
+        """The worker raised a :class:`GnntrainError`: its line says it all, no traceback needed."""
+        return bool(self.trace) and self.trace.strip().splitlines()[-1].startswith(USER_ERROR_PREFIX)
+
+
+class DiskFull(GnntrainError):
+    """A file of the run could not be written: its filesystem is full. Nothing partly written
+    is left under the file's name (:func:`gnntrain.files.write_atomically`)."""
+
+    PHRASE = "no space left to write"
+    """How its line begins, and a worker's line that carries it reads."""
+
+    def __init__(self, path: object, written: int) -> None:
+        super().__init__(f"{self.PHRASE} {path} ({written} bytes written, {free_bytes(path)} bytes free "
+                         "there); free space on that filesystem, then train.resume=true continues from the last "
+                         "complete checkpoint")
+
+
+def free_bytes(path: object) -> int:
+    """Bytes free on the filesystem of ``path`` (of its nearest existing folder)."""
+    from pathlib import Path
+
+    folder = Path(str(path))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+USER_ERROR_PREFIX = f"{__name__}."
+"""How a worker's traceback names a :class:`GnntrainError` it raised (``gnntrain.errors.DiskFull:``)."""
 
 
 class JobInterrupted(GnntrainError):

@@ -40,7 +40,7 @@ from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import PLACE
 from gnntrain.engine.early_stop import time_to_target
 from gnntrain.engine.metrics import EpochRecord, read_records
-from gnntrain.errors import GnntrainError, warn
+from gnntrain.errors import GnntrainError, first_line, warn
 
 IGNORED_KEYS = keys_playing(PLACE)
 """Config keys that never tell runs apart in a table: the schemas' place keys."""
@@ -72,7 +72,14 @@ def find_runs(root: Path) -> list[Run]:
     if not root.is_dir():
         raise GnntrainError(f"not a directory: {root} (give a run directory or a multirun directory)")
     summaries = sorted(root.rglob("summary.json"), key=lambda p: natural_key(p.parent.relative_to(root)))
-    runs = [load_run(p.parent) for p in summaries if "calibration_probe" not in p.parts]
+    runs = []
+    for path in summaries:
+        if "calibration_probe" in path.parts:
+            continue
+        try:
+            runs.append(load_run(path.parent))
+        except GnntrainError as exc:
+            warn(f"left out {path.parent.relative_to(root) if path.parent != root else root}: {exc}")
     completed = [run for run in runs if run.summary.get("status", "completed") == "completed"]
     if len(completed) < len(runs):
         warn(f"left out {len(runs) - len(completed)} run(s) that did not complete: "
@@ -88,14 +95,31 @@ def natural_key(path: Path) -> list:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts]
 
 
+REPORTED_SUMMARY_KEYS = ("status", "strategy", "model", "dataset", "world_size", "mean_epoch_time",
+                         "mean_compute_time", "mean_comm_time", "mean_comm_total_time", "mean_reduce_time",
+                         "mean_comm_bytes_per_epoch", "best_val", "test_at_best_val", "peak_mem_mb")
+"""The keys of ``summary.json`` every run's row needs (:func:`figures`)."""
+
+
 def load_run(path: Path) -> Run:
+    """The run in ``path``; GnntrainError in one line where its files cannot be read."""
     try:
         summary = json.loads((path / "summary.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise GnntrainError(f"cannot read {path / 'summary.json'}: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise GnntrainError(f"cannot read {path / 'summary.json'}: {first_line(exc)}") from None
+    lacking = [key for key in REPORTED_SUMMARY_KEYS if not isinstance(summary, dict) or key not in summary]
+    if lacking:
+        raise GnntrainError(f"{path / 'summary.json'} lacks {', '.join(lacking)}")
     hydra_config = path / ".hydra" / "config.yaml"
-    config, interpolated = resolved_config(hydra_config) if hydra_config.exists() else ({}, frozenset())
-    return Run(path, summary, config, read_records(path / "metrics.jsonl"), interpolated)
+    try:
+        config, interpolated = resolved_config(hydra_config) if hydra_config.exists() else ({}, frozenset())
+    except Exception as exc:  # noqa: BLE001 - YAML and OmegaConf errors alike: the file is unreadable
+        raise GnntrainError(f"cannot read {hydra_config}: {first_line(exc)}") from None
+    try:
+        records = read_records(path / "metrics.jsonl")
+    except (OSError, ValueError, TypeError) as exc:
+        raise GnntrainError(f"cannot read {path / 'metrics.jsonl'}: {first_line(exc)}") from None
+    return Run(path, summary, config, records, interpolated)
 
 
 def resolved_config(path: Path) -> tuple[dict, frozenset[str]]:
@@ -540,6 +564,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         report(args.runs, args.out, args.target)
+    except OSError as exc:  # an unwritable --out, a full disk
+        print(f"gnntrain-report: error: {exc.strerror or first_line(exc)}: {exc.filename}", file=sys.stderr)
+        sys.exit(2)
     except GnntrainError as exc:
         print(f"gnntrain-report: error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gnntrain.errors import GnntrainError, warn
+from gnntrain.errors import DiskFull, GnntrainError, is_disk_full, warn
 from gnntrain.files import write_atomically
 
 LOCK_FILE = ".gnntrain.lock"
@@ -50,18 +50,23 @@ def owned(run_dir: Path) -> Iterator[None]:
         left = os.read(fd, 1024).decode(errors="replace").strip()
         if left:
             warn(f"run dir {run_dir} was held by a job that ended without finishing ({left}); this run takes it over")
-        _write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        _write(fd, path, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
         try:
             yield
         finally:
-            _write(fd, "")
+            _write(fd, path, "")
     finally:
         os.close(fd)  # releases the lock
 
 
-def _write(fd: int, text: str) -> None:
+def _write(fd: int, path: Path, text: str) -> None:
     os.ftruncate(fd, 0)
-    os.pwrite(fd, text.encode(), 0)
+    try:
+        os.pwrite(fd, text.encode(), 0)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise DiskFull(path, 0) from None
+        raise
 
 
 def write_hydra_files(run_dir: Path, task_cfg: DictConfig, hydra_cfg: DictConfig) -> None:

@@ -3,7 +3,8 @@ strategies and seeds and for a single run; a run's setting is one column of the 
 apart, interpolations resolved; a mixed sweep's table stays narrow and its plots' legends sit
 outside the panels; time to target agrees with the runs' metrics, from the start and from the end
 of epoch 1, and is grouped over seeds, with a warning where too few seeds back an interval; bad
-paths and targets get one line."""
+paths and targets, and an unwritable ``--out``, get one line; a damaged run is left out in one
+line and the others are reported."""
 
 from __future__ import annotations
 
@@ -285,3 +286,30 @@ def test_bad_targets_get_one_line(sweep: Path, capsys: pytest.CaptureFixture, ta
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--target {target} is invalid" in err
+
+
+@pytest.mark.parametrize("damage, line", [
+    (lambda run: (run / "summary.json").write_text("{}"), "summary.json lacks status, strategy, model"),
+    (lambda run: (run / "summary.json").write_text("[1, "), "cannot read "),
+    (lambda run: (run / ".hydra" / "config.yaml").write_text("a: [1, 2\nb: {"), "cannot read "),
+])
+def test_a_damaged_run_is_left_out_in_one_line_and_the_others_reported(sweep: Path, tmp_path: Path, capsys,
+                                                                       damage, line: str) -> None:
+    import shutil
+
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep, copy)
+    damage(copy / "0")
+    report.main([str(copy), "--out", str(tmp_path / "out")])
+    notices = [n for n in capsys.readouterr().err.strip().splitlines() if "left out 0: " in n]
+    assert len(notices) == 1 and line in notices[0]
+    assert len(read_csv(tmp_path / "out" / "report.csv")) == len(list(sweep.glob("*/summary.json"))) - 1
+
+
+def test_an_unwritable_out_gets_one_line(sweep: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(sweep), "--out", str(tmp_path / "file" / "report")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"gnntrain-report: error: Not a directory: {tmp_path / 'file' / 'report'}"

@@ -88,6 +88,14 @@ def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg
             shutil.rmtree(old, ignore_errors=True)
 
 
+def discard_incomplete(run_dir: Path) -> None:
+    """Remove the checkpoints under ``run_dir`` that lack their manifest (a write the run did not
+    finish): never resumed from, they only hold space."""
+    for where in (run_dir / "checkpoints").glob("epoch_*"):
+        if not (where / "manifest.json").exists():
+            shutil.rmtree(where, ignore_errors=True)
+
+
 def complete(run_dir: Path) -> list[Path]:
     """The complete checkpoints under ``run_dir``, oldest first."""
     root = run_dir / "checkpoints"

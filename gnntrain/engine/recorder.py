@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from gnntrain.engine.checkpoint import discard_incomplete
 from gnntrain.engine.metrics import EpochRecord, read_records, summarize
-from gnntrain.errors import interrupts_deferred
+from gnntrain.errors import DiskFull, interrupts_deferred, is_disk_full
 from gnntrain.files import write_atomically
 
 
@@ -111,9 +112,15 @@ class JsonlSink:
         self.file = open(path, "a", buffering=1)
 
     def log(self, record: EpochRecord) -> None:
-        self.file.write(json.dumps(record.to_dict()) + "\n")
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        line = json.dumps(record.to_dict()) + "\n"
+        try:
+            self.file.write(line)
+            self.file.flush()
+            os.fsync(self.file.fileno())
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFull(self.file.name, 0) from None
+            raise
 
     def summarize(self, summary: dict) -> None:
         pass
@@ -282,6 +289,11 @@ def write_worker_error(run_dir: Path, error: str, trace: str) -> Path | None:
             fh.write(f"{error}\n\n{trace}")
     except FileExistsError:
         return None
+    except OSError as exc:  # a full disk: the error line still reaches the console and the summary
+        if not is_disk_full(exc):
+            raise
+        path.unlink(missing_ok=True)
+        return None
     return path
 
 
@@ -306,5 +318,6 @@ def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> i
         summary["error_file"] = ERROR_FILE
     summary.update(summarize(read_records(run_dir / "metrics.jsonl"), warmup_epochs), status=status, error=error)
     run_dir.mkdir(parents=True, exist_ok=True)
+    discard_incomplete(run_dir)  # never resumed from; on a full disk their space lets the summary be written
     write_summary(run_dir, summary)
     return summary["epochs"]

@@ -1,0 +1,63 @@
+"""A full disk ends a run in one line naming the file, its summary says failed and why, and what
+was written completely stays usable: nothing partly written is left looking complete.
+
+The run dir lies on a small tmpfs mounted for the test; where mounting is not allowed (not root)
+the tests skip saying so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
+ENV = {**os.environ, "WANDB_MODE": "disabled"}
+JOB = ["dataset.num_nodes=300", "train.epochs=40", "train.checkpoint_every=1"]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 200 KiB filesystem: two checkpoints of the job fit, the third does not."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(tmp_path)], capture_output=True,
+                             text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip() or 'not permitted'})")
+    try:
+        yield tmp_path
+    finally:
+        subprocess.run(["umount", str(tmp_path)], check=True)
+
+
+def _gnntrain(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([GNNTRAIN, *args], capture_output=True, text=True, env=ENV, timeout=180)
+
+
+def test_a_disk_that_fills_mid_run_ends_it_in_one_line_keeping_complete_checkpoints(small_disk: Path) -> None:
+    run_dir = small_disk / "run"
+    res = _gnntrain(*JOB, f"hydra.run.dir={run_dir}")
+    assert res.returncode == 1
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("gnntrain: error: worker rank 0 failed: DiskFull: no space left to write "
+                           f"{run_dir / 'checkpoints'}") and "train.resume=true continues" in line
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and "no space left to write" in summary["error"]
+    kept = sorted((run_dir / "checkpoints").iterdir())
+    assert kept and all((where / "manifest.json").exists() for where in kept)
+    assert not list(run_dir.rglob("*.tmp"))
+
+
+def test_a_full_disk_at_the_start_is_one_line_and_leaves_no_empty_config(small_disk: Path) -> None:
+    filler = small_disk / "filler"
+    subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1k", "count=400"], capture_output=True)
+    run_dir = small_disk / "run"
+    res = _gnntrain(*JOB, f"hydra.run.dir={run_dir}")
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"gnntrain: error: no space left to write {run_dir / '.gnntrain.lock'} (0 bytes written, 0 bytes free there); "
+        "free space on that filesystem, then train.resume=true continues from the last complete checkpoint"]
+    assert not [p for p in run_dir.rglob("*") if p.is_file() and p.stat().st_size == 0 and p.name != ".gnntrain.lock"]
