@@ -57,7 +57,7 @@ def test_calibration_probe_keeps_the_setting_and_resets_the_rest() -> None:
     probe = calibration.probe_config(cfg, calibration.probe_strategy(cfg), 0.5, "preset")
     assert setting(flatten(probe)) == setting(flatten(cfg))
     assert probe["train"]["lr"] == 0.01 and probe["train"]["patience"] == 0 and probe["train"]["checkpoint_every"] == 0
-    assert probe["fault"] == {"rank": None, "epoch": None}
+    assert probe["fault"] == {"rank": None, "epoch": None, "stop": False}
     assert probe["train"]["epochs"] == probe["train"]["eval_every"] == cfg["network"]["probe_epochs"]
     assert probe["strategy"]["name"] == "vanilla" and probe["network"]["calibrate_share"] is None
     assert probe["network"]["bandwidth_gbps"] == cfg["network"]["bandwidth_gbps"] * 0.5

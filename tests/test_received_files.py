@@ -23,7 +23,6 @@ from gnntrain.data import write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset, part_file
 from gnntrain.data.partition import load_assignment, load_or_partition
 from gnntrain.data.registry import load_dataset, load_file
-from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError
 from gnntrain.launch.spawn import rendezvous_store
 from gnntrain.run_dir import LOCK_FILE, RunDirBusy, owned

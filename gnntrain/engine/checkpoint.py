@@ -195,8 +195,9 @@ def _inspect(where: Path) -> tuple[dict, str | None]:
         manifest = json.loads((where / "manifest.json").read_text())
     except (OSError, ValueError) as exc:
         return {}, f"manifest unreadable: {first_line(exc)}"
-    if not isinstance(manifest, dict) or any(key not in manifest for key in MANIFEST_KEYS):
-        return {}, f"manifest lacks {', '.join(k for k in MANIFEST_KEYS if not isinstance(manifest, dict) or k not in manifest)}"
+    lacking = [key for key in MANIFEST_KEYS if not isinstance(manifest, dict) or key not in manifest]
+    if lacking:
+        return {}, f"manifest lacks {', '.join(lacking)}"
     if manifest["format"] != FORMAT:
         return manifest, None
     for rank in range(int(manifest["world_size"])):

@@ -101,11 +101,12 @@ def rendezvous_store(addr: str, port: int, timeout_s: int) -> dist.TCPStore:
     one, picked by the kernel as it binds). A store that opens its own socket listens on every
     interface of the machine, with no authentication; this one is given a socket bound to the
     one address (``cluster.master_addr``, loopback by default)."""
+    listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
     try:
-        listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
         listener.bind((addr, port))
         listener.listen(socket.SOMAXCONN)
     except (OSError, OverflowError) as exc:
+        listener.close()
         raise ConfigError(f"cluster.master_addr={addr} cluster.master_port={port}: the launcher cannot listen there "
                           f"({first_line(exc)}); valid: an address of this machine and a free port in 1-65535 "
                           "(0: any free one)") from None
