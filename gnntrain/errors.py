@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 class GnntrainError(Exception):
@@ -58,8 +59,6 @@ class DiskFull(GnntrainError):
 
 def free_bytes(path: object) -> int:
     """Bytes free on the filesystem of ``path`` (of its nearest existing folder)."""
-    from pathlib import Path
-
     folder = Path(str(path))
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -68,6 +67,17 @@ def free_bytes(path: object) -> int:
 
 def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def disk_full_named(path: object) -> Iterator[None]:
+    """A full filesystem met inside raises :class:`DiskFull` naming ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise DiskFull(path, 0) from None
 
 
 USER_ERROR_PREFIX = f"{__name__}."

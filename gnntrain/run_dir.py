@@ -23,7 +23,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from gnntrain.errors import DiskFull, GnntrainError, is_disk_full, warn
+from gnntrain.errors import GnntrainError, disk_full_named, warn
 from gnntrain.files import write_atomically
 
 LOCK_FILE = ".gnntrain.lock"
@@ -61,12 +61,8 @@ def owned(run_dir: Path) -> Iterator[None]:
 
 def _write(fd: int, path: Path, text: str) -> None:
     os.ftruncate(fd, 0)
-    try:
+    with disk_full_named(path):
         os.pwrite(fd, text.encode(), 0)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise DiskFull(path, 0) from None
-        raise
 
 
 def write_hydra_files(run_dir: Path, task_cfg: DictConfig, hydra_cfg: DictConfig) -> None:

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from gnntrain.cache import cache_folder
+from gnntrain.config.schema import check
 from gnntrain.data import synthetic
 from gnntrain.data.graph_checks import check_arrays, check_split
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
-from gnntrain.config.schema import check
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
 from gnntrain.safe_load import UnsafeFile, load_plain, names_code
 

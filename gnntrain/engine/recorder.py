@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from gnntrain.engine.checkpoint import discard_incomplete
 from gnntrain.engine.metrics import EpochRecord, read_records, summarize
-from gnntrain.errors import DiskFull, interrupts_deferred, is_disk_full
+from gnntrain.errors import disk_full_named, interrupts_deferred, is_disk_full
 from gnntrain.files import write_atomically
 
 
@@ -112,15 +112,10 @@ class JsonlSink:
         self.file = open(path, "a", buffering=1)
 
     def log(self, record: EpochRecord) -> None:
-        line = json.dumps(record.to_dict()) + "\n"
-        try:
-            self.file.write(line)
+        with disk_full_named(self.file.name):
+            self.file.write(json.dumps(record.to_dict()) + "\n")
             self.file.flush()
             os.fsync(self.file.fileno())
-        except OSError as exc:
-            if is_disk_full(exc):
-                raise DiskFull(self.file.name, 0) from None
-            raise
 
     def summarize(self, summary: dict) -> None:
         pass
