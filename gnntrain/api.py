@@ -3,14 +3,18 @@ and the tests all go through these four steps, so none of them can run a config 
 
 * :func:`compose` — the plain, resolved config ``gnntrain OVERRIDES`` builds (Hydra's compose
   API over the packaged ``gnntrain.conf``, schemas registered);
-* :func:`check` — what is refused before any worker starts: the schemas' and strategies'
-  checks (:func:`gnntrain.config.validate`) and the job's layout on its world size (the
+* :func:`check` — what is refused before any worker starts: every component's checks
+  (:func:`gnntrain.validation.validate`) and the job's layout on its world size (the
   strategy's mesh and parts, :func:`gnntrain.launch.job_layout`); the sweep callback checks
   every job of a sweep with it before the first starts;
 * :func:`calibrate` — the network's bandwidths set by ``network.calibrate_share``
   (:mod:`gnntrain.calibration`);
 * :func:`run` — check, calibrate and launch the workers (:func:`gnntrain.launch.launch`), each
   running ``worker`` (default: the training loop).
+
+Each step takes the plain config or the typed one (:class:`~gnntrain.config.schema.RootConfig`);
+a plain one is typed once, on entry (:func:`gnntrain.composition.typed_run`), and everything
+after it reads the typed sections.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from gnntrain.calibration import calibrated
-from gnntrain.config import register_schemas, validate
+from gnntrain.composition import register_schemas, typed_run
+from gnntrain.config.schema import RootConfig
 from gnntrain.config.schema import check as check_value
 from gnntrain.engine.loop import run_training
 from gnntrain.launch import WorkerFn, job_layout, launch, resolve_world_size
+from gnntrain.validation import validate
 
 
 def compose(overrides: list[str], run_dir: str = "") -> dict:
@@ -40,25 +46,26 @@ def compose(overrides: list[str], run_dir: str = "") -> dict:
     return plain
 
 
-def check(cfg: dict) -> None:
-    """Raise the one-line error a run of ``cfg`` would stop with before starting its workers.
-    ``partition.only`` with ``partition.parts`` set starts none: its parts serve later runs on
-    that many parts, whatever this config's number of workers."""
-    validate(cfg)
-    if not (cfg["partition"]["only"] and cfg["partition"]["parts"] is not None):
-        world_size = resolve_world_size(cfg)
-        job_layout(cfg, world_size)
-        fault = cfg["fault"]["rank"]
+def check(cfg: dict | RootConfig) -> RootConfig:
+    """Raise the one-line error a run of ``cfg`` would stop with before starting its workers;
+    the typed config otherwise. ``partition.only`` with ``partition.parts`` set starts none: its
+    parts serve later runs on that many parts, whatever this config's number of workers."""
+    run = typed_run(cfg)
+    validate(run)
+    if not (run.partition.only and run.partition.parts is not None):
+        world_size = resolve_world_size(run)
+        job_layout(run, world_size)
+        fault = run.fault.rank
         check_value("fault.rank", fault, fault is None or 0 <= fault < world_size,
                     f"a rank in 0..{world_size - 1}, or null")
+    return run
 
 
-def calibrate(cfg: dict) -> dict:
+def calibrate(cfg: dict | RootConfig) -> RootConfig:
     """``cfg`` under its calibrated network (unchanged where ``network.calibrate_share`` is unset)."""
-    return calibrated(cfg)
+    return calibrated(typed_run(cfg))
 
 
-def run(cfg: dict, worker: WorkerFn = run_training) -> Any:
+def run(cfg: dict | RootConfig, worker: WorkerFn = run_training) -> Any:
     """Check ``cfg``, calibrate its network and run ``worker`` on every rank; rank 0's return."""
-    check(cfg)
-    return launch(calibrate(cfg), worker)
+    return launch(calibrate(check(cfg)), worker)

@@ -36,20 +36,20 @@ same link; delete the file to measure again.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
 import os
 import socket
+from dataclasses import replace
 from pathlib import Path
-
-from omegaconf import MISSING, OmegaConf
+from typing import Any
 
 from gnntrain.cache import cache_folder
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays, setting
-from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, RootConfig
+from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootConfig, typed
+from gnntrain.config.typed import plain
 from gnntrain.engine.loop import run_training
 from gnntrain.errors import ConfigError
 from gnntrain.launch import launch, under_torchrun
@@ -64,77 +64,74 @@ CORRECTIONS = 2
 bandwidth are measured anew under the slower link)."""
 
 
-def calibrated(cfg: dict) -> dict:
-    """``cfg`` with its network's bandwidths calibrated, if ``network.calibrate_share`` asks for
+def calibrated(run: RootConfig) -> RootConfig:
+    """``run`` with its network's bandwidths calibrated, if ``network.calibrate_share`` asks for
     it (the config unchanged otherwise); prints the result."""
-    net = cfg["network"]
-    share = net["calibrate_share"]
+    net = run.network
+    share = net.calibrate_share
     if share is None:
-        return cfg
+        return run
     if under_torchrun():
         raise ConfigError("network.calibrate_share runs a local probe; under torchrun pass the bandwidth a local "
                           "run printed instead: network.bandwidth_gbps=<Gbit/s>")
-    baseline = probe_strategy(cfg)
-    path = cache_folder(cfg["partition"]["cache_dir"], "calibration") / f"{_setting_key(cfg, baseline)}.json"
+    baseline = probe_strategy(run)
+    path = cache_folder(run.partition.cache_dir, "calibration") / f"{_setting_key(run, baseline)}.json"
     if path.exists():
         result = json.loads(path.read_text())
     else:
-        print(f"network: calibrating {net['name']} to {baseline['name']} communication share {share:g} "
-              f"({net['probe_epochs']}-epoch {baseline['name']} probes)", flush=True)
-        result = _solve(_probe(cfg, baseline, 1.0, "preset"), cfg)
+        print(f"network: calibrating {net.name} to {baseline['name']} communication share {share:g} "
+              f"({net.probe_epochs}-epoch {baseline['name']} probes)", flush=True)
+        result = _solve(_probe(run, baseline, 1.0, "preset"), run)
         for correction in range(CORRECTIONS + 1):
-            reached = _probe(cfg, baseline, result["scale"], f"calibrated_{correction}")
+            reached = _probe(run, baseline, result["scale"], f"calibrated_{correction}")
             if abs(_share(reached) - share) <= TOLERANCE or correction == CORRECTIONS:
                 break
-            result["scale"] *= _solve(reached, cfg)["scale"]
+            result["scale"] *= _solve(reached, run)["scale"]
         result.update(against=baseline["name"], reached_share=_share(reached), check_epoch_s=reached["mean_epoch_time"],
                       corrections=correction)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(result, indent=2) + "\n")
         tmp.replace(path)
-    out = _scaled(cfg, result["scale"])
-    out["network"]["calibration"] = result
+    scaled = _scaled(net, result["scale"])
     print(f"network: calibrated to {result['against']} communication share {share:g} (reached "
-          f"{result['reached_share']:.3f}): {net['name']} bandwidths x {result['scale']:.4g} = "
-          f"{out['network']['bandwidth_gbps']:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
+          f"{result['reached_share']:.3f}): {net.name} bandwidths x {result['scale']:.4g} = "
+          f"{scaled.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
           f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
-    return out
+    return replace(run, network=replace(scaled, calibration=result))
 
 
-def probe_strategy(cfg: dict) -> dict:
-    """The strategy section the probes run: the baseline, with the run's values of its workload
-    options, :data:`PROBE_SEED`, and its own defaults for the others."""
-    name = cfg["network"]["calibrate_against"] or baseline_of(cfg["strategy"]["name"])
+def probe_strategy(run: RootConfig) -> dict:
+    """The strategy section the probes run, as plain data: the baseline, with the run's values of
+    its workload options, :data:`PROBE_SEED`, and its own defaults for the others."""
+    name = run.network.calibrate_against or baseline_of(run.strategy.name)
     section = {"name": name}
     for field in dataclasses.fields(schema_of(name)):
         if field.name == "name":
             continue
         if field.name == "seed":
             section["seed"] = PROBE_SEED
-        elif field.metadata.get(ROLE) == WORKLOAD and field.name in cfg["strategy"]:
-            section[field.name] = cfg["strategy"][field.name]
-        elif field.default is not dataclasses.MISSING:
-            section[field.name] = field.default
+        elif field.metadata.get(ROLE) == WORKLOAD and hasattr(run.strategy, field.name):
+            section[field.name] = getattr(run.strategy, field.name)
         else:
-            section[field.name] = field.default_factory()  # type: ignore[misc]
+            section[field.name] = _default(field)
     return json.loads(json.dumps(section, default=str))
 
 
-def _scaled(cfg: dict, scale: float) -> dict:
-    """``cfg`` with every bandwidth of its network scaled by ``scale``."""
-    out = copy.deepcopy(cfg)
-    net = out["network"]
-    net["bandwidth_gbps"] = cfg["network"]["bandwidth_gbps"] * scale
-    if net["gpus_per_node"]:
-        net["intra_bandwidth_gbps"] = cfg["network"]["intra_bandwidth_gbps"] * scale
-    return out
+def _default(field: dataclasses.Field) -> Any:
+    return field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
 
 
-def _setting_key(cfg: dict, baseline: dict) -> str:
-    net = {k: v for k, v in cfg["network"].items() if k not in ("calibration", "calibrate_against")}
-    text = json.dumps({"setting": setting(flatten(cfg)), "baseline": baseline, "network": net,
+def _scaled(net: NetworkConfig, scale: float) -> NetworkConfig:
+    """``net`` with every bandwidth scaled by ``scale``."""
+    intra = net.intra_bandwidth_gbps * scale if net.gpus_per_node else net.intra_bandwidth_gbps
+    return replace(net, bandwidth_gbps=net.bandwidth_gbps * scale, intra_bandwidth_gbps=intra)
+
+
+def _setting_key(run: RootConfig, baseline: dict) -> str:
+    net = {k: v for k, v in plain(run.network).items() if k not in ("calibration", "calibrate_against")}
+    text = json.dumps({"setting": setting(flatten(plain(run))), "baseline": baseline, "network": net,
                        "host": socket.gethostname()}, sort_keys=True)
-    return f"{cfg['dataset']['name']}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+    return f"{run.dataset.name}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
 def _share(summary: dict) -> float:
@@ -142,36 +139,41 @@ def _share(summary: dict) -> float:
     return (summary["mean_epoch_time"] - summary["mean_compute_time"]) / summary["mean_epoch_time"]
 
 
-def probe_config(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
+def _kept_or_default(section: Any, prefix: str, kept: tuple[str, ...]) -> Any:
+    """``section`` (a root section's dataclass) with every key that plays none of ``kept`` at its default."""
+    return replace(section, **{f.name: _default(f) for f in dataclasses.fields(section)
+                               if not plays(f"{prefix}{f.name}", kept)})
+
+
+def probe_config(run: RootConfig, baseline: dict, scale: float, name: str) -> RootConfig:
     """The config of a probe: the run's setting and place keys, every other key of the root
-    schema at its default, the ``baseline`` strategy section, the network with its bandwidths
-    scaled by ``scale``, ``network.probe_epochs`` epochs (the first a warm-up) evaluated once,
-    :data:`PROBE_SEED`, no W&B, under the run dir's ``calibration_probe/<name>``."""
-    probe = _scaled(cfg, scale)
+    sections that have defaults at its default, the ``baseline`` strategy section, the network
+    with its bandwidths scaled by ``scale``, ``network.probe_epochs`` epochs (the first a
+    warm-up) evaluated once, :data:`PROBE_SEED`, no W&B, under the run dir's
+    ``calibration_probe/<name>``."""
     kept = keys_playing(WORKLOAD, PLACE)
-    for key, default in flatten(OmegaConf.to_container(OmegaConf.structured(RootConfig), enum_to_str=True)).items():
-        if default != MISSING and not plays(key, kept):
-            section, _, leaf = key.rpartition(".")
-            (probe[section] if section else probe)[leaf] = default
-    epochs = cfg["network"]["probe_epochs"]
-    probe["strategy"] = baseline
-    probe["seed"] = PROBE_SEED
-    probe["network"]["calibrate_share"] = None
-    probe["train"].update(epochs=epochs, warmup_epochs=1, eval_every=epochs)
-    probe["wandb"]["mode"] = "disabled"
-    probe["run_dir"] = str(Path(cfg["run_dir"]) / "calibration_probe" / name)
-    return probe
+    defaults = {f.name: _kept_or_default(getattr(run, f.name), f"{f.name}.", kept)
+                for f in dataclasses.fields(RootConfig)
+                if f.metadata.get("schema") is not None and f.default_factory is not dataclasses.MISSING
+                and not plays(f.name, kept)}
+    epochs = run.network.probe_epochs
+    probe = replace(run, **defaults)
+    return replace(probe, strategy=typed(schema_of(baseline["name"]), baseline), seed=PROBE_SEED,
+                   network=replace(_scaled(run.network, scale), calibrate_share=None),
+                   train=replace(probe.train, epochs=epochs, warmup_epochs=1, eval_every=epochs),
+                   wandb=replace(probe.wandb, mode="disabled"),
+                   run_dir=str(Path(run.run_dir) / "calibration_probe" / name))
 
 
-def _probe(cfg: dict, baseline: dict, scale: float, name: str) -> dict:
+def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> dict:
     """Run the baseline's probe (:func:`probe_config`); its summary."""
-    probe = probe_config(cfg, baseline, scale, name)
+    probe = probe_config(run, baseline, scale, name)
     launch(probe, run_training)
-    return json.loads((Path(probe["run_dir"]) / "summary.json").read_text())
+    return json.loads((Path(probe.run_dir) / "summary.json").read_text())
 
 
-def _solve(summary: dict, cfg: dict) -> dict:
-    share = cfg["network"]["calibrate_share"]
+def _solve(summary: dict, run: RootConfig) -> dict:
+    share = run.network.calibrate_share
     compute, busy, epoch = (summary[f"mean_{k}"] for k in ("compute_time", "link_busy_time", "epoch_time"))
     if busy <= 0:
         raise ConfigError(f"network.calibrate_share={share}: {summary['strategy']} moves no bytes in this setting "
@@ -183,5 +185,5 @@ def _solve(summary: dict, cfg: dict) -> dict:
                           f"the bandwidth (latency, the real transfer, waits) already takes {fixed * 1e3:.2f} ms of a "
                           f"{epoch * 1e3:.2f} ms epoch; valid: a larger share or a smaller network.latency_us")
     return {"share": share, "scale": busy / room, "compute_s": compute, "link_busy_s": busy,
-            "fixed_comm_s": fixed, "preset_bandwidth_gbps": cfg["network"]["bandwidth_gbps"],
+            "fixed_comm_s": fixed, "preset_bandwidth_gbps": run.network.bandwidth_gbps,
             "probe_epoch_s": epoch}

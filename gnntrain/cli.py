@@ -31,7 +31,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gnntrain.config import one_line, register_schemas
+from gnntrain.config import one_line
+from gnntrain.config.schema import RootConfig
 from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
                              warn)
 from gnntrain.help import print_help, wants_help
@@ -86,20 +87,19 @@ def _run_job(cfg: DictConfig, run_dir: Path, hydra_cfg: DictConfig) -> None:
     if hydra_cfg.mode == RunMode.MULTIRUN:
         name_sweep_job(plain["wandb"], hydra_cfg)
     if plain["partition"]["only"]:
-        api.check(plain)
-        _write_partitioned_dataset(plain)
+        _write_partitioned_dataset(api.check(plain))
         return
     api.run(plain)
 
 
-def _write_partitioned_dataset(cfg: dict) -> None:
+def _write_partitioned_dataset(run: RootConfig) -> None:
     """``partition.only``: cut the dataset into ``partition.parts`` parts (default: as many as
     the job's strategy and workers need) and write the per-part files."""
     from gnntrain.data import write_partitioned_dataset
     from gnntrain.launch import job_layout, resolve_world_size
 
-    parts = cfg["partition"]["parts"] or job_layout(cfg, resolve_world_size(cfg)).parts
-    parted = write_partitioned_dataset(cfg, parts)
+    parts = run.partition.parts or job_layout(run, resolve_world_size(run)).parts
+    parted = write_partitioned_dataset(run, parts)
     facts = parted.facts
     print(f"wrote {parts} parts of {facts.name} ({facts.num_nodes} nodes, {facts.num_edges} edges) to {parted.folder}; "
           f"runs of a graph-parallel strategy on {parts} workers with the same dataset and partition settings "
@@ -188,7 +188,10 @@ def _worker_traceback(exc: BaseException, run_dir: Path | None) -> str:
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
-        register_schemas()  # imports the strategies, and the plugins GNNTRAIN_PLUGINS names
+        # imports the strategies, and the plugins GNNTRAIN_PLUGINS names: their errors are one line too
+        from gnntrain.composition import register_schemas
+
+        register_schemas()
         if wants_help(sys.argv[1:]):
             print_help(sys.argv[1:])
             return

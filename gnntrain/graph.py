@@ -36,6 +36,7 @@ from typing import Callable
 import torch
 
 from gnntrain import keyed
+from gnntrain.aggregation import Aggregation
 from gnntrain.clock import Stopwatch
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import carve_part
@@ -75,13 +76,13 @@ class LocalGraph:
     """For a sampled graph: the graph it was sampled from and the mask of its kept in-edges."""
     operator_builds: Stopwatch | None = field(default=None, repr=False)
     """Times the building of this graph's aggregation matrices (made with the first one)."""
-    operator_source: Callable[[str], SparseOperator] | None = field(default=None, repr=False)
+    operator_source: Callable[[Aggregation], SparseOperator] | None = field(default=None, repr=False)
     """Supplies this graph's aggregation matrices instead of building them: for a view whose
     layer reads some sources' rows from elsewhere (a pipeline chunk reading the other chunks'
     rows from its message tables, :mod:`gnntrain.parallel.history`)."""
-    _operators: dict[str, SparseOperator] = field(default_factory=dict, repr=False)
-    _entry_orders: dict[str, Orders] = field(default_factory=dict, repr=False)
-    _patterns: dict[str, SparsePattern] = field(default_factory=dict, repr=False)
+    _operators: dict[Aggregation, SparseOperator] = field(default_factory=dict, repr=False)
+    _entry_orders: dict[Aggregation, Orders] = field(default_factory=dict, repr=False)
+    _patterns: dict[Aggregation, SparsePattern] = field(default_factory=dict, repr=False)
 
     def to(self, device: torch.device) -> LocalGraph:
         """This graph with every tensor on ``device`` (where training runs); everything derived
@@ -131,24 +132,17 @@ class LocalGraph:
         src, dst = self.self_loop_edges
         return keyed.pair_ids(self.global_ids[src], self.target_rows(self.global_ids)[dst])
 
-    def operator(self, kind: str) -> SparseOperator:
-        """The normalised ``[targets, local]`` aggregation matrix, built once per kind.
-
-        * ``"gcn"``: ``D^-1/2 (A + I) D^-1/2`` with ``D = in_degree + 1`` (Kipf & Welling), the
-          self-loop of a target at its own column;
-        * ``"mean"``: ``D^-1 A`` with ``D = in_degree`` (rows of isolated nodes are zero).
-
-        In a sampled graph each edge's weight is multiplied by its ``edge_scale``; ``D`` stays
-        the full graph's (self-loops keep weight 1).
-        """
+    def operator(self, aggregation: Aggregation) -> SparseOperator:
+        """``aggregation``'s ``[targets, local]`` matrix over this graph (see
+        :class:`~gnntrain.aggregation.Aggregation`), built once per aggregation."""
         if self.operator_source is not None:
-            return self.operator_source(kind)
-        if kind not in self._operators:
+            return self.operator_source(aggregation)
+        if aggregation not in self._operators:
             if self.operator_builds is None:
                 self.operator_builds = Stopwatch(self.device)
             with self.operator_builds:
-                self._operators[kind] = self._build_operator(kind)
-        return self._operators[kind]
+                self._operators[aggregation] = self._build_operator(aggregation)
+        return self._operators[aggregation]
 
     @property
     def operator_build_time(self) -> float:
@@ -156,57 +150,41 @@ class LocalGraph:
         timeline, :mod:`gnntrain.clock`)."""
         return 0.0 if self.operator_builds is None else self.operator_builds.seconds
 
-    def _entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Target row, local source id) of each entry of ``kind``'s matrix."""
-        if kind == "gcn":
-            src, dst = self.self_loop_edges
-            return dst, src
-        if kind == "mean":
-            return self.edge_dst, self.edge_src
-        raise ValueError(f"unknown aggregation kind {kind!r}; valid: gcn, mean")
+    def entry_orders(self, aggregation: Aggregation) -> Orders:
+        """The CSR orders of ``aggregation``'s entries, sorted once (for the graphs sampled from this one)."""
+        if aggregation not in self._entry_orders:
+            self._entry_orders[aggregation] = csr_orders(*aggregation.entries(self), (self.num_targets, self.num_local))
+        return self._entry_orders[aggregation]
 
-    def entry_orders(self, kind: str) -> Orders:
-        """The CSR orders of ``kind``'s entries, sorted once (for the graphs sampled from this one)."""
-        if kind not in self._entry_orders:
-            self._entry_orders[kind] = csr_orders(*self._entries(kind), (self.num_targets, self.num_local))
-        return self._entry_orders[kind]
+    def pattern(self, aggregation: Aggregation) -> SparsePattern:
+        """Where ``aggregation``'s matrix has entries, for layers that compute their weights
+        (attention on :data:`~gnntrain.aggregation.SYMMETRIC`'s entries: every in-edge of a
+        target and its self-loop, in :attr:`self_loop_edges` order)."""
+        if aggregation not in self._patterns:
+            dst, src = aggregation.entries(self)
+            self._patterns[aggregation] = SparsePattern(dst, src, (self.num_targets, self.num_local),
+                                                        self._orders(aggregation))
+        return self._patterns[aggregation]
 
-    def pattern(self, kind: str) -> SparsePattern:
-        """Where ``kind``'s matrix has entries, for layers that compute their weights (attention
-        on the ``"gcn"`` entries: every in-edge of a target and its self-loop, in
-        :attr:`self_loop_edges` order)."""
-        if kind not in self._patterns:
-            dst, src = self._entries(kind)
-            self._patterns[kind] = SparsePattern(dst, src, (self.num_targets, self.num_local), self._orders(kind))
-        return self._patterns[kind]
-
-    def _orders(self, kind: str) -> Orders:
-        """CSR orders of ``kind``'s entries; a sampled graph filters its parent's."""
+    def _orders(self, aggregation: Aggregation) -> Orders:
+        """CSR orders of ``aggregation``'s entries; a sampled graph filters its parent's."""
         if self.sampled_from is None:
-            return self.entry_orders(kind)
+            return self.entry_orders(aggregation)
         parent, edge_keep = self.sampled_from
-        parent_orders = parent.entry_orders(kind)
+        parent_orders = parent.entry_orders(aggregation)
         self_loops = torch.ones(parent_orders[0].numel() - edge_keep.numel(), dtype=torch.bool, device=self.device)
         return subset_orders(parent_orders, torch.cat([edge_keep, self_loops]))
 
-    def operator_entries(self, kind: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def operator_entries(self, aggregation: Aggregation) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(Target row, local source id, value) of each entry of :meth:`operator`'s matrix, the
         values in :func:`weight_dtype` (the matrix rounds them to the training dtype)."""
-        dst, src = self._entries(kind)
-        if kind == "gcn":
-            dinv = (self.in_degree + 1.0).rsqrt()
-            value = dinv[src] * self.target_rows(dinv)[dst]
-            if self.edge_scale is not None:
-                value[: self.edge_src.numel()] *= self.edge_scale
-        else:
-            value = 1.0 / self.target_rows(self.in_degree)[dst]
-            if self.edge_scale is not None:
-                value = value * self.edge_scale
-        return dst, src, value
+        dst, src = aggregation.entries(self)
+        return dst, src, aggregation.values(self, dst, src)
 
-    def _build_operator(self, kind: str) -> SparseOperator:
-        dst, src, value = self.operator_entries(kind)
-        return SparseOperator(dst, src, value.to(self.dtype), (self.num_targets, self.num_local), self._orders(kind))
+    def _build_operator(self, aggregation: Aggregation) -> SparseOperator:
+        dst, src, value = self.operator_entries(aggregation)
+        return SparseOperator(dst, src, value.to(self.dtype), (self.num_targets, self.num_local),
+                              self._orders(aggregation))
 
     def target_view(self, targets: torch.Tensor, with_halo: bool) -> LocalGraph:
         """This graph aggregating into the inner nodes ``targets`` (ascending local ids) only:

@@ -31,19 +31,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from gnntrain.config.schema import ModelConfig, RootConfig
+from gnntrain.config.typed import plain
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.strategies import method
-from gnntrain.strategies.registry import strategy_config
 
 RUNTIME_MB = 360.0
 """A worker's resident memory before its data: Python, torch, gnntrain (measured on this
@@ -132,10 +133,21 @@ def _saved_bytes(model: torch.nn.Module, graph: LocalGraph) -> int:
     return saved.nbytes
 
 
-@lru_cache(maxsize=32)
-def _fitted(model_json: str, features: int, classes: int) -> tuple[tuple[float, float, float], tuple[int, ...]]:
-    """The saved bytes per inner row, halo row and in-edge (fitted), and the layers' input widths."""
-    model = build_model(json.loads(model_json), features, classes)
+_FITS: dict[tuple[str, int, int], tuple[tuple[float, float, float], tuple[int, ...]]] = {}
+"""Fits made in this process, by model section (as JSON), features and classes."""
+
+
+def _fitted(config: ModelConfig, features: int, classes: int) -> tuple[tuple[float, float, float], tuple[int, ...]]:
+    """The saved bytes per inner row, halo row and in-edge (fitted), and the layers' input widths;
+    fitted once per model section, features and classes."""
+    key = (json.dumps(plain(config), sort_keys=True), features, classes)
+    if key not in _FITS:
+        _FITS[key] = _fit(build_model(config, features, classes), features)
+    return _FITS[key]
+
+
+def _fit(model: torch.nn.Module, features: int) -> tuple[tuple[float, float, float], tuple[int, ...]]:
+    """The fit of :func:`_fitted` on ``model``'s probe graphs."""
     base = (512, 256, 4096)
     at = _saved_bytes(model, _probe_graph(*base, features))
     per = []
@@ -146,20 +158,19 @@ def _fitted(model_json: str, features: int, classes: int) -> tuple[tuple[float, 
     return (per[0], per[1], per[2]), tuple(model.input_widths)
 
 
-def saved_bytes_per_row(model: dict, features: int, classes: int) -> tuple[float, float, float]:
+def saved_bytes_per_row(model: ModelConfig, features: int, classes: int) -> tuple[float, float, float]:
     """Bytes the model's training forward keeps for its backward per inner row, per halo row
     and per in-edge, in float32, fitted on probe graphs (module docstring)."""
-    return _fitted(json.dumps(model, sort_keys=True), features, classes)[0]
+    return _fitted(model, features, classes)[0]
 
 
-def estimate_rank(model: dict, kept_beyond: Callable[[RankShape], float] | None, dtype: str, facts: GraphFacts,
+def estimate_rank(model: ModelConfig, kept_beyond: Callable[[RankShape], float] | None, dtype: str, facts: GraphFacts,
                   inner: int, halo: int, sent: int, edges: int) -> MemoryEstimate:
     """The estimated peak of a rank with ``inner`` and ``halo`` nodes, ``sent`` rows sent per
     exchange and ``edges`` in-edges, whose method keeps ``kept_beyond(shape)`` bytes beyond its
     family's baseline (None: nothing)."""
     size = DTYPE_BYTES[dtype]
-    (per_inner, per_halo, per_edge), widths = _fitted(json.dumps(model, sort_keys=True), facts.num_features,
-                                                      facts.num_classes)
+    (per_inner, per_halo, per_edge), widths = _fitted(model, facts.num_features, facts.num_classes)
     activations = BACKWARD_FACTOR * (per_inner * inner + per_halo * halo + per_edge * edges) * size / 4
     shape = RankShape(inner, halo, sent, edges, widths, size)
     return MemoryEstimate(
@@ -170,7 +181,7 @@ def estimate_rank(model: dict, kept_beyond: Callable[[RankShape], float] | None,
         method_mb=0.0 if kept_beyond is None else kept_beyond(shape) / 2**20)
 
 
-def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
+def estimate_job(run: RootConfig, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
     """Every rank's estimate for a graph-parallel partition's ``stats``
     (:func:`~gnntrain.data.partition.partition_stats`; a partitioned dataset written before they
     counted each part's in-edges and sent rows spreads the edges by inner nodes and takes the
@@ -178,10 +189,10 @@ def estimate_job(cfg: dict, facts: GraphFacts, stats: dict) -> list[MemoryEstima
     inner, halo = stats["inner_nodes"], stats["boundary_nodes"]
     edges = stats.get("inner_edges") or [facts.num_edges * count // max(facts.num_nodes, 1) for count in inner]
     sent = stats.get("sent_rows") or halo
-    memory = method(cfg["strategy"]["name"]).memory
-    kept_beyond = None if memory is None else partial(memory, strategy_config(dict(cfg["strategy"])))
-    model, dtype = dict(cfg["model"]), str(cfg["train"]["dtype"])
-    return [estimate_rank(model, kept_beyond, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
+    memory = method(run.strategy.name).memory
+    kept_beyond = None if memory is None else partial(memory, run.strategy)
+    dtype = str(run.train.dtype)
+    return [estimate_rank(run.model, kept_beyond, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
 
 
 def available_mb() -> float:

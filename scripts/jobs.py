@@ -11,29 +11,27 @@ import os
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 import torch
 from gnntrain import api
+from gnntrain.config.schema import RootConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def compose_config(overrides: list[str]) -> dict:
-    """The resolved config the CLI composes for ``overrides`` (W&B disabled), checked."""
-    cfg = api.compose([*overrides, "wandb.mode=disabled"])
-    api.check(cfg)
-    return cfg
+def compose_config(overrides: list[str]) -> RootConfig:
+    """The config the CLI composes for ``overrides`` (W&B disabled), checked and typed."""
+    return api.check(api.compose([*overrides, "wandb.mode=disabled"]))
 
 
 def run_job(overrides: list[str]) -> dict:
     """The job's ``summary.json``, with its ``metrics.jsonl`` records under ``"records"``."""
-    cfg = compose_config(overrides)
+    run = compose_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
-        cfg["run_dir"] = run_dir
-        api.run(cfg)
+        api.run(replace(run, run_dir=run_dir))
         summary = json.loads((Path(run_dir) / "summary.json").read_text())
         lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
         return {**summary, "records": [json.loads(line) for line in lines]}

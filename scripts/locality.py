@@ -69,9 +69,9 @@ def locality_table(graphs: list[str]) -> list[dict]:
     """One row per (graph of :data:`GRAPHS`, parts): R_micro and R_sub at each depth, the paper's beside them."""
     rows = []
     for name in graphs:
-        cfg = compose_config(GRAPHS[name])
+        run = compose_config(GRAPHS[name])
         for parts in PARTS:
-            job = prepare_job_data(cfg, parts)
+            job = prepare_job_data(run, parts)
             row: dict = {"graph": f"{name} ({job.data.num_nodes} nodes, {job.data.edge_index.size(1)} edges)",
                          "parts": parts}
             for layers in LAYERS:

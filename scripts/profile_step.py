@@ -58,8 +58,8 @@ def call_profile(fn, *args, **kwargs) -> tuple[object, dict]:
 def step_profile(graph, args: argparse.Namespace) -> dict:
     """One whole-graph GraphSAGE training step under ``torch.profiler``: wall time and each
     operator's self CPU time."""
-    cfg = compose_config(["model=sage", f"model.hidden={args.hidden}", f"model.layers={args.layers}"])
-    model = build_model(cfg["model"], PRODUCTS["features"], PRODUCTS["classes"])
+    run = compose_config(["model=sage", f"model.hidden={args.hidden}", f"model.layers={args.layers}"])
+    model = build_model(run.model, PRODUCTS["features"], PRODUCTS["classes"])
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 
     def train_step() -> None:

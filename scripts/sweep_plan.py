@@ -30,7 +30,7 @@ from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from gnntrain.config import register_schemas
+from gnntrain.composition import register_schemas
 from gnntrain.report import Run, table_rows
 from gnntrain.sweep import clock, sweep_jobs
 

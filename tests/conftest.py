@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from gnntrain import api
-from gnntrain.config.schema import ModelConfig
+from gnntrain.config.schema import ModelConfig, RootConfig
 from gnntrain.models import MODELS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +52,11 @@ def make_cfg(*overrides: str) -> dict:
     cfg = api.compose(list(overrides))
     api.check(cfg)
     return cfg
+
+
+def make_run(*overrides: str) -> RootConfig:
+    """:func:`make_cfg`'s config, typed as a run reads it (:class:`~gnntrain.config.schema.RootConfig`)."""
+    return api.check(api.compose(list(overrides)))
 
 
 def model_config(name: str, **keys: Any) -> ModelConfig:

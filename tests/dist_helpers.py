@@ -3,17 +3,18 @@ children, which inherit the parent's ``sys.path``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from conftest import make_cfg
+from conftest import make_run
 
 from gnntrain import api
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.typed import run_config
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.data import prepare_job_data
 from gnntrain.launch import job_layout
@@ -22,16 +23,16 @@ from gnntrain.strategies import strategy_class
 from gnntrain.strategies.graph_parallel import GraphParallel
 
 
-def trace_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
+def trace_training(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> dict:
     """:func:`record_training` of this rank's graph-parallel strategy, written to
     ``<trace_dir>/rank<r>.pt``."""
-    trace = record_training(GraphParallel(run_config(cfg), ctx, job), cfg, ctx)
-    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    trace = record_training(GraphParallel(run, ctx, job), run, ctx)
+    torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
     return trace
 
 
-def record_training(strategy: GraphParallel, cfg: dict, ctx: WorkerContext) -> dict:
-    """Train ``cfg['train']['epochs']`` epochs, recording per epoch: global loss, this rank's
+def record_training(strategy: GraphParallel, run: RootConfig, ctx: WorkerContext) -> dict:
+    """Train ``train.epochs`` epochs, recording per epoch: global loss, this rank's
     outputs (by global node id) before the step, the all-reduced gradients, the strategy's
     epoch metrics and the edges of the graph it trained on (global source and target ids and
     each edge's weight); and the rank's bytes by kind over the job and its halo size."""
@@ -49,7 +50,7 @@ def record_training(strategy: GraphParallel, cfg: dict, ctx: WorkerContext) -> d
         trace["edges"].append((graph.global_ids[graph.edge_src], graph.global_ids[graph.edge_dst], scale))
         return graph, halo
 
-    for epoch in range(1, cfg["train"]["epochs"] + 1):
+    for epoch in range(1, run.train.epochs + 1):
         trace["out"].append(step.local_outputs(policy.evaluation_halo()).cpu())
         loss = step.forward_backward(epoch, *recorded(epoch))
         step.all_reduce_gradients()
@@ -64,12 +65,12 @@ def record_training(strategy: GraphParallel, cfg: dict, ctx: WorkerContext) -> d
     return trace
 
 
-def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+def trace_pipeline(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
     """Train with the strategy's training halos tapped: per epoch and layer, the layer input's
     inner rows (``input``), the halo rows the strategy handed the layer (``used``), the gradient
     of those halo rows (``grad_halo``, what goes back to their owners) and the gradient the
     exchange gave the layer input (``grad_from_peers``). Written to ``<trace_dir>/rank<r>.pt``."""
-    strategy = GraphParallel(run_config(cfg), ctx, job)
+    strategy = GraphParallel(run, ctx, job)
     graph = strategy.graph
     epochs: list[dict] = []
     training_view = strategy.policy.training_view
@@ -90,29 +91,30 @@ def trace_pipeline(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
 
         return graph, call
 
-    for epoch in range(1, cfg["train"]["epochs"] + 1):
+    for epoch in range(1, run.train.epochs + 1):
         epochs.append({})
         strategy.step.train(epoch, *tapped(epoch))
     strategy.finish()
     trace = {"rank": ctx.rank, "inner": graph.global_ids[: graph.num_inner],
              "halo": graph.global_ids[graph.num_inner:], "epochs": epochs}
-    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
 def trace_job(tmp_path, name: str, *overrides: str, worker=trace_training) -> list[dict]:
     """Run a job under ``worker`` (a tracing worker of this module, which writes
     ``<trace_dir>/rank<r>.pt``) in ``tmp_path/name``; every rank's trace. One worker runs in
     this process, without a process group, on the config's device."""
-    cfg = make_cfg(*overrides)
-    cfg["trace_dir"] = str(tmp_path / name)
-    (tmp_path / name).mkdir()
-    world = cfg["cluster"]["world_size"]
+    run = make_run(*overrides)
+    trace_dir = tmp_path / name
+    trace_dir.mkdir()
+    traced = partial(worker, trace_dir=str(trace_dir))
+    world = run.cluster.world_size
     if world == 1:
-        device = torch.device("cuda", 0) if cfg["cluster"]["device"] == "cuda" else torch.device("cpu")
-        worker(cfg, WorkerContext(0, 1, device), prepare_job_data(cfg, job_layout(cfg, 1).parts))
+        device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
+        traced(run, WorkerContext(0, 1, device), prepare_job_data(run, job_layout(run, 1).parts))
     else:
-        api.run(cfg, worker)
-    return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
+        api.run(run, traced)
+    return [torch.load(trace_dir / f"rank{r}.pt") for r in range(world)]
 
 
 def assert_gradients_close(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], rtol: float,
@@ -149,34 +151,34 @@ def _record_epoch(trace: dict, ctx: WorkerContext, loss: torch.Tensor, counts: t
     trace["loss"].append(float(loss))
 
 
-def trace_full_batch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+def trace_full_batch(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
     """Train any strategy built on the full-batch step through its own ``train_epoch`` and
     ``evaluate``, recording per epoch the global loss and evaluation counts (summed over
     ranks; the counts before the epoch's step) and the gradients the optimizer steps with.
     Written to ``<trace_dir>/rank<r>.pt``."""
-    strategy = strategy_class(cfg["strategy"]["name"])(run_config(cfg), ctx, job)
+    strategy = strategy_class(run.strategy.name)(run, ctx, job)
     trace: dict = {"loss": [], "grads": [], "counts": []}
     _record_steps(trace, strategy.step.optimizer, strategy.step.model)
-    for epoch in range(1, cfg["train"]["epochs"] + 1):
+    for epoch in range(1, run.train.epochs + 1):
         counts = strategy.evaluate()
         _record_epoch(trace, ctx, strategy.train_epoch(epoch), counts)
     strategy.finish()
     trace["bytes"] = dict(strategy.meter.bytes)
-    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
-def trace_gnnpipe(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
+def trace_gnnpipe(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str = "") -> dict:
     """Train the pipeline, recording per epoch the global loss, the gradients of this rank's
     parameters as the optimizer steps, and the bytes by kind; written to
     ``<trace_dir>/rank<r>.pt`` (when set) and returned."""
     from gnntrain.strategies.gnnpipe import GNNPipe
 
-    strategy = GNNPipe(run_config(cfg), ctx, job)
+    strategy = GNNPipe(run, ctx, job)
     names = {id(p): n for n, p in strategy.model.named_parameters()}
     trace: dict = {"loss": [], "grads": [], "bytes": [], "stage": strategy.stage}
     strategy.optimizer.register_step_pre_hook(lambda *_: trace["grads"].append(
         {names[id(p)]: p.grad.detach().clone() for p in strategy.params}))
-    for epoch in range(1, cfg["train"]["epochs"] + 1):
+    for epoch in range(1, run.train.epochs + 1):
         strategy.meter.reset()
         loss = strategy.train_epoch(epoch)
         if ctx.world_size > 1:
@@ -184,12 +186,12 @@ def trace_gnnpipe(cfg: dict, ctx: WorkerContext, job: JobData) -> dict:
         trace["loss"].append(float(loss))
         trace["bytes"].append(dict(strategy.meter.bytes))
     strategy.finish()
-    if cfg.get("trace_dir"):
-        torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    if trace_dir:
+        torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
     return trace
 
 
-def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+def ring_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
     """On every axis of the job's mesh, send this rank's world rank to the next rank of the
     axis and receive from the previous one, batched point-to-point; writes what arrived and
     the meter's bytes to ``<trace_dir>/rank<r>.pt``."""
@@ -202,68 +204,70 @@ def ring_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
         buffer = torch.empty(3)
         received[axis] = comm.p2p_start([(nxt, payload)], [(prev, buffer)], "pipe_fwd").wait()[0].tolist()
     torch.save({"received": received, "bytes": dict(meter.bytes), "wait": dict(meter.wait_s)},
-               Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+               Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
-def late_one_sided_send(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
-    """Rank 1 posts a one-sided receive at once; rank 0 sends ``cfg["floats"]`` float32 values
-    ``cfg["delay_s"]`` later. Writes rank 1's blocked seconds to ``<trace_dir>/rank1.pt``."""
+def late_one_sided_send(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str, floats: int,
+                        delay_s: float) -> None:
+    """Rank 1 posts a one-sided receive at once; rank 0 sends ``floats`` float32 values
+    ``delay_s`` later. Writes rank 1's blocked seconds to ``<trace_dir>/rank1.pt``."""
     import time
 
     comm = Communicator.of_world(ctx, CommMeter())
     dist.barrier()
     if ctx.rank == 0:
-        time.sleep(cfg["delay_s"])
-        comm.send_start(1, [torch.ones(cfg["floats"])], "pipe_fwd").wait()
+        time.sleep(delay_s)
+        comm.send_start(1, [torch.ones(floats)], "pipe_fwd").wait()
     else:
         start = time.perf_counter()
-        comm.recv_start(0, [torch.empty(cfg["floats"])], "pipe_fwd").wait()
-        torch.save({"waited": time.perf_counter() - start}, Path(cfg["trace_dir"]) / "rank1.pt")
+        comm.recv_start(0, [torch.empty(floats)], "pipe_fwd").wait()
+        torch.save({"waited": time.perf_counter() - start}, Path(trace_dir) / "rank1.pt")
 
 
-def timed_transfers(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
-    """Under the job's network: an all-to-all sending ``cfg["rows_to"][q]`` float32 rows of 1024
-    to each peer ``q``, then an all-reduce of ``cfg["reduce_floats"]`` floats; writes each one's
+def timed_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str, rows_to: list[list[int]],
+                    reduce_floats: int) -> None:
+    """Under the job's network: an all-to-all sending ``rows_to[p][q]`` float32 rows of 1024 from
+    each rank ``p`` to each peer ``q``, then an all-reduce of ``reduce_floats`` floats; writes each one's
     blocked seconds to ``<trace_dir>/rank<r>.pt``."""
     meter = CommMeter()
     comm = Communicator.of_mesh_axis(ctx, "gp", meter)
-    send_rows = cfg["rows_to"][ctx.rank]
-    recv_rows = [cfg["rows_to"][q][ctx.rank] for q in range(ctx.world_size)]
+    send_rows = rows_to[ctx.rank]
+    recv_rows = [rows_to[q][ctx.rank] for q in range(ctx.world_size)]
     dist.barrier()
     comm.all_to_all_start(torch.ones(sum(send_rows), 1024), send_rows, recv_rows, "halo_fwd").wait()
     dist.barrier()
-    comm.all_reduce(torch.ones(cfg["reduce_floats"]), "allreduce")
+    comm.all_reduce(torch.ones(reduce_floats), "allreduce")
     torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s)},
-               Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+               Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
-def trace_minibatch(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+def trace_minibatch(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
     """Train a mini-batch strategy through its own ``train_epoch`` and ``evaluate``, recording per
     epoch the global loss, evaluation counts (summed over ranks), bytes by kind and epoch
     metrics, and the gradients of every optimizer step (all-reduced). Written to
     ``<trace_dir>/rank<r>.pt``."""
-    strategy = strategy_class(cfg["strategy"]["name"])(run_config(cfg), ctx, job)
+    strategy = strategy_class(run.strategy.name)(run, ctx, job)
     trace: dict = {"loss": [], "grads": [], "counts": [], "bytes": [], "metrics": []}
     _record_steps(trace, strategy.optimizer, strategy.model)
-    for epoch in range(1, cfg["train"]["epochs"] + 1):
+    for epoch in range(1, run.train.epochs + 1):
         strategy.meter.reset()
         loss = strategy.train_epoch(epoch)
         trace["bytes"].append(dict(strategy.meter.bytes))
         trace["metrics"].append(strategy.epoch_metrics())
         _record_epoch(trace, ctx, loss, strategy.evaluate())
     strategy.finish()
-    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
-def save_variance_coefficients(cfg: dict, ctx: WorkerContext, job: JobData) -> None:
+def save_variance_coefficients(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
     """Build an adaptive AdaQP strategy and write its plan's ``c_k`` per layer and direction,
     with the global ids of the halo rows (forward order) and of the sent rows (backward order)."""
-    strategy = GraphParallel(run_config(cfg), ctx, job)
+    strategy = GraphParallel(run, ctx, job)
     graph = strategy.graph
     trace = {"coefficients": strategy.policy.plan.coefficients, "send_splits": graph.send_splits,
              "recv_splits": graph.recv_splits, "halo": graph.global_ids[graph.num_inner:].cpu(),
              "sent": graph.global_ids[graph.send_index].cpu()}
-    torch.save(trace, Path(cfg["trace_dir"]) / f"rank{ctx.rank}.pt")
+    torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
 def gloo_all_to_all_moves(rank: int, dtype: torch.dtype, port: int, moved: object) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import make_run
 from dist_helpers import job_bytes, save_variance_coefficients, trace_job
 from gnntrain.comm.quantize import record_bytes
 from gnntrain.data import prepare_job_data
@@ -115,7 +115,7 @@ def test_variance_coefficients_are_the_layers_own_squared_weights(kind: str) -> 
     """``c_k`` of Eq. 11 for a halo row: its squared aggregation weights summed over this
     rank's targets, from the global graph's degrees (GCN: symmetric with self-loops; SAGE: the
     mean; GCNII: (1 - alpha) x GCN's)."""
-    data = prepare_job_data(make_cfg("dataset.num_nodes=600"), 1).data
+    data = prepare_job_data(make_run("dataset.num_nodes=600"), 1).data
     part = torch.randint(0, 3, (data.num_nodes,), generator=torch.Generator().manual_seed(0))
     graph = build_local_graph(data, part, 1, 3)
     layer = {"gcn": GCNLayer(8, 8), "sage": SAGELayer(8, 8), "gcnii": GCNIILayer(8, 0.1, 0.5, 1)}[kind]

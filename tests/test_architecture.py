@@ -1,4 +1,5 @@
-"""The packages that hold the mechanisms never reach up to the code that runs a job."""
+"""The packages that hold the mechanisms never reach up to the code that runs a job, and the
+config package, which every other reads, reaches up to none."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gnntrain"
 LOWER = ("engine", "strategies", "parallel", "models", "comm", "data")
-UPPER = ("gnntrain.launch", "gnntrain.cli", "gnntrain.api", "gnntrain.sweep")
+UPPER = ("gnntrain.launch", "gnntrain.cli", "gnntrain.api", "gnntrain.sweep", "gnntrain.composition",
+         "gnntrain.validation")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -28,4 +30,16 @@ def imported_modules(path: Path) -> set[str]:
 def test_lower_packages_do_not_import_the_launcher_or_the_cli(package: str) -> None:
     offending = {str(path.relative_to(PACKAGE.parent)): sorted(n for n in imported_modules(path) if n in UPPER)
                  for path in sorted((PACKAGE / package).rglob("*.py"))}
+    assert not {path: names for path, names in offending.items() if names}
+
+
+def test_the_config_package_imports_nothing_above_it() -> None:
+    """Of gnntrain, ``gnntrain.config`` imports only itself and the errors: the registries of
+    models and strategies extend its schemas from above, and composition and validation run them."""
+    def above(name: str) -> bool:
+        own = any(name == base or name.startswith(base + ".") for base in ("gnntrain.config", "gnntrain.errors"))
+        return (name.startswith("gnntrain") or name.startswith("hydra_plugins")) and not own
+
+    offending = {str(path.relative_to(PACKAGE.parent)): sorted(filter(above, imported_modules(path)))
+                 for path in sorted((PACKAGE / "config").rglob("*.py"))}
     assert not {path: names for path, names in offending.items() if names}

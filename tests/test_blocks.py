@@ -9,7 +9,7 @@ import copy
 import pytest
 import torch
 
-from conftest import make_cfg, model_config
+from conftest import make_run, model_config
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import MODELS, build_model
@@ -19,7 +19,7 @@ NO_HALO = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_block_slices_with_their_carried_state_equal_the_model(name: str) -> None:
-    data = prepare_job_data(make_cfg("dataset.num_nodes=300"), 1).data
+    data = prepare_job_data(make_run("dataset.num_nodes=300"), 1).data
     graph = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
     config = model_config(name, hidden=16, layers=4, dropout=0.0, norm="none" if name == "gcnii" else "layer", heads=2,
                           out_heads=1, att_dropout=0.0, alpha=0.1, theta=0.5, t=1.0, learn_t=True)

@@ -11,9 +11,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import make_run
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
-from gnntrain.config.typed import run_config
+from gnntrain.aggregation import MEAN, SYMMETRIC, Aggregation
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.activation_memory import SavedActivations
@@ -67,12 +67,11 @@ def test_saved_activations_count_dense_storages_once_without_parameters() -> Non
     assert saved.nbytes == x.nbytes + h.nbytes + total.nbytes
 
 
-@pytest.mark.parametrize("kind", ["gcn", "mean"])
-def test_sampled_graph_matrices_equal_matrices_sorted_from_scratch(kind: str) -> None:
+@pytest.mark.parametrize("aggregation", [SYMMETRIC, MEAN], ids=lambda a: a.name)
+def test_sampled_graph_matrices_equal_matrices_sorted_from_scratch(aggregation: Aggregation) -> None:
     """A sampled graph's aggregation matrices (A and A^T) take their entries' order from the
     whole local graph's; they equal the matrices of the same graph built from scratch."""
-    cfg = make_cfg("dataset.num_nodes=800", "cluster.world_size=3")
-    job = prepare_job_data(cfg, 3)
+    job = prepare_job_data(make_run("dataset.num_nodes=800", "cluster.world_size=3"), 3)
     graph = build_local_graph(job.data, job.part, 1, 3, torch.float64)
     halo_keep = torch.rand(graph.num_halo, generator=torch.Generator().manual_seed(0)) < 0.3
     is_cut = graph.edge_src >= graph.num_inner
@@ -81,8 +80,8 @@ def test_sampled_graph_matrices_equal_matrices_sorted_from_scratch(kind: str) ->
     scale = torch.where(is_cut, 1 / 0.3, 1.0).double()
     sampled = sampled_graph(graph, edge_keep, scale, halo_keep, graph.send_index, graph.send_splits)
     fresh = replace(sampled, sampled_from=None, _operators={})
-    for mine, reference in [(sampled.operator(kind).matrix, fresh.operator(kind).matrix),
-                            (sampled.operator(kind).transpose, fresh.operator(kind).transpose)]:
+    for mine, reference in [(sampled.operator(aggregation).matrix, fresh.operator(aggregation).matrix),
+                            (sampled.operator(aggregation).transpose, fresh.operator(aggregation).transpose)]:
         assert torch.equal(mine.crow_indices(), reference.crow_indices())
         torch.testing.assert_close(mine.to_dense(), reference.to_dense(), rtol=1e-12, atol=0)
 
@@ -133,13 +132,13 @@ def test_sampled_run_equals_single_process_on_the_sampled_graph(model: str, stra
              for epoch in range(3)]
     assert all(m["dropped_edges"] > 0 for m in sampled[0]["epoch_metrics"])
 
-    cfg = make_cfg(*overrides, "cluster.world_size=1")
+    run = make_run(*overrides, "cluster.world_size=1")
     ctx = WorkerContext(0, 1, torch.device("cpu"))
-    job = prepare_job_data(cfg, 1)
-    strategy = GraphParallel(run_config(cfg), ctx, job)
+    job = prepare_job_data(run, 1)
+    strategy = GraphParallel(run, ctx, job)
     full, full_view = strategy.graph, strategy.policy.training_view
     strategy.policy.training_view = lambda epoch: (_graph_with_edges(full, *edges[epoch - 1]), full_view(epoch)[1])
-    reference = record_training(strategy, cfg, ctx)
+    reference = record_training(strategy, run, ctx)
 
     torch.testing.assert_close(torch.tensor(sampled[0]["loss"]), torch.tensor(reference["loss"]), rtol=1e-9, atol=0)
     for epoch in range(3):

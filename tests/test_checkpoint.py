@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_same_training, make_cfg, train_records
+from conftest import assert_same_training, make_run, train_records
+from gnntrain import api
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, WorkerFailed
 
@@ -86,9 +87,9 @@ def checkpointed(tmp_path_factory) -> Path:
 
 
 def _refusal(*overrides: str) -> str:
-    cfg = make_cfg(*COMMON, "train.epochs=2", *overrides)
+    run = make_run(*COMMON, "train.epochs=2", *overrides)
     with pytest.raises(ConfigError) as refused:
-        Resume.find(cfg).check(cfg, cfg["cluster"]["world_size"])
+        Resume.find(run).check(run, run.cluster.world_size)
     return str(refused.value)
 
 
@@ -97,8 +98,8 @@ def test_a_checkpoint_of_another_config_or_world_size_is_refused_naming_the_mism
     assert "model.hidden=16, this run has model.hidden=32" in line and "\n" not in line
     line = _refusal(f"train.resume={checkpointed}", "cluster.world_size=3")
     assert "written by 2 workers, this run has 3; valid: cluster.world_size=2" in line
-    Resume.find(make_cfg(*COMMON, f"train.resume={checkpointed}", "train.epochs=9")).check(
-        make_cfg(*COMMON, "train.epochs=9"), 2)  # more epochs: fine
+    Resume.find(make_run(*COMMON, f"train.resume={checkpointed}", "train.epochs=9")).check(
+        make_run(*COMMON, "train.epochs=9"), 2)  # more epochs: fine
 
 
 def test_a_damaged_only_checkpoint_is_refused_in_one_line(checkpointed, tmp_path) -> None:
@@ -120,7 +121,7 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path) -> N
     uninterrupted = _run(tmp_path / "uninterrupted", "train.epochs=4")
     shutil.copytree(tmp_path / "uninterrupted", tmp_path / "damaged")
     (tmp_path / "damaged" / "checkpoints" / "epoch_000004" / "rank0.pt").write_bytes(b"")
-    resume = Resume.find(make_cfg(*COMMON, "train.epochs=4", f"train.resume={tmp_path / 'damaged'}"))
+    resume = Resume.find(make_run(*COMMON, "train.epochs=4", f"train.resume={tmp_path / 'damaged'}"))
     assert resume.epoch == 2
     assert resume.describe_skipped() == [f"checkpoint {tmp_path / 'damaged' / 'checkpoints' / 'epoch_000004'} is "
                                          "damaged (rank0.pt unreadable: Expected input to be a checkpoint returned by "
@@ -134,7 +135,5 @@ def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path) -> N
     (("train.resume=''",), "train.resume= is invalid; it must be true, false or a run dir"),
 ])
 def test_bad_checkpoint_settings_are_refused_in_one_line(overrides, line) -> None:
-    from gnntrain.config import validate
-
     with pytest.raises(ConfigError, match="^" + re.escape(line) + "$"):
-        validate(make_cfg(*overrides))
+        api.check(api.compose(list(overrides)))

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import assert_same_training, make_cfg, train_records
+from conftest import assert_same_training, make_run, train_records
 from gnntrain.data import write_partitioned_dataset
 from gnntrain.strategies import METHODS
 
@@ -137,7 +137,7 @@ def test_ranks_loading_part_files_on_the_gpu_train_as_ranks_carving_their_parts(
     overrides = (*COMMON, "model=sage", "strategy=pipegcn", "strategy.smooth=gf", *GPU_GLOO,
                  "cluster.deterministic=true")
     folder = tmp_path / "parted"
-    write_partitioned_dataset(make_cfg(*overrides, f"partition.dir={folder}"), 2)
+    write_partitioned_dataset(make_run(*overrides, f"partition.dir={folder}"), 2)
     parts = train_records(tmp_path / "parts", *overrides, f"partition.dir={folder}")
     assert_same_training(parts, train_records(tmp_path / "whole", *overrides), 3)
 

@@ -9,7 +9,7 @@ import torch
 
 from torch_geometric.data import Data
 
-from conftest import DATA_ROOT, make_cfg, needs_real_data
+from conftest import DATA_ROOT, make_run, needs_real_data
 from gnntrain.data import dataset_key
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
@@ -41,7 +41,7 @@ def test_synthetic_is_deterministic_and_has_the_asked_structure() -> None:
 ])
 def test_offline_real_graphs_load_without_writing_to_the_data_root(name, nodes, features, classes) -> None:
     before = sorted(p for p in DATA_ROOT.rglob("*"))
-    data = load_dataset(make_cfg(f"dataset={name}")["dataset"], make_cfg()["partition"]["cache_dir"])
+    data = load_dataset(make_run(f"dataset={name}").dataset, make_run().partition.cache_dir)
     assert (data.num_nodes, data.num_features, data.num_classes) == (nodes, features, classes)
     assert data.train_mask.any() and data.val_mask.any() and data.test_mask.any()
     assert not (data.train_mask & data.val_mask).any()
@@ -59,11 +59,11 @@ def test_planetoid_features_are_row_normalised_by_default_as_pyg_normalize_featu
     PyG's NormalizeFeatures; it is part of the cache key, and false restores the raw features."""
     from torch_geometric.transforms import NormalizeFeatures
 
-    cfg = make_cfg(f"dataset={name}")
-    assert cfg["dataset"]["normalize_features"]
-    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
-    raw_cfg = make_cfg(f"dataset={name}", "dataset.normalize_features=false")
-    raw = load_dataset(raw_cfg["dataset"], raw_cfg["partition"]["cache_dir"])
+    run = make_run(f"dataset={name}")
+    assert run.dataset.normalize_features
+    data = load_dataset(run.dataset, run.partition.cache_dir)
+    unnormalized = make_run(f"dataset={name}", "dataset.normalize_features=false")
+    raw = load_dataset(unnormalized.dataset, unnormalized.partition.cache_dir)
     sums = data.x.sum(dim=1)
     nonzero = raw.x.sum(dim=1) != 0
     assert not nonzero.all() or name == "cora"  # CiteSeer has featureless nodes, left at 0
@@ -71,7 +71,7 @@ def test_planetoid_features_are_row_normalised_by_default_as_pyg_normalize_featu
     assert (sums[~nonzero] == 0).all()
     reference = NormalizeFeatures()(Data(x=raw.x.clone())).x
     torch.testing.assert_close(data.x, reference)
-    assert dataset_key(cfg["dataset"]) != dataset_key(raw_cfg["dataset"])
+    assert dataset_key(run.dataset) != dataset_key(unnormalized.dataset)
 
 
 @pytest.mark.parametrize("name,missing", [
@@ -80,9 +80,9 @@ def test_planetoid_features_are_row_normalised_by_default_as_pyg_normalize_featu
     ("ogbn-products", "ogbn_products"), ("ogbn-papers100m", "ogbn_papers100M"),
 ])
 def test_unavailable_graphs_say_what_is_missing_and_where(name, missing, tmp_path) -> None:
-    cfg = make_cfg(f"dataset={name}", f"dataset.root={tmp_path}", "dataset.download=false")
+    run = make_run(f"dataset={name}", f"dataset.root={tmp_path}", "dataset.download=false")
     with pytest.raises(DatasetUnavailable) as err:
-        load_dataset(cfg["dataset"], tmp_path / "cache")
+        load_dataset(run.dataset, tmp_path / "cache")
     message = str(err.value)
     assert "\n" not in message and missing in message and str(tmp_path) in message
 
@@ -101,9 +101,9 @@ def _offline() -> bool:
 
 @pytest.mark.skipif(not _offline(), reason="the network is reachable: the download would run")
 def test_remote_graph_download_failure_is_reported_as_missing_files(tmp_path) -> None:
-    cfg = make_cfg("dataset=reddit", f"dataset.root={tmp_path}")
+    run = make_run("dataset=reddit", f"dataset.root={tmp_path}")
     with pytest.raises(DatasetUnavailable, match="reddit_graph.npz"):
-        load_dataset(cfg["dataset"], tmp_path / "cache")
+        load_dataset(run.dataset, tmp_path / "cache")
 
 
 def _fake_ogb_arxiv(root) -> None:
@@ -144,8 +144,8 @@ def test_an_ogb_dataset_copied_without_its_release_marker_loads_without_asking(t
         raise AssertionError(f"asked on stdin: {prompt}")
 
     monkeypatch.setattr("builtins.input", no_stdin)
-    cfg = make_cfg("dataset=ogbn-arxiv", f"dataset.root={tmp_path / 'root'}", "dataset.download=false")
-    data = load_dataset(cfg["dataset"], tmp_path / "cache")
+    run = make_run("dataset=ogbn-arxiv", f"dataset.root={tmp_path / 'root'}", "dataset.download=false")
+    data = load_dataset(run.dataset, tmp_path / "cache")
     assert data.num_nodes == 30 and data.num_classes == 40
     assert [int(m.sum()) for m in (data.train_mask, data.val_mask, data.test_mask)] == [20, 5, 5]
     assert not list((tmp_path / "root").rglob("RELEASE_v*.txt"))  # the user's folder is left as it was

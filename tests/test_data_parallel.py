@@ -5,12 +5,15 @@ cross-rank batch norm; and the communicator's point-to-point transfers stay insi
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import make_run
 from dist_helpers import assert_gradients_close, ring_transfers, trace_full_batch, trace_job
 from gnntrain import api
+from gnntrain.composition import typed_run
 from gnntrain.errors import ConfigError
 from gnntrain.launch import job_layout
 
@@ -41,19 +44,18 @@ def test_data_parallel_equals_single_process(model: str, norm: str, world: int, 
 
 
 def test_data_parallel_layout_is_checked_before_the_workers_start() -> None:
-    cfg = api.compose(["strategy=data_parallel", "strategy.graph_parallel=3", "cluster.world_size=4"])
+    run = typed_run(api.compose(["strategy=data_parallel", "strategy.graph_parallel=3", "cluster.world_size=4"]))
     with pytest.raises(ConfigError, match=r"strategy.graph_parallel=3 must divide .*\(4\); valid: 1, 2, 4"):
-        job_layout(cfg, 4)
-    layout = job_layout(make_cfg("strategy=data_parallel", "strategy.graph_parallel=2"), 4)
+        job_layout(run, 4)
+    layout = job_layout(make_run("strategy=data_parallel", "strategy.graph_parallel=2"), 4)
     assert layout.axes == {"dp": 2, "gp": 2} and layout.parts == 2
 
 
 @pytest.mark.slow
 def test_point_to_point_transfers_stay_on_their_mesh_axis(tmp_path) -> None:
-    cfg = make_cfg("strategy=data_parallel", "strategy.graph_parallel=2", "cluster.world_size=4",
+    run = make_run("strategy=data_parallel", "strategy.graph_parallel=2", "cluster.world_size=4",
                    "dataset.num_nodes=200")
-    cfg["trace_dir"] = str(tmp_path)
-    api.run(cfg, ring_transfers)
+    api.run(run, partial(ring_transfers, trace_dir=str(tmp_path)))
     traces = [torch.load(tmp_path / f"rank{r}.pt") for r in range(4)]
     # mesh dp x gp = 2 x 2: gp groups {0, 1}, {2, 3}; dp groups {0, 2}, {1, 3}
     assert [t["received"]["gp"][0] for t in traces] == [1.0, 0.0, 3.0, 2.0]

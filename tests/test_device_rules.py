@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import assert_same_training, train_records
+from gnntrain.aggregation import MEAN, SYMMETRIC
 from gnntrain.clock import Stopwatch, clock_of
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.sampling import Topology, sample_groups, sampling_key, to_device
@@ -38,13 +39,13 @@ def test_degrees_and_weights_are_at_least_float32(dtype: torch.dtype, expected: 
 def test_a_16_bit_run_rounds_each_weight_once_not_the_degree() -> None:
     """A degree of 257 is 256 in bfloat16; the mean's weight is 1/257 rounded to bfloat16."""
     graph = build_local_graph(_star(257), torch.zeros(258, dtype=torch.long), 0, 1, torch.bfloat16)
-    _, _, precise = graph.operator_entries("mean")
+    _, _, precise = graph.operator_entries(MEAN)
     assert precise.dtype == torch.float32
-    weights = graph.operator("mean").matrix.values()
+    weights = graph.operator(MEAN).matrix.values()
     assert weights.dtype == torch.bfloat16
     assert torch.equal(weights, torch.full_like(weights, 1 / 257))
     assert not torch.equal(weights, torch.full_like(weights, 1 / 256))
-    gcn = graph.operator("gcn").matrix.values()  # row 0: its self-loop, then the 257 leaves
+    gcn = graph.operator(SYMMETRIC).matrix.values()  # row 0: its self-loop, then the 257 leaves
     assert gcn.dtype == torch.bfloat16 and gcn[0] == torch.tensor(1 / 258).to(torch.bfloat16)
     assert torch.equal(gcn[1:258], torch.full((257,), 258 ** -0.5).to(torch.bfloat16))
 

@@ -15,12 +15,16 @@ order into relative differences above 1e-5 within a few Adam steps.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
+
 import pytest
 import torch
 
-from conftest import make_cfg, needs_real_data
+from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_training
 from gnntrain import api
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import prepare_job_data
 from gnntrain.models import build_model
 from gnntrain.models.norm import BatchNorm
@@ -38,7 +42,7 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, rtol: float, scal
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=rtol * scale, msg=lambda m: f"{what}: {m}")
 
 
-def _cfg(dataset: str, model: str, world: int, tmp_path, norm: str | None, dtype: str) -> dict:
+def _run(dataset: str, model: str, world: int, norm: str | None, dtype: str, *extra: str) -> RootConfig:
     overrides = [f"dataset={dataset}", f"model={model}", "model.dropout=0.5", "model.hidden=16",
                  f"cluster.world_size={world}", f"train.epochs={EPOCHS}", f"train.dtype={dtype}", "seed=7"]
     if norm is not None:
@@ -53,14 +57,13 @@ def _cfg(dataset: str, model: str, world: int, tmp_path, norm: str | None, dtype
         # ~4e-8 relative in float64: conditioning, not another function. Raw features keep the
         # batch-norm cases at the common tolerance.
         overrides += ["dataset.normalize_features=false"]
-    cfg = make_cfg(*overrides)
-    cfg["trace_dir"] = str(tmp_path)
-    return cfg
+    return make_run(*overrides, *extra)
 
 
-def _single_process(cfg: dict) -> dict:
-    cfg = dict(cfg, cluster=dict(cfg["cluster"], world_size=1))
-    return trace_training(cfg, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(cfg, 1))
+def _single_process(run: RootConfig, trace_dir) -> dict:
+    run = replace(run, cluster=replace(run.cluster, world_size=1))
+    return trace_training(run, WorkerContext(0, 1, torch.device("cpu")), prepare_job_data(run, 1),
+                          trace_dir=str(trace_dir))
 
 
 def _assemble(tmp_path, world: int, num_nodes: int) -> dict:
@@ -86,14 +89,14 @@ def _assemble(tmp_path, world: int, num_nodes: int) -> dict:
 @pytest.mark.parametrize("world", [pytest.param(2, marks=pytest.mark.slow), 4])
 def test_distributed_equals_single_process(dataset: str, model: str, norm: str | None, world: int,
                                            tmp_path) -> None:
-    _check(_cfg(dataset, model, world, tmp_path, norm, "float64"), world, tmp_path)
+    _check(_run(dataset, model, world, norm, "float64"), world, tmp_path)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["gcn", "sage", "gat", "gcnii"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_distributed_equals_single_process_in_float32(model: str, world: int, tmp_path) -> None:
-    _check(_cfg("synthetic", model, world, tmp_path, None, "float32"), world, tmp_path)
+    _check(_run("synthetic", model, world, None, "float32"), world, tmp_path)
 
 
 @pytest.mark.slow
@@ -103,11 +106,10 @@ def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(mod
     (float64); the input features' halo rows move once (``precompute_halo_fwd``), not every
     epoch, so the halo bytes are those of the other layers."""
     world = 2
-    cfg = _cfg("synthetic", model, world, tmp_path, None, "float64")
-    cfg["model"]["precompute_first"] = True
-    _check_equal(cfg, world, tmp_path)
-    job = prepare_job_data(cfg, world)
-    widths = build_model(cfg["model"], job.data.num_features, job.data.num_classes).input_widths
+    run = _run("synthetic", model, world, None, "float64", "model.precompute_first=true")
+    _check_equal(run, world, tmp_path)
+    job = prepare_job_data(run, world)
+    widths = build_model(run.model, job.data.num_features, job.data.num_classes).input_widths
     halo_rows, size = sum(job.stats["boundary_nodes"]), torch.float64.itemsize
     measured: dict[str, int] = {}
     for rank in range(world):
@@ -123,25 +125,25 @@ def test_precomputed_first_layer_equals_single_process_and_exchanges_it_once(mod
 def test_inductive_training_equals_single_process(precompute_first: bool, tmp_path) -> None:
     """dataset.inductive (the authors' --inductive) trains on the training nodes' subgraph, and
     on 2 workers equals one process on it (float64)."""
-    cfg = _cfg("synthetic", "sage", 2, tmp_path, None, "float64")
-    cfg["dataset"]["inductive"] = True
-    cfg["model"]["precompute_first"] = precompute_first
-    _check_equal(cfg, 2, tmp_path)
-    job = prepare_job_data(cfg, 2)
+    run = _run("synthetic", "sage", 2, None, "float64", "dataset.inductive=true",
+               f"model.precompute_first={str(precompute_first).lower()}")
+    _check_equal(run, 2, tmp_path)
+    job = prepare_job_data(run, 2)
     assert job.data.num_nodes == int(job.whole.train_mask.sum()) == sum(job.stats["inner_nodes"])
     assert bool(job.data.train_mask.all())
 
 
-def _check(cfg: dict, world: int, tmp_path) -> None:
-    _check_equal(cfg, world, tmp_path)
-    _assert_analytic_bytes(cfg, world, tmp_path)
+def _check(run: RootConfig, world: int, tmp_path) -> None:
+    _check_equal(run, world, tmp_path)
+    _assert_analytic_bytes(run, world, tmp_path)
 
 
-def _check_equal(cfg: dict, world: int, tmp_path) -> None:
-    """Per epoch, the distributed run's loss, outputs and gradients equal one process's."""
-    rtol = RTOL[cfg["train"]["dtype"]]
-    reference = _single_process(cfg)
-    api.run(cfg, trace_training)
+def _check_equal(run: RootConfig, world: int, tmp_path) -> None:
+    """Per epoch, the distributed run's loss, outputs and gradients equal one process's (every
+    rank's trace written to ``tmp_path``)."""
+    rtol = RTOL[run.train.dtype]
+    reference = _single_process(run, tmp_path)
+    api.run(run, partial(trace_training, trace_dir=str(tmp_path)))
     num_nodes = reference["out"][0].shape[0]
     dist_run = _assemble(tmp_path, world, num_nodes)
 
@@ -153,19 +155,19 @@ def _check_equal(cfg: dict, world: int, tmp_path) -> None:
     assert min(reference["loss"][1:]) < reference["loss"][0], "training should reduce the loss (dropout makes it noisy)"
 
 
-def _assert_analytic_bytes(cfg: dict, world: int, tmp_path) -> None:
+def _assert_analytic_bytes(run: RootConfig, world: int, tmp_path) -> None:
     """Per epoch: halo rows x each message-passing layer's input width x element size forward; the
     same backward for every layer whose input needs a gradient (all but the raw features of the
     first layer; GCNII's and DeepGCN's first convolutions follow an input linear map, so they
     send one too); every rank's gradient payload; and for each batch norm, every rank's
     statistics (sum and count, then squared deviations: ``2 x width + 1`` floats) forward and
     their gradients backward. GAT moves its layer input once, not once per head."""
-    job = prepare_job_data(cfg, world)
-    model = build_model(cfg["model"], job.data.num_features, job.data.num_classes)
-    size = getattr(torch, cfg["train"]["dtype"]).itemsize
+    job = prepare_job_data(run, world)
+    model = build_model(run.model, job.data.num_features, job.data.num_classes)
+    size = getattr(torch, run.train.dtype).itemsize
     halo_rows = sum(job.stats["boundary_nodes"])
     widths = model.input_widths
-    grad_widths = widths if cfg["model"]["name"] in ("gcnii", "deepgcn") else widths[1:]
+    grad_widths = widths if run.model.name in ("gcnii", "deepgcn") else widths[1:]
     expected = {
         "halo_fwd": EPOCHS * halo_rows * sum(widths) * size,
         "halo_bwd": EPOCHS * halo_rows * sum(grad_widths) * size,

@@ -11,12 +11,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import make_run
 from dist_helpers import assert_gradients_close, trace_full_batch, trace_gnnpipe, trace_job
 from gnntrain import api
 from gnntrain.data import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
+from gnntrain.models import MODELS
 from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout
 from gnntrain.models import build_model
@@ -36,7 +37,7 @@ def _run(tmp_path, name: str, world: int, *overrides: str) -> list[dict]:
 SLOW = pytest.mark.slow
 
 
-@pytest.mark.parametrize("model", ["gcn", *(pytest.param(m, marks=SLOW) for m in ("sage", "gat", "gcnii", "deepgcn", "film"))])
+@pytest.mark.parametrize("model", [m if m == "gcn" else pytest.param(m, marks=SLOW) for m in MODELS])
 @pytest.mark.parametrize("stages,group", [pytest.param(2, 1, marks=SLOW), (2, 2)])
 def test_one_chunk_equals_single_process(model: str, stages: int, group: int, tmp_path) -> None:
     reference = _run(tmp_path, "single", 1, f"model={model}")[0]
@@ -121,11 +122,11 @@ def test_hybrid_halo_bytes_are_the_groups_graph_parallel_accounting(tmp_path) ->
     stages, group, chunks = 2, 2, 6
     traces = _run(tmp_path, "hybrid", stages * group, "model=gcn", "strategy=gnnpipe", f"strategy.stages={stages}",
                   f"strategy.graph_parallel={group}", f"strategy.chunks={chunks}")
-    cfg = make_cfg(*COMMON, "model=gcn", "strategy=gnnpipe", f"strategy.chunks={chunks}")
-    job = prepare_job_data(cfg, chunks)
-    member = split_chunks(job.data, job.part, chunks, group, cfg["seed"])
+    run = make_run(*COMMON, "model=gcn", "strategy=gnnpipe", f"strategy.chunks={chunks}")
+    job = prepare_job_data(run, chunks)
+    member = split_chunks(job.data, job.part, chunks, group, run.seed)
     halo_rows = sum(build_local_graph(job.data, member, g, group).num_halo for g in range(group))
-    model = build_model(cfg["model"], job.data.num_features, job.data.num_classes)
+    model = build_model(run.model, job.data.num_features, job.data.num_classes)
     widths, size = model.input_widths, _element_bytes()
     params = sum(p.numel() for p in model.parameters())
     for epoch in range(EPOCHS):
@@ -144,10 +145,10 @@ def test_hybrid_halo_bytes_are_the_groups_graph_parallel_accounting(tmp_path) ->
 ])
 def test_bad_layouts_are_refused_before_workers_start(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        job_layout(make_cfg("strategy=gnnpipe", "cluster.world_size=4", *overrides), 4)
+        job_layout(make_run("strategy=gnnpipe", "cluster.world_size=4", *overrides), 4)
 
 
 def test_more_chunks_than_nodes_is_refused() -> None:
-    cfg = make_cfg("strategy=gnnpipe", "strategy.chunks=700", "dataset.num_nodes=600")
+    run = make_run("strategy=gnnpipe", "strategy.chunks=700", "dataset.num_nodes=600")
     with pytest.raises(ConfigError, match=r"strategy.chunks=700 asks for 700 parts .* 600 nodes; valid: at most 600"):
-        api.run(cfg, trace_gnnpipe)
+        api.run(run, trace_gnnpipe)

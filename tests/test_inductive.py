@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch_geometric.utils import subgraph
 
-from conftest import make_cfg, train_records
+from conftest import make_run, train_records
 from gnntrain.data import prepare_job_data
 from gnntrain.data.graph_data import induced_subgraph
 from gnntrain.data.registry import load_dataset
@@ -20,8 +20,8 @@ GRAPH = ["dataset.num_nodes=600", "dataset.avg_degree=6"]
 
 
 def test_induced_subgraph_is_pygs() -> None:
-    cfg = make_cfg(*GRAPH)
-    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+    run = make_run(*GRAPH)
+    data = load_dataset(run.dataset, run.partition.cache_dir)
     keep = data.train_mask | data.val_mask
     sub = induced_subgraph(data, keep)
     expected, _ = subgraph(keep, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)
@@ -31,13 +31,13 @@ def test_induced_subgraph_is_pygs() -> None:
 
 
 def test_scores_count_validation_on_seen_nodes_and_test_on_the_whole_graph() -> None:
-    cfg = make_cfg(*GRAPH, "dataset.inductive=true")
-    job = prepare_job_data(cfg, 2)
+    run = make_run(*GRAPH, "dataset.inductive=true")
+    job = prepare_job_data(run, 2)
     whole = job.whole
     scores = WholeGraphScores(whole, torch.float32, torch.device("cpu"), multilabel=False)
     assert scores.graphs["val"].num_inner == int((whole.train_mask | whole.val_mask).sum())
     assert scores.graphs["test"].num_inner == whole.num_nodes
-    counts = scores.counts(build_model(cfg["model"], whole.num_features, whole.num_classes))
+    counts = scores.counts(build_model(run.model, whole.num_features, whole.num_classes))
     assert counts[:2].tolist() == [0, 0]
     assert counts[3] == int(whole.val_mask.sum()) and counts[5] == int(whole.test_mask.sum())
 
@@ -53,6 +53,6 @@ def test_inductive_run_scores_the_same_on_one_and_two_workers(tmp_path) -> None:
 
 
 def test_inductive_refuses_part_files(tmp_path) -> None:
-    cfg = make_cfg(*GRAPH, "dataset.inductive=true", f"partition.dir={tmp_path}")
+    run = make_run(*GRAPH, "dataset.inductive=true", f"partition.dir={tmp_path}")
     with pytest.raises(ConfigError, match="partition.dir"):
-        prepare_job_data(cfg, 2, loads_parts=True)
+        prepare_job_data(run, 2, loads_parts=True)

@@ -8,12 +8,12 @@ import torch
 from torch_geometric.nn import FiLMConv, GATConv, GCN2Conv, GCNConv, GENConv, SAGEConv
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
-from conftest import make_cfg, model_config, needs_real_data
+from conftest import make_run, model_config, needs_real_data
 from gnntrain import keyed
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
-from gnntrain.models import build_model
+from gnntrain.models import MODELS, build_model
 from gnntrain.sparse import SparsePattern, weighted_sum
 from gnntrain.models.deepgcn import GENLayer
 from gnntrain.models.edge_ops import edge_softmax
@@ -32,7 +32,7 @@ def _graph(dataset: str, directed: bool = False):
         overrides += ["dataset.num_nodes=800"]
     if directed:
         overrides += ["dataset.to_undirected=false"]
-    data = prepare_job_data(make_cfg(*overrides), 1).data
+    data = prepare_job_data(make_run(*overrides), 1).data
     return data, build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1)
 
 
@@ -251,7 +251,7 @@ class _RecordedSplitHalo(_RecordedHalo):
         return lambda: self(h, layer)
 
 
-@pytest.mark.parametrize("kind", ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"])
+@pytest.mark.parametrize("kind", list(MODELS))
 @pytest.mark.parametrize("halo_source", [_RecordedHalo, _RecordedSplitHalo])
 def test_local_graph_with_halo_rows_reproduces_full_graph_rows(kind: str, halo_source: type) -> None:
     """A local graph with its halo rows gives the full-graph rows it owns (GAT: softmax over the

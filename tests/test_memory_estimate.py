@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import make_cfg
+from conftest import make_cfg, make_run
 from gnntrain import api, memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
@@ -16,18 +16,18 @@ from gnntrain.strategies.graph_parallel.sampled import SAMPLED_GRAPH_BYTES_PER_E
 def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
     """The fitted bytes per inner row grow with the hidden width and the layers; GraphSAGE saves
     nothing per edge (its aggregation keeps only the matrix), GAT does (attention per edge)."""
-    sage = make_cfg("model=sage", "model.hidden=32")["model"]
-    wider = make_cfg("model=sage", "model.hidden=64")["model"]
+    sage = make_run("model=sage", "model.hidden=32").model
+    wider = make_run("model=sage", "model.hidden=64").model
     per_inner, _, per_edge = memory_estimate.saved_bytes_per_row(sage, 16, 4)
     assert 0 < per_inner < memory_estimate.saved_bytes_per_row(wider, 16, 4)[0] and per_edge == 0
-    assert memory_estimate.saved_bytes_per_row(make_cfg("model=gat")["model"], 16, 4)[2] > 0
+    assert memory_estimate.saved_bytes_per_row(make_run("model=gat").model, 16, 4)[2] > 0
 
 
 def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch) -> None:
-    cfg = make_cfg("model=sage")
+    run = make_run("model=sage")
     facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
     stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
-    estimates = memory_estimate.estimate_job(cfg, facts, stats)
+    estimates = memory_estimate.estimate_job(run, facts, stats)
     assert estimates[0].graph_mb > 100_000_000 * memory_estimate.BYTES_PER_EDGE / 2**20 - 1
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: 8 * 1024.0)
     with pytest.raises(ConfigError) as err:
@@ -42,10 +42,10 @@ def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch)
 def test_part_files_mapped_from_disk_and_the_shared_runtime_count_once(monkeypatch) -> None:
     """Ranks that map their part files need their peaks less the files (page cache, which
     MemAvailable counts) and less the runtime's libraries for every rank but one."""
-    cfg = make_cfg("model=sage")
+    run = make_run("model=sage")
     facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
     stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
-    estimates = memory_estimate.estimate_job(cfg, facts, stats)
+    estimates = memory_estimate.estimate_job(run, facts, stats)
     own = 2 * estimates[0].total_mb - 2 * 3000.0 - memory_estimate.SHARED_RUNTIME_MB
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: own + 1)
     memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb={0: 3000.0, 1: 3000.0})
@@ -63,7 +63,7 @@ def test_methods_that_keep_more_than_vanilla_say_how_much() -> None:
              "inner_edges": [25_000_000] * 2}
 
     def method_mb(*overrides: str) -> float:
-        estimates = memory_estimate.estimate_job(make_cfg("model=sage", "model.hidden=64", *overrides), facts, stats)
+        estimates = memory_estimate.estimate_job(make_run("model=sage", "model.hidden=64", *overrides), facts, stats)
         return estimates[0].method_mb
 
     widths = 100 + 64

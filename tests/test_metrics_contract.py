@@ -87,7 +87,7 @@ def _lines(*epochs: int) -> str:
 def test_wandb_gets_the_per_category_fields() -> None:
     logged = {}
     sink = WandbSink.__new__(WandbSink)
-    sink.run = SimpleNamespace(log=lambda row, step: logged.update(row))
+    sink.wandb_run = SimpleNamespace(log=lambda row, step: logged.update(row))
     sink.log(_record(1))
     assert {"comm_bytes/halo_fwd": 10, "comm_bytes/data": 10, "comm_bytes/sync": 20, "comm_time/data": 0.3,
             "comm_total_time/data": 0.4, "comm_time": 0.3, "reduce_time": 0.2, "mean_bits": 4.0}.items() <= logged.items()

@@ -9,32 +9,34 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import make_cfg, needs_real_data
+from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
-from gnntrain.config import validate
+from gnntrain import api
 from gnntrain.data import prepare_job_data
 from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.launch import job_layout
+from gnntrain.models import MODELS as registered_models
 from gnntrain.models import build_model
 from gnntrain.models.gnn import no_halo
 from gnntrain.models.projection import projection_width, split, stacked_weight
+from gnntrain.strategies import METHODS, minibatch
 from gnntrain.strategies.minibatch.data_centric import local_batches
 from gnntrain.strategies.minibatch.hopgnn import chosen_merges, plan
 
-MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
-STRATEGIES = ["minibatch", "lo", "p3", "hopgnn", "naive"]
+MODELS = list(registered_models)
+STRATEGIES = [name for name, method in METHODS.items() if method.family is minibatch.FAMILY]
 SMALL = ("train.dtype=float64", "model.dropout=0.5", "dataset.num_nodes=600", "strategy.batch_size=300",
          "strategy.fanout=[3,5]", "model.layers=2")
 
 
 def _model_and_graph(model: str, layers: int = 3):
-    cfg = make_cfg(f"model={model}", f"model.layers={layers}", "model.dropout=0", "train.dtype=float64",
+    run = make_run(f"model={model}", f"model.layers={layers}", "model.dropout=0", "train.dtype=float64",
                    "dataset.num_nodes=300")
-    job = prepare_job_data(cfg, 1)
+    job = prepare_job_data(run, 1)
     torch.manual_seed(0)
-    net = build_model(cfg["model"], job.data.num_features, job.data.num_classes).double().eval()
+    net = build_model(run.model, job.data.num_features, job.data.num_classes).double().eval()
     return net, job.data
 
 
@@ -177,8 +179,7 @@ def test_hopgnn_iterations_equal_the_model_centric_ones(runs, variant: str) -> N
 
 def _split_weights(model: str = "gcn") -> set[str]:
     """The names of a model's input-map weights (P3 splits them by columns)."""
-    cfg = make_cfg("strategy=minibatch", f"model={model}", *SMALL)
-    net = build_model(cfg["model"], 8, 2)
+    net = build_model(make_run("strategy=minibatch", f"model={model}", *SMALL).model, 8, 2)
     return {n for n, p in net.named_parameters() if any(p is m.weight for m in net.input_maps)}
 
 
@@ -227,7 +228,7 @@ def _epoch_bytes(traces: list[dict], kind: str, epoch: int = 0) -> int:
 def _first_epoch():
     """Re-derive epoch 1 of the ``runs`` jobs: the job data and, per iteration, each mini-batch's
     roots and the input nodes of its blocks."""
-    job = prepare_job_data(make_cfg("strategy=minibatch", *SMALL, "cluster.world_size=3"), 3)
+    job = prepare_job_data(make_run("strategy=minibatch", *SMALL, "cluster.world_size=3"), 3)
     topology, train = Topology.of(job.data), job.data.train_mask.nonzero().view(-1)
     order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(1))]
     iterations = []
@@ -257,7 +258,7 @@ def test_p3_moves_partial_activations_of_the_first_layer_targets(runs) -> None:
     mini-batch's first-layer graph is pushed to the W - 1 other ranks; no feature row travels,
     and the column-split input weights are not all-reduced."""
     job, iterations = _first_epoch()
-    hidden = make_cfg("strategy=minibatch", *SMALL)["model"]["hidden"]
+    hidden = make_run("strategy=minibatch", *SMALL).model.hidden
     targets = sum(sample.hop_sizes[1] for batch in iterations for _, sample in batch)
     graphs = sum(pack(sample, layers=1).numel() for batch in iterations for _, sample in batch)
     assert _epoch_bytes(runs["p3"], "p3_partial") == 2 * 2 * targets * hidden * 8
@@ -301,7 +302,7 @@ def test_naive_with_attention_carries_projections_out_and_gradients_back(tmp_pat
                 rows += int(torch.isin(owner, torch.tensor([(d + k) % world for k in range(hop)])).sum())
                 rows += int((~torch.isin(owner, torch.tensor([(d - 1 - k) % world for k in range(hop)]))).sum())
     torch.manual_seed(0)
-    gat = make_cfg("strategy=naive", "model=gat", *SMALL)["model"]
+    gat = make_run("strategy=naive", "model=gat", *SMALL).model
     width = projection_width(build_model(gat, job.data.num_features, job.data.num_classes).input_maps)
     assert _epoch_bytes(traces, "naive_partial") == rows * width * 8
     params = sum(g.numel() for g in traces[0]["grads"][0].values())
@@ -358,7 +359,7 @@ def test_every_model_trains_under_every_strategy(model: str, strategy: str, tmp_
 ])
 def test_bad_values_are_refused(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        validate(make_cfg("strategy=hopgnn", *overrides))
+        api.check(api.compose(["strategy=hopgnn", *overrides]))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -370,7 +371,7 @@ def test_bad_values_are_refused(overrides: tuple[str, ...], message: str) -> Non
 ])
 def test_bad_layouts_are_refused_before_workers_start(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        job_layout(make_cfg("strategy=hopgnn", *overrides), 2)
+        job_layout(make_run("strategy=hopgnn", *overrides), 2)
 
 
 @pytest.mark.slow

@@ -4,30 +4,32 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import make_cfg
+from conftest import make_cfg, make_run
 from dist_helpers import late_one_sided_send, timed_transfers
 from gnntrain import api
 from gnntrain import calibration
 from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
-from gnntrain.config import validate
+from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
 
 SMALL = ("dataset.num_nodes=1500", "model=sage", "model.hidden=32", "train.eval_every=100")
 
 
-def network_cfg(**keys) -> dict:
+def network_config(**keys) -> NetworkConfig:
     base = {"name": "test", "bandwidth_gbps": 1.0, "latency_us": 100.0, "gpus_per_node": None,
             "intra_bandwidth_gbps": None, "intra_latency_us": 0.0}
-    return {**base, **keys}
+    return NetworkConfig(**{**base, **keys})
 
 
 def test_exchange_costs_latency_plus_the_larger_direction_over_bandwidth() -> None:
-    net = EmulatedNetwork(network_cfg(), rank=0)
+    net = EmulatedNetwork(network_config(), rank=0)
     hold = net.exchange(10.0, sent={1: 1_000_000, 2: 1_000_000}, received={1: 500_000})
     assert hold.busy_s == pytest.approx(2_000_000 / GBIT)
     assert hold.ready_at == pytest.approx(10.0 + 2_000_000 / GBIT + 100e-6)
@@ -36,13 +38,13 @@ def test_exchange_costs_latency_plus_the_larger_direction_over_bandwidth() -> No
 
 
 def test_ring_all_reduce_cost() -> None:
-    net = EmulatedNetwork(network_cfg(), rank=0)
+    net = EmulatedNetwork(network_config(), rank=0)
     hold = net.all_reduce(0.0, 4_000_000, [0, 1, 2, 3])
     assert hold.ready_at == pytest.approx(2 * 3 / 4 * 4_000_000 / GBIT + 2 * 3 * 100e-6)
 
 
 def test_two_levels_split_peers_by_node() -> None:
-    net = EmulatedNetwork(network_cfg(gpus_per_node=2, intra_bandwidth_gbps=10.0, intra_latency_us=0.0), rank=0)
+    net = EmulatedNetwork(network_config(gpus_per_node=2, intra_bandwidth_gbps=10.0, intra_latency_us=0.0), rank=0)
     assert net.level(1) == "intra" and net.level(2) == "inter"
     hold = net.exchange(0.0, sent={1: 10_000_000, 2: 1_000_000}, received={})
     assert hold.ready_at == pytest.approx(max(10_000_000 / (10 * GBIT), 1_000_000 / GBIT + 100e-6))
@@ -53,9 +55,8 @@ def test_two_levels_split_peers_by_node() -> None:
 def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
     """Two workers, 0.1 Gbit/s: the all-to-all waits latency + max(sent, received) / bandwidth,
     the all-reduce the ring cost, each within 10%."""
-    cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000")
-    cfg.update(trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000)
-    api.run(cfg, timed_transfers)
+    api.run(make_run("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000"),
+            partial(timed_transfers, trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000))
     bandwidth, latency = 0.1 * GBIT, 1e-3
     expected_exchange = latency + 90 * 1024 * 4 / bandwidth
     expected_reduce = 2 * 1 / 2 * 250_000 * 4 / bandwidth + 2 * latency
@@ -69,9 +70,9 @@ def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path)
     """A pipeline stage posts its receive early and its neighbour sends late: the emulated
     arrival counts from the send (the sender's clock travels with the payload), not from the
     receive."""
-    cfg = make_cfg("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=0")
-    cfg.update(trace_dir=str(tmp_path), floats=625_000, delay_s=0.3)  # 2.5 MB: 0.2 s at 0.1 Gbit/s
-    api.run(cfg, late_one_sided_send)
+    api.run(make_run("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=0"),
+            partial(late_one_sided_send, trace_dir=str(tmp_path), floats=625_000,
+                    delay_s=0.3))  # 2.5 MB: 0.2 s at 0.1 Gbit/s
     assert torch.load(tmp_path / "rank1.pt")["waited"] >= 0.95 * (0.3 + 0.2)
 
 
@@ -117,21 +118,19 @@ def test_calibration_scales_the_preset_and_is_reused_by_every_seed(tmp_path: Pat
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     overrides = (*SMALL, "network=two_level", "network.gpus_per_node=1", "network.calibrate_share=0.8",
                  "network.probe_epochs=3")
-    cfg = make_cfg(*overrides)
-    cfg["run_dir"] = str(tmp_path / "first")
-    first = calibration.calibrated(cfg)["network"]
-    scale = first["calibration"]["scale"]
-    assert first["bandwidth_gbps"] == pytest.approx(10 * scale)
-    assert first["intra_bandwidth_gbps"] == pytest.approx(96 * scale)
-    assert first["calibration"]["against"] == "vanilla"
-    assert abs(first["calibration"]["reached_share"] - 0.8) < 0.1
+    setting = make_run(*overrides)
+    first = calibration.calibrated(replace(setting, run_dir=str(tmp_path / "first"))).network
+    scale = first.calibration["scale"]
+    assert first.bandwidth_gbps == pytest.approx(10 * scale)
+    assert first.intra_bandwidth_gbps == pytest.approx(96 * scale)
+    assert first.calibration["against"] == "vanilla"
+    assert abs(first.calibration["reached_share"] - 0.8) < 0.1
     monkeypatch.setattr(calibration, "_probe", lambda *args: pytest.fail("calibration was not reused"))
-    cfg["run_dir"] = str(tmp_path / "second")
-    assert calibration.calibrated(cfg)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
-    other_seed = make_cfg(*overrides, "seed=3")
-    other_seed["run_dir"] = str(tmp_path / "other_seed")
-    assert calibration.calibrated(other_seed)["network"]["bandwidth_gbps"] == first["bandwidth_gbps"]
-    again = describe(make_cfg(*SMALL, *link_overrides(describe(first)))["network"])
+    second = calibration.calibrated(replace(setting, run_dir=str(tmp_path / "second"))).network
+    assert second.bandwidth_gbps == first.bandwidth_gbps
+    other_seed = replace(make_run(*overrides, "seed=3"), run_dir=str(tmp_path / "other_seed"))
+    assert calibration.calibrated(other_seed).network.bandwidth_gbps == first.bandwidth_gbps
+    again = describe(make_run(*SMALL, *link_overrides(describe(first))).network)
     assert again == {**describe(first), "calibration": None}
 
 
@@ -149,23 +148,23 @@ def test_calibration_probes_the_family_baseline(strategy: str, against: str | No
         overrides += ["strategy.batch_size=64", "strategy.fanout=3"]
     if against:
         overrides.append(f"network.calibrate_against={against}")
-    assert calibration.probe_strategy(make_cfg(*overrides)) == baseline
+    assert calibration.probe_strategy(make_run(*overrides)) == baseline
 
 
 def test_calibration_probes_the_baseline_as_defined_whatever_the_method_knobs() -> None:
     """16-bit halos and the seed are a run's choices, not its setting: the probe, and so the link,
     is the same with or without them."""
-    plain = calibration.probe_strategy(make_cfg("strategy=pipegcn", "network=eth10g", "network.calibrate_share=0.6"))
-    knobs = calibration.probe_strategy(make_cfg("strategy=pipegcn", "strategy.halo_dtype=bfloat16", "seed=4",
+    plain = calibration.probe_strategy(make_run("strategy=pipegcn", "network=eth10g", "network.calibrate_share=0.6"))
+    knobs = calibration.probe_strategy(make_run("strategy=pipegcn", "strategy.halo_dtype=bfloat16", "seed=4",
                                                 "network=eth10g", "network.calibrate_share=0.6"))
     assert knobs == plain == {"name": "vanilla", "halo_dtype": None}
 
 
 def test_solve_inverts_the_share() -> None:
     """A probe with compute C, busy B and fixed exposed time X - B: the scaled link gives share s."""
-    cfg = {"network": {"calibrate_share": 0.6, "bandwidth_gbps": 10.0}}
+    setting = make_run("network=eth10g", "network.calibrate_share=0.6", "network.bandwidth_gbps=10.0")
     probe = {"mean_compute_time": 0.1, "mean_link_busy_time": 0.002, "mean_epoch_time": 0.105, "world_size": 2}
-    scale = calibration._solve(probe, cfg)["scale"]
+    scale = calibration._solve(probe, setting)["scale"]
     exposed = (0.105 - 0.1 - 0.002) + 0.002 / scale
     assert exposed / (0.1 + exposed) == pytest.approx(0.6)
 
@@ -179,14 +178,13 @@ def test_solve_inverts_the_share() -> None:
 ])
 def test_bad_network_settings_are_named(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        validate(make_cfg(*overrides))
+        api.check(api.compose(list(overrides)))
 
 
 @pytest.mark.slow
 def test_hopgnn_calibrates_against_minibatch_and_reaches_the_share(tmp_path: Path) -> None:
-    cfg = make_cfg("strategy=hopgnn", "dataset.num_nodes=3000", "model.hidden=32", "strategy.batch_size=256",
-                   "strategy.fanout=5", "network=eth10g", "network.calibrate_share=0.6", "network.probe_epochs=3")
-    cfg["run_dir"] = str(tmp_path)
-    result = calibration.calibrated(cfg)["network"]["calibration"]
+    setting = make_run("strategy=hopgnn", "dataset.num_nodes=3000", "model.hidden=32", "strategy.batch_size=256",
+                       "strategy.fanout=5", "network=eth10g", "network.calibrate_share=0.6", "network.probe_epochs=3")
+    result = calibration.calibrated(replace(setting, run_dir=str(tmp_path))).network.calibration
     assert result["against"] == "minibatch"
     assert abs(result["reached_share"] - 0.6) < 0.1

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import assert_same_training, make_cfg, train_records
+from conftest import assert_same_training, make_run, train_records
 from gnntrain import api
+from gnntrain.composition import typed_run
 from gnntrain.data import JobData, parted_folder, partition_spec, prepare_job_data, write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
 from gnntrain.data.partition import carve_part
@@ -49,20 +50,20 @@ def test_every_graph_parallel_strategy_loads_parts_and_no_other() -> None:
                                   for n in sorted(PART_LOADING)])
 def test_ranks_loading_their_parts_train_as_ranks_holding_the_whole_graph(name: str, tmp_path) -> None:
     folder = tmp_path / "parted"
-    cfg = make_cfg(*GRAPH, *PART_LOADING[name], f"partition.dir={folder}")
-    write_partitioned_dataset(cfg, 3)
-    job = prepare_job_data(cfg, 3, loads_parts=True)
+    run = make_run(*GRAPH, *PART_LOADING[name], f"partition.dir={folder}")
+    write_partitioned_dataset(run, 3)
+    job = prepare_job_data(run, 3, loads_parts=True)
     assert job.data is None and job.part is None and job.parted.folder == folder
     whole = _records(tmp_path / "whole", *PART_LOADING[name])
     assert_same_training(_records(tmp_path / "parts", *PART_LOADING[name], f"partition.dir={folder}"), whole, 4)
 
 
 def test_part_files_hold_what_a_rank_carves_and_the_manifest_describes_them(tmp_path) -> None:
-    cfg = make_cfg(*GRAPH, f"partition.dir={tmp_path}")
-    parted = write_partitioned_dataset(cfg, 3)
-    whole = prepare_job_data(make_cfg(*GRAPH), 3)
+    run = make_run(*GRAPH, f"partition.dir={tmp_path}")
+    parted = write_partitioned_dataset(run, 3)
+    whole = prepare_job_data(make_run(*GRAPH), 3)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["format"] == 1 and manifest["partition"] == partition_spec(cfg, 3)
+    assert manifest["format"] == 1 and manifest["partition"] == partition_spec(run, 3)
     assert manifest["graph"]["num_nodes"] == 500 and manifest["graph"]["num_train"] == int(whole.data.train_mask.sum())
     assert manifest["stats"] == whole.stats and len(manifest["fingerprint"]) == 40
     for rank in range(3):
@@ -75,27 +76,27 @@ def test_part_files_hold_what_a_rank_carves_and_the_manifest_describes_them(tmp_
 
 
 def test_without_a_partitioned_dataset_a_run_loads_the_whole_graph(tmp_path) -> None:
-    cfg = make_cfg(*GRAPH, f"partition.cache_dir={tmp_path}")
-    assert PartedDataset.find(parted_folder(cfg, partition_spec(cfg, 3))) is None
-    assert prepare_job_data(cfg, 3, loads_parts=True).data is not None
+    run = make_run(*GRAPH, f"partition.cache_dir={tmp_path}")
+    assert PartedDataset.find(parted_folder(run, partition_spec(run, 3))) is None
+    assert prepare_job_data(run, 3, loads_parts=True).data is not None
 
 
 def test_the_cache_copy_serves_a_run_with_the_same_settings(tmp_path) -> None:
-    cfg = make_cfg(*GRAPH, f"partition.cache_dir={tmp_path}")
-    written = write_partitioned_dataset(cfg, 3)
+    run = make_run(*GRAPH, f"partition.cache_dir={tmp_path}")
+    written = write_partitioned_dataset(run, 3)
     assert written.folder.parent == tmp_path / "parted"
-    assert prepare_job_data(cfg, 3, loads_parts=True).parted.folder == written.folder
-    assert prepare_job_data(cfg, 3, loads_parts=False).data is not None  # e.g. gnnpipe: the whole graph
-    assert prepare_job_data(make_cfg(*GRAPH, f"partition.cache_dir={tmp_path}", "seed=1"), 3,
+    assert prepare_job_data(run, 3, loads_parts=True).parted.folder == written.folder
+    assert prepare_job_data(run, 3, loads_parts=False).data is not None  # e.g. gnnpipe: the whole graph
+    assert prepare_job_data(make_run(*GRAPH, f"partition.cache_dir={tmp_path}", "seed=1"), 3,
                             loads_parts=True).parted is None
 
 
 @pytest.mark.slow
 def test_an_assignment_file_is_the_partition(tmp_path) -> None:
-    metis = prepare_job_data(make_cfg(*GRAPH), 3)
+    metis = prepare_job_data(make_run(*GRAPH), 3)
     path = tmp_path / "assignment.npy"
     np.save(path, metis.part.numpy().astype(np.int32))
-    given = prepare_job_data(make_cfg(*GRAPH, f"partition.assignment={path}"), 3)
+    given = prepare_job_data(make_run(*GRAPH, f"partition.assignment={path}"), 3)
     assert torch.equal(given.part, metis.part) and given.stats == metis.stats
     assert_same_training(_records(tmp_path / "given", f"partition.assignment={path}"), _records(tmp_path / "metis"), 4)
 
@@ -114,29 +115,29 @@ def test_a_bad_assignment_file_is_refused_in_one_line(content, error, tmp_path) 
     else:
         np.save(path, content)
     with pytest.raises(ConfigError, match=r"^partition.assignment=\S+assignment.npy " + error) as exc:
-        prepare_job_data(make_cfg(*GRAPH, f"partition.assignment={path}"), 3)
+        prepare_job_data(make_run(*GRAPH, f"partition.assignment={path}"), 3)
     assert "\n" not in str(exc.value)
     with pytest.raises(ConfigError, match="cannot be read"):
-        partition_spec(make_cfg(*GRAPH, f"partition.assignment={tmp_path}/absent.npy"), 3)
+        partition_spec(make_run(*GRAPH, f"partition.assignment={tmp_path}/absent.npy"), 3)
 
 
 def test_a_partitioned_dataset_that_does_not_fit_the_run_is_refused_in_one_line(tmp_path) -> None:
-    write_partitioned_dataset(make_cfg(*GRAPH, f"partition.dir={tmp_path}"), 3)
+    write_partitioned_dataset(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3)
     for overrides, error in [
         (["dataset.num_nodes=600"], r"has dataset=synthetic-\w+, but this run needs dataset=synthetic-\w+"),
         (["partition.method=random"], "has method=metis, but this run needs method=random"),
         (["seed=3"], "has seed=0, but this run needs seed=3"),
     ]:
         with pytest.raises(ConfigError, match=error):
-            prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}", *overrides), 3, loads_parts=True)
+            prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}", *overrides), 3, loads_parts=True)
     with pytest.raises(ConfigError, match="has parts=3, but this run needs parts=2"):
-        prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}"), 2, loads_parts=True)
+        prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}"), 2, loads_parts=True)
     with pytest.raises(ConfigError, match="needs the whole graph on its ranks: leave partition.dir unset"):
-        prepare_job_data(api.compose([*GRAPH, "strategy=gnnpipe", f"partition.dir={tmp_path}"]), 3)
+        prepare_job_data(typed_run(api.compose([*GRAPH, "strategy=gnnpipe", f"partition.dir={tmp_path}"])), 3)
     with pytest.raises(ConfigError, match=r"holds no partitioned dataset \(no manifest.json\)"):
-        prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}/elsewhere"), 3, loads_parts=True)
+        prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}/elsewhere"), 3, loads_parts=True)
     (tmp_path / "part1.pt").write_bytes(b"broken")
-    job = prepare_job_data(make_cfg(*GRAPH, f"partition.dir={tmp_path}"), 3, loads_parts=True)
+    job = prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3, loads_parts=True)
     with pytest.raises(ConfigError, match=r"part file \S+part1.pt is unreadable"):
         job.part_fields(1, 3)
 
@@ -162,7 +163,7 @@ def test_gnntrain_partition_writes_the_dataset_and_a_run_then_loads_parts(tmp_pa
 
 
 def test_a_job_holding_only_parts_knows_the_graph_from_the_manifest(tmp_path) -> None:
-    cfg = make_cfg(*GRAPH, f"partition.dir={tmp_path}")
-    write_partitioned_dataset(cfg, 3)
-    parts, whole = prepare_job_data(cfg, 3, loads_parts=True), prepare_job_data(make_cfg(*GRAPH), 3)
+    run = make_run(*GRAPH, f"partition.dir={tmp_path}")
+    write_partitioned_dataset(run, 3)
+    parts, whole = prepare_job_data(run, 3, loads_parts=True), prepare_job_data(make_run(*GRAPH), 3)
     assert isinstance(parts, JobData) and parts.facts == whole.facts and parts.stats == whole.stats

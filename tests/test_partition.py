@@ -6,15 +6,17 @@ import pytest
 import torch
 
 from gnntrain.data import partition
-from gnntrain.config import validate
+from gnntrain import api
+from gnntrain.composition import typed_run
 from gnntrain.data.partition import comm_volume, graph_fingerprint, load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.errors import ConfigError
+from gnntrain.validation import validate
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 
-from conftest import make_cfg, needs_real_data
+from conftest import make_run, needs_real_data
 
 
 def _graph(seed: int = 0):
@@ -28,8 +30,8 @@ def test_volume_objective_moves_fewer_halo_rows_than_the_cut_objective(tmp_path)
     edge-cut objective's (429 vs 476), each partition balanced. METIS's volume objective is a
     heuristic: on Squirrel in 4 parts the edge-cut objective's recursive bisection happens to
     move fewer rows (6040 vs 6198)."""
-    cfg = make_cfg("dataset=cora")
-    data = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
+    run = make_run("dataset=cora")
+    data = load_dataset(run.dataset, run.partition.cache_dir)
     stats = {}
     for method in ("metis", "metis-vol"):
         part, cached = load_or_partition(data, "cora", method, 4, 0, tmp_path)
@@ -42,7 +44,7 @@ def test_volume_objective_moves_fewer_halo_rows_than_the_cut_objective(tmp_path)
 @pytest.mark.parametrize("overrides", [("partition.method=random",), ("partition.assignment=parts.npy",)])
 def test_volume_objective_needs_metis(overrides: tuple[str, ...]) -> None:
     with pytest.raises(ConfigError, match="partition.objective=vol is invalid"):
-        validate(make_cfg("partition.objective=vol", *overrides))
+        validate(typed_run(api.compose(["partition.objective=vol", *overrides])))
 
 
 def test_metis_is_balanced_and_cuts_fewer_edges_than_random(tmp_path) -> None:

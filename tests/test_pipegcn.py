@@ -8,25 +8,17 @@ import json
 import pytest
 import torch
 
-from conftest import make_cfg
-from dist_helpers import trace_pipeline, trace_training
+from dist_helpers import trace_job, trace_pipeline, trace_training
 from test_cli import GNNTRAIN, SMALL, run
-from gnntrain import api
 
 EPOCHS = 6
 
 
-def _cfg(strategy: str, world: int, tmp_path, *extra: str) -> dict:
-    cfg = make_cfg(f"strategy={strategy}", "model=sage", "model.layers=2", "model.hidden=16", "model.dropout=0",
-                   f"cluster.world_size={world}", f"train.epochs={EPOCHS}", "dataset.num_nodes=1200",
-                   "seed=3", *extra)
-    cfg["trace_dir"] = str(tmp_path / strategy)
-    (tmp_path / strategy).mkdir()
-    return cfg
-
-
-def _load(cfg: dict, world: int) -> list[dict]:
-    return [torch.load(f"{cfg['trace_dir']}/rank{r}.pt") for r in range(world)]
+def _traces(strategy: str, world: int, tmp_path, *extra: str, worker=trace_training) -> list[dict]:
+    """Every rank's trace of a job of ``strategy`` under ``worker``, written to ``tmp_path/strategy``."""
+    return trace_job(tmp_path, strategy, f"strategy={strategy}", "model=sage", "model.layers=2", "model.hidden=16",
+                     "model.dropout=0", f"cluster.world_size={world}", f"train.epochs={EPOCHS}",
+                     "dataset.num_nodes=1200", "seed=3", *extra, worker=worker)
 
 
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
@@ -35,12 +27,7 @@ def test_equals_vanilla_once_weights_stop_changing(world: int, tmp_path) -> None
     epoch 2 the layer-2 inputs computed from epoch 1's zero halos), so its training loss and
     training outputs equal vanilla's; the boundary gradients lag one more layer's worth, so the
     parameter gradients agree from epoch 5 on. Bytes are vanilla's in every epoch."""
-    runs = {}
-    for strategy in ("vanilla", "pipegcn"):
-        cfg = _cfg(strategy, world, tmp_path, "train.lr=0")
-        api.run(cfg, trace_training)
-        runs[strategy] = _load(cfg, world)
-    vanilla, pipe = runs["vanilla"], runs["pipegcn"]
+    vanilla, pipe = (_traces(strategy, world, tmp_path, "train.lr=0") for strategy in ("vanilla", "pipegcn"))
     assert pipe[0]["loss"][0] != pytest.approx(vanilla[0]["loss"][0], rel=1e-5), "epoch 1 must differ (zero halos)"
     torch.testing.assert_close(torch.tensor(pipe[0]["loss"][2:]), torch.tensor(vanilla[0]["loss"][2:]),
                                rtol=1e-5, atol=0)
@@ -90,10 +77,8 @@ def test_halos_are_exactly_one_epoch_stale(smooth: str, start: str, tmp_path) ->
     is what its peers computed in epoch t-1 (with smoothing: the moving average of those, from
     zero as the authors' code or from the first value)."""
     world, gamma = 3, 0.9
-    cfg = _cfg("pipegcn", world, tmp_path, "train.lr=0.05", f"strategy.smooth={smooth}", f"strategy.gamma={gamma}",
-               f"strategy.smooth_start={start}")
-    api.run(cfg, trace_pipeline)
-    traces = _load(cfg, world)
+    traces = _traces("pipegcn", world, tmp_path, "train.lr=0.05", f"strategy.smooth={smooth}",
+                     f"strategy.gamma={gamma}", f"strategy.smooth_start={start}", worker=trace_pipeline)
     n = 1200
     for layer in (0, 1):
         for t in traces:

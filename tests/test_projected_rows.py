@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import make_cfg, needs_real_data, train_records
+from conftest import make_run, needs_real_data, train_records
 from gnntrain.data import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import rows
@@ -37,7 +37,7 @@ def test_the_cheaper_order_is_chosen_from_the_rows_at_hand() -> None:
 def test_a_layer_counts_the_rows_through_its_map(layer_class: type, mapped_first: bool) -> None:
     """On a part with halo rows, a square GCN or SAGE layer maps its target rows (after
     aggregating), GAT every source row (its attention needs them mapped)."""
-    data = prepare_job_data(make_cfg("dataset.num_nodes=400"), 1).data
+    data = prepare_job_data(make_run("dataset.num_nodes=400"), 1).data
     part = torch.arange(data.num_nodes) % 3
     graph = build_local_graph(data, part, 0, 3)
     layer = layer_class(data.num_features, data.num_features)

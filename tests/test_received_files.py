@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_cfg, train_records
+from conftest import make_run, train_records
 from gnntrain.cache import cache_folder
+from gnntrain.config.schema import DatasetConfig, DatasetSource
 from gnntrain.data import write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset, part_file
 from gnntrain.data.partition import load_assignment, load_or_partition
@@ -65,7 +66,7 @@ def test_a_crafted_checkpoint_is_refused_before_any_worker_starts(tmp_path) -> N
 
 
 def test_a_crafted_partition_cache_entry_is_refused(tmp_path) -> None:
-    data = load_dataset(make_cfg(*SMALL)["dataset"], tmp_path)
+    data = load_dataset(make_run(*SMALL).dataset, tmp_path)
     load_or_partition(data, "key", "metis", 2, 0, tmp_path)
     (entry,) = (tmp_path / "partitions").glob("*.pt")
     craft(entry, tmp_path / "marker")
@@ -75,13 +76,13 @@ def test_a_crafted_partition_cache_entry_is_refused(tmp_path) -> None:
 
 
 def test_crafted_part_files_and_assignments_are_refused(tmp_path) -> None:
-    cfg = make_cfg(*SMALL, "strategy=vanilla", f"partition.dir={tmp_path / 'parted'}")
-    write_partitioned_dataset(cfg, 2)
+    run = make_run(*SMALL, "strategy=vanilla", f"partition.dir={tmp_path / 'parted'}")
+    write_partitioned_dataset(run, 2)
     craft(part_file(tmp_path / "parted", 1), tmp_path / "marker")
     with pytest.raises(UnsafeFile, match=OPENS):
         PartedDataset.find(tmp_path / "parted")
     np.save(tmp_path / "assignment.npy", np.array([Payload(tmp_path / "marker")] * 300, dtype=object))
-    data = load_dataset(cfg["dataset"], tmp_path)
+    data = load_dataset(run.dataset, tmp_path)
     with pytest.raises(ConfigError, match="is not a readable .npy file"):
         load_assignment(tmp_path / "assignment.npy", data, 2)
     assert not (tmp_path / "marker").exists()
@@ -90,7 +91,8 @@ def test_crafted_part_files_and_assignments_are_refused(tmp_path) -> None:
 def test_a_crafted_dataset_file_is_refused(tmp_path) -> None:
     craft(tmp_path / "graph.pt", tmp_path / "marker")
     with pytest.raises(UnsafeFile, match="graph.pt is refused: it names " + OPENS):
-        load_file({"name": "mine", "file": str(tmp_path / "graph.pt"), "root": str(tmp_path)}, tmp_path)
+        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "graph.pt"), root=str(tmp_path)),
+                  tmp_path)
     assert not (tmp_path / "marker").exists()
 
 
@@ -98,12 +100,12 @@ def test_a_crafted_dataset_file_is_refused(tmp_path) -> None:
 def test_crafted_processed_pyg_files_are_rebuilt_from_the_raw_files(tmp_path, capsys) -> None:
     """PyG's own loader would fall back to the unrestricted unpickler for a processed file and
     uses it outright for ``pre_transform.pt``: both are dealt with before it reads them."""
-    cfg = make_cfg("dataset=cora")["dataset"]
-    first = load_dataset(cfg, tmp_path)
+    cora = make_run("dataset=cora").dataset
+    first = load_dataset(cora, tmp_path)
     (processed,) = (tmp_path / "pyg").glob("*/Cora/processed")
     craft(processed / "data.pt", tmp_path / "marker")
     craft(processed / "pre_transform.pt", tmp_path / "marker")
-    again = load_dataset(cfg, tmp_path)
+    again = load_dataset(cora, tmp_path)
     assert torch.equal(again.x, first.x) and torch.equal(again.edge_index, first.edge_index)
     assert not (tmp_path / "marker").exists()
     assert re.search(f"cache file {processed / 'data.pt'} names {OPENS}", capsys.readouterr().err)

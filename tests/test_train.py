@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import make_cfg
+from conftest import make_run
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.data import JobData
@@ -21,9 +21,9 @@ def _multilabel_loop() -> tuple[EpochLoop, object]:
     labels = torch.rand(data.num_nodes, 3, generator=torch.Generator().manual_seed(0)) < 0.4
     data.y, data.num_classes, data.multilabel = labels.float(), 3, True
     part = torch.zeros(data.num_nodes, dtype=torch.long)
-    cfg = make_cfg("model.dropout=0", "train.epochs=1")
+    run = make_run("model.dropout=0", "train.epochs=1")
     job = JobData(data.facts(), {}, False, data=data, part=part)
-    return EpochLoop(cfg, WorkerContext(0, 1, torch.device("cpu")), job), data
+    return EpochLoop(run, WorkerContext(0, 1, torch.device("cpu")), job), data
 
 
 def test_multilabel_uses_bce_and_f1_micro() -> None:
@@ -44,7 +44,7 @@ def test_multilabel_uses_bce_and_f1_micro() -> None:
 def test_single_process_epoch_record_has_no_communication() -> None:
     data = generate(400, 6, 4, 8, homophily=0.8)
     part = torch.zeros(data.num_nodes, dtype=torch.long)
-    trainer = EpochLoop(make_cfg("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")),
+    trainer = EpochLoop(make_run("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")),
                         JobData(data.facts(), {}, False, data=data, part=part))
     first, second = trainer.run_epoch(1), trainer.run_epoch(2)
     assert second.val_acc is not None and 0 <= second.val_acc <= 1

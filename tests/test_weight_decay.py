@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_cfg
+from conftest import make_run
 from gnntrain import api
-from gnntrain.config import validate
-from gnntrain.config.typed import run_config
 from gnntrain.errors import ConfigError
 from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import build_optimizer
@@ -16,10 +14,9 @@ from gnntrain.parallel.full_batch import build_optimizer
 
 def _decays(*overrides: str) -> dict[str, float]:
     """Parameter name -> the weight decay the optimizer applies to it."""
-    cfg = make_cfg(*overrides)
-    validate(cfg)
-    model = build_model(cfg["model"], 8, 3)
-    optimizer = build_optimizer(model, run_config(cfg))
+    run = make_run(*overrides)
+    model = build_model(run.model, 8, 3)
+    optimizer = build_optimizer(model, run)
     decay_of = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
     return {name: decay_of[id(p)] for name, p in model.named_parameters()}
 
@@ -51,12 +48,12 @@ def test_a_group_overrides_the_yaml_and_the_first_matching_group_wins() -> None:
 def test_a_pattern_matching_no_parameter_is_refused_naming_it() -> None:
     cfg = api.compose(["model=gcn", "model.decay_groups=[{params:[conv.0.*],weight_decay:1}]"])
     with pytest.raises(ConfigError, match=r"model.decay_groups\[0\].params pattern 'conv.0.\*' matches no parameter"):
-        validate(cfg)
+        api.check(cfg)
 
 
 def test_a_stage_optimizer_takes_its_parameters_decays() -> None:
-    cfg = make_cfg("model=gcn", "train.weight_decay=5e-4")
-    model = build_model(cfg["model"], 8, 3)
+    run = make_run("model=gcn", "train.weight_decay=5e-4")
+    model = build_model(run.model, 8, 3)
     second = list(model.convs[1].parameters())
-    groups = build_optimizer(model, run_config(cfg), second).param_groups
+    groups = build_optimizer(model, run, second).param_groups
     assert [(len(g["params"]), g["weight_decay"]) for g in groups] == [(2, 0.0)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gnntrain.aggregation import MEAN
 from gnntrain.config.schema import ModelConfig
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gnn import stack
@@ -22,7 +23,7 @@ class MeanConv(GCNLayer):
     matrix instead of GCN's normalised one; the messages stay a linear map of the sources, so the
     layer maps before or after aggregating, whichever costs less, and runs from partial sums."""
 
-    operator_kind = "mean"
+    aggregation = MEAN
 
 
 @dataclass

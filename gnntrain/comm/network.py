@@ -57,20 +57,20 @@ class Hold:
 
 
 class EmulatedNetwork:
-    """One rank's links (module docstring). ``cfg`` is the resolved ``network`` config section."""
+    """One rank's links (module docstring). ``network`` is the typed ``network`` config section."""
 
-    def __init__(self, cfg: dict, rank: int) -> None:
+    def __init__(self, network: NetworkConfig, rank: int) -> None:
         self.rank = rank
-        self.gpus_per_node = cfg["gpus_per_node"]
-        self.links = {"inter": Link(cfg["bandwidth_gbps"] * GBIT, cfg["latency_us"] * 1e-6)}
+        self.gpus_per_node = network.gpus_per_node
+        self.links = {"inter": Link(network.bandwidth_gbps * GBIT, network.latency_us * 1e-6)}
         if self.gpus_per_node:
-            self.links["intra"] = Link(cfg["intra_bandwidth_gbps"] * GBIT, cfg["intra_latency_us"] * 1e-6)
+            self.links["intra"] = Link(network.intra_bandwidth_gbps * GBIT, network.intra_latency_us * 1e-6)
         self.free_at = dict.fromkeys(self.links, 0.0)
 
     @classmethod
-    def from_config(cls, cfg: dict, rank: int) -> EmulatedNetwork | None:
+    def from_config(cls, network: NetworkConfig, rank: int) -> EmulatedNetwork | None:
         """The rank's emulated network, or None with ``network=none`` (no bandwidth set)."""
-        return cls(cfg, rank) if cfg["bandwidth_gbps"] is not None else None
+        return cls(network, rank) if network.bandwidth_gbps is not None else None
 
     def level(self, peer: int) -> str:
         """The link level between this rank and world rank ``peer``."""
@@ -119,14 +119,14 @@ NODE_KEYS = ("gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us")
 """... and, with ``gpus_per_node``, a second within each node."""
 
 
-def describe(cfg: dict) -> dict:
+def describe(network: NetworkConfig) -> dict:
     """What ``summary.json`` and the tables say about the network: whether it was emulated, the
     preset, the links and, when calibrated, the calibration."""
-    if cfg["bandwidth_gbps"] is None:
-        return {"emulated": False, "preset": cfg["name"]}
-    keys = LINK_KEYS + NODE_KEYS if cfg["gpus_per_node"] else LINK_KEYS
-    return {"emulated": True, "preset": cfg["name"], **{k: cfg[k] for k in keys},
-            "calibration": cfg.get("calibration")}
+    if network.bandwidth_gbps is None:
+        return {"emulated": False, "preset": network.name}
+    keys = LINK_KEYS + NODE_KEYS if network.gpus_per_node else LINK_KEYS
+    return {"emulated": True, "preset": network.name, **{k: getattr(network, k) for k in keys},
+            "calibration": network.calibration}
 
 
 def link_overrides(info: dict) -> list[str]:

@@ -5,6 +5,7 @@ next to their code. A leaf module: of gnntrain it imports only the errors."""
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Optional, TypeVar
@@ -239,6 +240,15 @@ class ClusterConfig:
     become sorted ones, cuBLAS a fixed workspace, cuSPARSE's products an ordered index_add): a GPU
     run repeats bit for bit, at some cost in speed and device memory (docs/clusters.md)."""
 
+    def validate(self) -> None:
+        """Timeouts, port and threads in their ranges."""
+        check("cluster.timeout_s", self.timeout_s, self.timeout_s >= 1, ">= 1 (seconds)")
+        check("cluster.prepare_timeout_s", self.prepare_timeout_s, self.prepare_timeout_s >= 1, ">= 1 (seconds)")
+        check("cluster.master_port", self.master_port, 0 <= self.master_port <= 65535,
+              "in 1..65535, or 0 for any free port")
+        check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker >= 0,
+              ">= 0 (0: cores / local workers)")
+
 
 @dataclass
 class NetworkConfig:
@@ -266,6 +276,26 @@ class NetworkConfig:
     """What calibration measured and chose (against, share, reached_share, scale, ...); set by
     gnntrain when network.calibrate_share is, not an option."""
 
+    def validate(self) -> None:
+        """Bandwidths, latencies and the calibration's share in their ranges; the second level
+        complete where ``gpus_per_node`` asks for one; a share only for an emulated link."""
+        emulated = self.bandwidth_gbps is not None
+        if emulated:
+            check("network.bandwidth_gbps", self.bandwidth_gbps, self.bandwidth_gbps > 0, "> 0")
+        check("network.latency_us", self.latency_us, self.latency_us >= 0, ">= 0")
+        if self.gpus_per_node is not None:
+            check("network.gpus_per_node", self.gpus_per_node, self.gpus_per_node >= 1, ">= 1 (or null: one level)")
+            bw = self.intra_bandwidth_gbps
+            check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0,
+                  "> 0 when network.gpus_per_node is set")
+            check("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
+        share = self.calibrate_share
+        if share is not None:
+            check("network.calibrate_share", share, emulated,
+                  "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
+            check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
+            check("network.probe_epochs", self.probe_epochs, self.probe_epochs >= 2, ">= 2")
+
 
 @dataclass
 class PartitionConfig:
@@ -284,6 +314,15 @@ class PartitionConfig:
     """Folder of the partitioned dataset (per-part files); null: the cache's. Ranks load only their part from it."""
     only: bool = conduct(False)
     """Write the partitioned dataset and exit (what gnntrain-partition does)."""
+
+    def validate(self) -> None:
+        """A positive number of parts; ``vol`` only where METIS partitions the graph."""
+        if self.parts is not None:
+            check("partition.parts", self.parts, self.parts >= 1, ">= 1")
+        if self.objective == "vol":
+            by_metis = self.method == "metis" and not self.assignment
+            check("partition.objective", "vol", by_metis, "cut unless METIS partitions the graph (partition.method="
+                  "metis, no partition.assignment): vol is METIS's objective")
 
 
 @dataclass
@@ -310,6 +349,18 @@ class TrainConfig:
     """Write a checkpoint every k epochs and after the last, under <run dir>/checkpoints (0: none)."""
     resume: Any = conduct(False)
     """Continue from the newest complete checkpoint: true (this run dir; none yet: start afresh) or a run dir."""
+
+    def validate(self) -> None:
+        """Counts, rate and target in their ranges; ``resume`` true, false or a run dir."""
+        for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
+            check(f"train.{key}", getattr(self, key), getattr(self, key) >= rule, f">= {rule}")
+        check("train.lr", self.lr, math.isfinite(self.lr) and self.lr >= 0, "finite and >= 0")
+        if self.target is not None:
+            check("train.target", self.target, 0 < self.target <= 1, "a validation score in (0, 1], or null")
+        check("train.checkpoint_every", self.checkpoint_every, self.checkpoint_every >= 0, ">= 0 (0: none)")
+        resume = self.resume
+        check("train.resume", resume, isinstance(resume, bool) or (isinstance(resume, str) and resume != ""),
+              "true, false or a run dir")
 
 
 @dataclass

@@ -1,44 +1,55 @@
-"""The run's config as typed sections, at the strategy and model boundaries.
+"""The run's config as typed sections: the one representation of a config after composition.
 
-The job handles its config as plain data (what Hydra composed, resolved, JSON-ready): the
-launcher, the data, calibration, checkpoints and the records read and write it so. A strategy
-and a model see it typed: :func:`run_config` gives the root schema's dataclass
-(:class:`~gnntrain.config.schema.RootConfig`) whose sections are instances of their schemas,
-the strategy's and the model's those they registered (``run.strategy.chunks``,
+Hydra composes a plain, resolved config; :func:`run_config` turns it, once, into the root
+schema's dataclass (:class:`~gnntrain.config.schema.RootConfig`) whose sections are instances of
+their schemas, the strategy's and the model's those they registered (``run.strategy.chunks``,
 ``run.model.hidden``, ``run.train.dtype``), so a misspelt key fails where it is written and an
-editor knows every key.
+editor knows every key. Which dataclass a group's option has is the caller's to say
+(``option_schema``): the registries of models and strategies sit above this package.
+:func:`plain` gives a section back as plain data, for the files written for users and for keys
+made of a config's values.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
+
+from omegaconf import OmegaConf
 
 from gnntrain.config.schema import DatasetConfig, RootConfig, SyntheticConfig, typed
+
+OptionSchema = Callable[[str, str], type]
+"""``(group, option name)`` -> the option's config dataclass, for the ``model`` and ``strategy`` groups."""
 
 
 def dataset_config(section: Any) -> DatasetConfig:
     """A dataset section as the schema its keys belong to (the synthetic generator's, or the plain one)."""
     if isinstance(section, DatasetConfig):
         return section
-    plain = {f.name for f in dataclasses.fields(DatasetConfig)}
-    return typed(DatasetConfig if set(section) <= plain else SyntheticConfig, section)
+    plain_keys = {f.name for f in dataclasses.fields(DatasetConfig)}
+    return typed(DatasetConfig if set(section) <= plain_keys else SyntheticConfig, section)
 
 
-def run_config(cfg: dict | RootConfig) -> RootConfig:
-    """The plain run config ``cfg`` with every section typed."""
+def run_config(cfg: dict | RootConfig, option_schema: OptionSchema) -> RootConfig:
+    """The plain run config ``cfg`` with every section typed; ``option_schema`` names the
+    dataclass of the model and the strategy it chose."""
     if isinstance(cfg, RootConfig):
         return cfg
-    from gnntrain.models.registry import model_config
-    from gnntrain.strategies.registry import strategy_config
-
-    by_option = {"dataset": dataset_config, "model": model_config, "strategy": strategy_config}
     sections = {}
     for field in dataclasses.fields(RootConfig):
         value, schema = cfg[field.name], field.metadata.get("schema")
-        if field.name in by_option:
-            value = by_option[field.name](value)
+        if field.name == "dataset":
+            value = dataset_config(value)
+        elif field.name in ("model", "strategy"):
+            value = typed(option_schema(field.name, value["name"]), value)
         elif schema is not None:
             value = typed(schema, value)
         sections[field.name] = value
     return RootConfig(**sections)
+
+
+def plain(section: Any) -> Any:
+    """A typed section (or the whole run) as plain data, enums as their values: what a
+    composed config held."""
+    return OmegaConf.to_container(OmegaConf.structured(section), enum_to_str=True)

@@ -22,7 +22,8 @@ import torch
 
 from gnntrain.cache import cache_folder
 from gnntrain.config.keys import section_keys_playing
-from gnntrain.config.schema import CONDUCT, PLACE
+from gnntrain.config.schema import CONDUCT, PLACE, DatasetConfig, PartitionConfig, RootConfig
+from gnntrain.config.typed import plain
 from gnntrain.data.graph_data import GraphData, GraphFacts, induced_subgraph
 from gnntrain.data.parted import PartedDataset, write_parted
 from gnntrain.data.partition import (
@@ -59,58 +60,58 @@ class JobData:
         return carve_part(self.data, self.part, rank, world_size)
 
 
-def dataset_key(dataset_cfg: dict) -> str:
+def dataset_key(dataset: DatasetConfig) -> str:
     """Cache key of a dataset config: its name plus a hash of the keys that shape the graph (all
     but its place and conduct keys)."""
     aside = section_keys_playing("dataset", PLACE, CONDUCT)
-    shaping = {k: v for k, v in dataset_cfg.items() if k not in aside}
+    shaping = {k: v for k, v in plain(dataset).items() if k not in aside}
     digest = hashlib.sha1(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{dataset_cfg['name']}-{digest}"
+    return f"{dataset.name}-{digest}"
 
 
-def partitioner(partition_cfg: dict) -> str:
+def partitioner(partition: PartitionConfig) -> str:
     """The partitioner ``partition.method`` and ``partition.objective`` name, as
     :data:`~gnntrain.data.partition.METHODS` (and caches) spell it."""
-    method = str(partition_cfg["method"])
-    return "metis-vol" if method == "metis" and str(partition_cfg["objective"]) == "vol" else method
+    method = str(partition.method)
+    return "metis-vol" if method == "metis" and str(partition.objective) == "vol" else method
 
 
-def partition_spec(cfg: dict, parts: int) -> dict:
+def partition_spec(run: RootConfig, parts: int) -> dict:
     """What identifies a run's partition: dataset, partitioner (or assignment file digest), parts, seed."""
-    assignment = cfg["partition"]["assignment"]
-    return {"dataset": dataset_key(cfg["dataset"]),
-            "method": "assignment" if assignment else partitioner(cfg["partition"]), "parts": parts,
-            "seed": None if assignment else cfg["seed"],
+    assignment = run.partition.assignment
+    return {"dataset": dataset_key(run.dataset),
+            "method": "assignment" if assignment else partitioner(run.partition), "parts": parts,
+            "seed": None if assignment else run.seed,
             "assignment": assignment_digest(assignment) if assignment else None}
 
 
-def parted_folder(cfg: dict, spec: dict) -> Path:
+def parted_folder(run: RootConfig, spec: dict) -> Path:
     """``partition.dir``, else the cache's folder for the partition ``spec``."""
-    if cfg["partition"]["dir"]:
-        return Path(cfg["partition"]["dir"]).expanduser()
+    if run.partition.dir:
+        return Path(run.partition.dir).expanduser()
     cut = spec["assignment"][:10] if spec["assignment"] else f"s{spec['seed']}"
     name = f"{spec['dataset']}-{spec['method']}-{spec['parts']}-{cut}"
-    return cache_folder(cfg["partition"]["cache_dir"], "parted") / name
+    return cache_folder(run.partition.cache_dir, "parted") / name
 
 
-def _whole_graph(cfg: dict, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool, GraphData | None]:
+def _whole_graph(run: RootConfig, parts: int, parts_key: str) -> tuple[GraphData, torch.Tensor, bool, GraphData | None]:
     """The graph the job trains on and its partition (from the assignment file, the cache, or
     computed); with ``dataset.inductive`` the training nodes' subgraph, and the whole dataset
     last (else None)."""
-    verb = "generate" if cfg["dataset"]["source"] == "synthetic" else "load"
-    with phase(f"{verb} dataset {cfg['dataset']['name']}"):
-        data = whole = load_dataset(cfg["dataset"], cfg["partition"]["cache_dir"])
-    if cfg["dataset"]["inductive"]:
+    verb = "generate" if run.dataset.source == "synthetic" else "load"
+    with phase(f"{verb} dataset {run.dataset.name}"):
+        data = whole = load_dataset(run.dataset, run.partition.cache_dir)
+    if run.dataset.inductive:
         data = induced_subgraph(whole, whole.train_mask)
     else:
         whole = None
     if parts > data.num_nodes:
-        raise ConfigError(f"{parts_key}={parts} asks for {parts} parts of dataset {cfg['dataset']['name']}, which has "
+        raise ConfigError(f"{parts_key}={parts} asks for {parts} parts of dataset {run.dataset.name}, which has "
                           f"{data.num_nodes} nodes; valid: at most {data.num_nodes}")
-    if cfg["partition"]["assignment"]:
-        return data, load_assignment(cfg["partition"]["assignment"], data, parts), False, whole
-    part, cached = load_or_partition(data, dataset_key(cfg["dataset"]), partitioner(cfg["partition"]), parts,
-                                     cfg["seed"], cfg["partition"]["cache_dir"])
+    if run.partition.assignment:
+        return data, load_assignment(run.partition.assignment, data, parts), False, whole
+    part, cached = load_or_partition(data, dataset_key(run.dataset), partitioner(run.partition), parts,
+                                     run.seed, run.partition.cache_dir)
     return data, part, cached, whole
 
 
@@ -122,42 +123,42 @@ def _warn_of_parts_without_training(stats: dict, name: str) -> None:
              "they take part in every exchange but add nothing to the loss")
 
 
-def prepare_job_data(cfg: dict, parts: int, parts_key: str = "partition.parts", loads_parts: bool = False) -> JobData:
+def prepare_job_data(run: RootConfig, parts: int, parts_key: str = "partition.parts", loads_parts: bool = False) -> JobData:
     """The dataset and its (cached) partition into ``parts`` parts; ``parts_key`` names the
     setting that asked for them when the graph has fewer nodes. Where the strategy
     ``loads_parts`` and the partitioned dataset exists, only its manifest."""
-    inductive = cfg["dataset"]["inductive"]
-    if cfg["partition"]["dir"] and inductive:
-        raise ConfigError(f"partition.dir={cfg['partition']['dir']} with dataset.inductive=true, whose ranks evaluate "
+    inductive = run.dataset.inductive
+    if run.partition.dir and inductive:
+        raise ConfigError(f"partition.dir={run.partition.dir} with dataset.inductive=true, whose ranks evaluate "
                           "on the whole graph and so load it whole: leave partition.dir unset")
     loads_parts = loads_parts and not inductive
-    if cfg["partition"]["dir"] and not loads_parts:
-        raise ConfigError(f"partition.dir={cfg['partition']['dir']} serves strategies whose ranks load one part each; "
-                          f"strategy={cfg['strategy']['name']} needs the whole graph on its ranks: "
+    if run.partition.dir and not loads_parts:
+        raise ConfigError(f"partition.dir={run.partition.dir} serves strategies whose ranks load one part each; "
+                          f"strategy={run.strategy.name} needs the whole graph on its ranks: "
                           "leave partition.dir unset")
     if loads_parts:
-        spec = partition_spec(cfg, parts)
-        parted = PartedDataset.find(parted_folder(cfg, spec))
-        if parted is None and cfg["partition"]["dir"]:
-            raise ConfigError(f"partition.dir={cfg['partition']['dir']} holds no partitioned dataset "
+        spec = partition_spec(run, parts)
+        parted = PartedDataset.find(parted_folder(run, spec))
+        if parted is None and run.partition.dir:
+            raise ConfigError(f"partition.dir={run.partition.dir} holds no partitioned dataset "
                               "(no manifest.json); write one with gnntrain-partition and this run's overrides")
         if parted is not None:
             parted.check(spec)
             _warn_of_parts_without_training(parted.stats, parted.facts.name)
             return JobData(parted.facts, parted.stats, True, parted=parted)
-    data, part, cached, whole = _whole_graph(cfg, parts, parts_key)
+    data, part, cached, whole = _whole_graph(run, parts, parts_key)
     stats = partition_stats(data, part, parts)
     _warn_of_parts_without_training(stats, data.name)
     return JobData(data.facts(), stats, cached, data=data, part=part, whole=whole)
 
 
-def write_partitioned_dataset(cfg: dict, parts: int) -> PartedDataset:
+def write_partitioned_dataset(run: RootConfig, parts: int) -> PartedDataset:
     """Partition the dataset once into ``parts`` parts and write the per-part files
     (:mod:`gnntrain.data.parted`) to ``partition.dir`` or the cache."""
-    if cfg["dataset"]["inductive"]:
+    if run.dataset.inductive:
         raise ConfigError("dataset.inductive=true: its ranks evaluate on the whole graph and so load it whole, not "
                           "part files; partition without it")
-    data, part, _, _ = _whole_graph(cfg, parts, "partition.parts")
-    spec = partition_spec(cfg, parts)
-    return write_parted(parted_folder(cfg, spec), data.facts(), spec, graph_fingerprint(data),
+    data, part, _, _ = _whole_graph(run, parts, "partition.parts")
+    spec = partition_spec(run, parts)
+    return write_parted(parted_folder(run, spec), data.facts(), spec, graph_fingerprint(data),
                         partition_stats(data, part, parts), (carve_part(data, part, k, parts) for k in range(parts)))

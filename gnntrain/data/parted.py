@@ -91,18 +91,18 @@ class PartedDataset:
                               "write the partitioned dataset again with gnntrain-partition") from None
 
 
-def write_parted(folder: Path, facts: GraphFacts, partition: dict, fingerprint: str, stats: dict,
+def write_parted(folder: Path, facts: GraphFacts, spec: dict, fingerprint: str, stats: dict,
                  parts: Iterable[dict]) -> PartedDataset:
     """Write the part files, one at a time as ``parts`` yields them, then the manifest
     (:class:`PartedDataset`'s layout)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
-    with phase(f"write {partition['parts']} part files to {folder}", total=partition["parts"]) as progress:
+    with phase(f"write {spec['parts']} part files to {folder}", total=spec["parts"]) as progress:
         for rank, fields in enumerate(parts):
             write_atomically(part_file(folder, rank), lambda f, fields=fields: torch.save(fields, f))
             progress.advance()
     manifest = {"format": FORMAT_VERSION, "graph": asdict(facts), "fingerprint": fingerprint,
-                "partition": partition, "stats": stats}
+                "partition": spec, "stats": stats}
     write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))
     return PartedDataset(folder, manifest)
 

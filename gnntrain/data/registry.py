@@ -20,7 +20,7 @@ import hashlib
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,14 +28,14 @@ import numpy as np
 import torch
 
 from gnntrain.cache import cache_folder
-from gnntrain.config.schema import check
+from gnntrain.config.schema import DatasetConfig, SyntheticConfig, check
 from gnntrain.data import synthetic
 from gnntrain.data.graph_checks import check_arrays, check_split
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
 from gnntrain.safe_load import UnsafeFile, load_plain, names_code
 
-Loader = Callable[[dict, Path], GraphData]
+Loader = Callable[[Any, Path], GraphData]
 
 # Split used for graphs that ship without one (LINKX Facebook100 graphs, user files without
 # masks), over labeled nodes.
@@ -59,29 +59,29 @@ def _mirror(root: Path, cache_dir: Path) -> Path:
     return mirror
 
 
-def _pyg_dataset(cfg: dict, cache_dir: Path, cls: Any) -> Any:
+def _pyg_dataset(dataset: DatasetConfig, cache_dir: Path, cls: Any) -> Any:
     """Instantiate ``cls(root=<mirror>/<dataset.folder>, **dataset.args)``; missing raw files are
     reported relative to ``dataset.root``, where the user should put them."""
-    root = Path(cfg["root"]).expanduser()
-    class_dir = _mirror(root, cache_dir) / cfg["folder"]
-    kwargs = dict(cfg["args"])
+    root = Path(dataset.root).expanduser()
+    class_dir = _mirror(root, cache_dir) / dataset.folder
+    kwargs = dict(dataset.args)
     probe = _probe(cls, class_dir, kwargs)
     raw_dir = Path(probe.raw_dir)
     raw_files = probe.raw_file_names
     raw_files = [raw_files] if isinstance(raw_files, str) else list(raw_files)
     missing = [f for f in raw_files if not (raw_dir / f).exists()]
-    looked_in = root / cfg["folder"] / raw_dir.relative_to(class_dir)
+    looked_in = root / dataset.folder / raw_dir.relative_to(class_dir)
     fetcher = f"torch_geometric.datasets.{cls.__name__}"
-    if missing and not cfg["download"]:
-        raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
+    if missing and not dataset.download:
+        raise _unavailable(dataset.name, missing, looked_in, fetcher, "dataset.download=false")
     _distrust_processed(Path(probe.processed_dir))
     try:
         return cls(root=str(class_dir), **kwargs)
     except Exception as exc:  # noqa: BLE001 - reported in one line below
         if missing:
-            raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
+            raise _unavailable(dataset.name, missing, looked_in, fetcher, f"download failed: {exc}") from exc
         if not _drop_unreadable([Path(p) for p in probe.processed_paths], exc):
-            raise GnntrainError(f"dataset '{cfg['name']}': {fetcher}({_call_args(kwargs)}) failed on the files "
+            raise GnntrainError(f"dataset '{dataset.name}': {fetcher}({_call_args(kwargs)}) failed on the files "
                                 f"in {looked_in}: {first_line(exc)}") from exc
     return cls(root=str(class_dir), **kwargs)
 
@@ -148,11 +148,11 @@ def _unavailable(name: str, missing: list[str], looked_in: Path, fetcher: str, w
     )
 
 
-def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphData:
+def _graph_data(dataset: DatasetConfig, data: Any, num_classes: int | None = None) -> GraphData:
     """A :class:`GraphData` from anything with PyG ``Data``'s fields (``x``, ``y``,
     ``edge_index``, optional masks); picks column ``dataset.split`` of multi-split masks and
     splits graphs without masks at random over their labeled nodes."""
-    name, multilabel = cfg["name"], cfg["multilabel"]
+    name, multilabel = dataset.name, dataset.multilabel
     check_arrays(name, data, multilabel, num_classes)
     n = data.x.shape[0]
     y = data.y
@@ -166,25 +166,25 @@ def _graph_data(cfg: dict, data: Any, num_classes: int | None = None) -> GraphDa
         masks = [data.train_mask, data.val_mask, data.test_mask]
         if masks[0].dim() == 2:
             count = masks[0].shape[1]
-            if not 0 <= cfg["split"] < count:
-                raise ConfigError(f"dataset.split={cfg['split']} is out of range; {name} has splits 0..{count - 1}")
-            masks = [m[:, cfg["split"]] for m in masks]
+            if not 0 <= dataset.split < count:
+                raise ConfigError(f"dataset.split={dataset.split} is out of range; {name} has splits 0..{count - 1}")
+            masks = [m[:, dataset.split] for m in masks]
         masks = [m.bool() & labeled for m in masks]
     else:
-        masks = list(random_split(labeled, *UNSPLIT_FRACTIONS, cfg["split_seed"]))
+        masks = list(random_split(labeled, *UNSPLIT_FRACTIONS, dataset.split_seed))
     check_split(name, masks[0])
-    edge_index = coalesce_edges(*data.edge_index.long(), n, symmetric=cfg["to_undirected"])
+    edge_index = coalesce_edges(*data.edge_index.long(), n, symmetric=dataset.to_undirected)
     if num_classes is None:
         num_classes = y.shape[1] if multilabel else int(y.max()) + 1
-    return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel, cfg["to_undirected"])
+    return GraphData(name, data.x.float(), y, edge_index, *masks, num_classes, multilabel, dataset.to_undirected)
 
 
-def load_pyg(cfg: dict, cache_dir: Path) -> GraphData:
+def load_pyg(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
     """``source: pyg``: ``torch_geometric.datasets.<pyg_class>`` (see :func:`_pyg_dataset`)."""
     import torch_geometric.datasets as pyg_datasets
 
-    ds = _pyg_dataset(cfg, cache_dir, getattr(pyg_datasets, cfg["pyg_class"]))
-    return _graph_data(cfg, ds[0])
+    ds = _pyg_dataset(dataset, cache_dir, getattr(pyg_datasets, dataset.pyg_class))
+    return _graph_data(dataset, ds[0])
 
 
 OGB_SPLIT_FILES = ("train.csv.gz", "valid.csv.gz", "test.csv.gz")
@@ -259,28 +259,28 @@ def _ogb_mirror(root: Path, cache_dir: Path, folder: str, meta: dict) -> Path:
     return mirror
 
 
-def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
+def load_ogb(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
     """``source: ogb``: OGB's ``PygNodePropPredDataset(ogb_name)`` with its official split. It
     never asks on stdin (:func:`ogb_loading`): ``dataset.download`` decides downloads."""
-    ogb_name = cfg["ogb_name"]
+    ogb_name = dataset.ogb_name
     folder = ogb_name.replace("-", "_")
-    root = Path(cfg["root"]).expanduser()
+    root = Path(dataset.root).expanduser()
     looked_in = root / folder / "raw"
     fetcher = f"ogb's PygNodePropPredDataset('{ogb_name}')"
     try:
         from ogb.nodeproppred import PygNodePropPredDataset
     except ImportError as exc:
         raise DatasetUnavailable(
-            f"dataset '{cfg['name']}' needs the 'ogb' package (make install, or pip install 'gnntrain[ogb]'); "
+            f"dataset '{dataset.name}' needs the 'ogb' package (make install, or pip install 'gnntrain[ogb]'); "
             f"its files are looked for in {looked_in}") from exc
     meta = ogb_meta(ogb_name)
     mirror = _ogb_mirror(root, cache_dir, folder, meta)
     split_dir = mirror / folder / "split" / meta["split"]
     missing = [f for f in ogb_raw_files(meta) if not (mirror / folder / "raw" / f).exists()]
     missing += [f"split/{meta['split']}/{f}" for f in OGB_SPLIT_FILES if not (split_dir / f).exists()]
-    if missing and not cfg["download"]:
-        raise _unavailable(cfg["name"], missing, looked_in, fetcher, "dataset.download=false")
-    with ogb_loading(cfg["download"]):
+    if missing and not dataset.download:
+        raise _unavailable(dataset.name, missing, looked_in, fetcher, "dataset.download=false")
+    with ogb_loading(dataset.download):
         _distrust_processed(mirror / folder / "processed")  # OGB's Data classes count as plain here
         try:
             ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
@@ -288,9 +288,9 @@ def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
             raise
         except Exception as exc:  # noqa: BLE001 - reported in one line below
             if missing:
-                raise _unavailable(cfg["name"], missing, looked_in, fetcher, f"download failed: {exc}") from exc
+                raise _unavailable(dataset.name, missing, looked_in, fetcher, f"download failed: {exc}") from exc
             if not _drop_unreadable(sorted((mirror / folder / "processed").glob("*.pt")), exc):
-                raise GnntrainError(f"dataset '{cfg['name']}': {fetcher} failed on the files in {looked_in}: "
+                raise GnntrainError(f"dataset '{dataset.name}': {fetcher} failed on the files in {looked_in}: "
                                     f"{first_line(exc)}") from exc
             ds = PygNodePropPredDataset(ogb_name, root=str(mirror))
     data = ds[0]
@@ -305,23 +305,23 @@ def load_ogb(cfg: dict, cache_dir: Path) -> GraphData:
         masks.append(mask)
     data.y = y
     data.train_mask, data.val_mask, data.test_mask = masks
-    return _graph_data(cfg, data, num_classes=ds.num_classes)
+    return _graph_data(dataset, data, num_classes=ds.num_classes)
 
 
-def dataset_file(cfg: dict) -> Path:
+def dataset_file(dataset: DatasetConfig) -> Path:
     """``dataset.file``, absolute or under ``dataset.root``."""
-    path = Path(cfg["file"]).expanduser()
-    return path if path.is_absolute() else Path(cfg["root"]).expanduser() / path
+    path = Path(dataset.file).expanduser()
+    return path if path.is_absolute() else Path(dataset.root).expanduser() / path
 
 
-def load_file(cfg: dict, cache_dir: Path) -> GraphData:
+def load_file(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
     """``source: file``: a ``.npz`` (numpy arrays) or ``.pt`` (a dict of tensors) holding
     ``edge_index`` [2, E] (sources, then targets), ``x`` [N, F], ``y`` [N] (class ids, -1 for
     unlabeled; [N, C] 0/1 with ``multilabel``) and optionally ``train_mask``, ``val_mask``,
     ``test_mask`` ([N] or [N, splits] booleans; without them, a seeded 50/25/25 split)."""
-    path = dataset_file(cfg)
+    path = dataset_file(dataset)
     if not path.is_file():
-        raise DatasetUnavailable(f"dataset '{cfg['name']}': dataset.file {path} does not exist")
+        raise DatasetUnavailable(f"dataset '{dataset.name}': dataset.file {path} does not exist")
     try:
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as arrays:
@@ -331,69 +331,89 @@ def load_file(cfg: dict, cache_dir: Path) -> GraphData:
     except UnsafeFile:
         raise
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported in one line
-        raise GnntrainError(f"dataset '{cfg['name']}': cannot read {path}: {first_line(exc)}") from exc
+        raise GnntrainError(f"dataset '{dataset.name}': cannot read {path}: {first_line(exc)}") from exc
     lacking = [key for key in ("edge_index", "x", "y") if key not in tensors]
     if lacking:
-        raise GnntrainError(f"dataset '{cfg['name']}': {path} lacks {', '.join(lacking)}; it must hold "
+        raise GnntrainError(f"dataset '{dataset.name}': {path} lacks {', '.join(lacking)}; it must hold "
                             f"{FILE_ARRAYS} and optionally {', '.join(FILE_MASKS)}")
     present = [key for key in FILE_MASKS if key in tensors]
     if present and len(present) < len(FILE_MASKS):
-        raise GnntrainError(f"dataset '{cfg['name']}': {path} has {', '.join(present)} but not all of "
+        raise GnntrainError(f"dataset '{dataset.name}': {path} has {', '.join(present)} but not all of "
                             f"{', '.join(FILE_MASKS)}; give all three or none (a random split)")
     graph = type("FileGraph", (), {key: None for key in FILE_MASKS})()
     graph.__dict__.update(tensors)
-    return _graph_data(cfg, graph)
+    return _graph_data(dataset, graph)
 
 
-def load_synthetic(cfg: dict, cache_dir: Path) -> GraphData:
+def load_synthetic(dataset: SyntheticConfig, cache_dir: Path) -> GraphData:
     """``source: synthetic``: the planted-community generator (:mod:`gnntrain.data.synthetic`)."""
     data = synthetic.generate(
-        num_nodes=cfg["num_nodes"], avg_degree=cfg["avg_degree"], num_classes=cfg["num_classes"],
-        num_features=cfg["num_features"], homophily=cfg["homophily"],
-        degree_exponent=cfg["degree_exponent"], feature_noise=cfg["feature_noise"],
-        graph_seed=cfg["graph_seed"], train_frac=cfg["train_frac"], val_frac=cfg["val_frac"],
-        split_seed=cfg["split_seed"],
+        num_nodes=dataset.num_nodes, avg_degree=dataset.avg_degree, num_classes=dataset.num_classes,
+        num_features=dataset.num_features, homophily=dataset.homophily,
+        degree_exponent=dataset.degree_exponent, feature_noise=dataset.feature_noise,
+        graph_seed=dataset.graph_seed, train_frac=dataset.train_frac, val_frac=dataset.val_frac,
+        split_seed=dataset.split_seed,
     )
-    data.name = cfg["name"]
+    data.name = dataset.name
     return data
 
 
-LOADERS: dict[str, Loader] = {"pyg": load_pyg, "ogb": load_ogb, "file": load_file, "synthetic": load_synthetic}
+def validate_pyg(dataset: DatasetConfig) -> None:
+    """``dataset.pyg_class`` is a class of ``torch_geometric.datasets``."""
+    import torch_geometric.datasets as pyg_datasets
+
+    if dataset.pyg_class not in pyg_datasets.__all__:
+        raise ConfigError(f"dataset.pyg_class={dataset.pyg_class} is not a class of torch_geometric.datasets; "
+                          f"valid: {', '.join(sorted(pyg_datasets.__all__))}")
 
 
-def validate_dataset(cfg: dict) -> None:
-    """The source's own keys: the class exists, the OGB name or the file is given."""
-    source = cfg["source"]
-    if source == "pyg":
-        import torch_geometric.datasets as pyg_datasets
-
-        if cfg["pyg_class"] not in pyg_datasets.__all__:
-            raise ConfigError(f"dataset.pyg_class={cfg['pyg_class']} is not a class of torch_geometric.datasets; "
-                              f"valid: {', '.join(sorted(pyg_datasets.__all__))}")
-    elif source == "ogb" and not cfg["ogb_name"]:
-        raise ConfigError(f"dataset.ogb_name={cfg['ogb_name']} is invalid for dataset.source=ogb; it must be an OGB "
+def validate_ogb(dataset: DatasetConfig) -> None:
+    """``dataset.ogb_name`` is given."""
+    if not dataset.ogb_name:
+        raise ConfigError(f"dataset.ogb_name={dataset.ogb_name} is invalid for dataset.source=ogb; it must be an OGB "
                           "node-property dataset name, e.g. ogbn-arxiv, ogbn-products, ogbn-papers100M")
-    elif source == "file" and (not cfg["file"] or Path(cfg["file"]).suffix not in FILE_SUFFIXES):
-        raise ConfigError(f"dataset.file={cfg['file']} is invalid for dataset.source=file; it must be a path "
+
+
+def validate_file(dataset: DatasetConfig) -> None:
+    """``dataset.file`` names a file of a kind :func:`load_file` reads."""
+    if not dataset.file or Path(dataset.file).suffix not in FILE_SUFFIXES:
+        raise ConfigError(f"dataset.file={dataset.file} is invalid for dataset.source=file; it must be a path "
                           f"ending in {' or '.join(FILE_SUFFIXES)}")
-    elif source == "synthetic":
-        validate_synthetic(cfg)
 
 
-def validate_synthetic(cfg: dict) -> None:
+def validate_synthetic(dataset: SyntheticConfig) -> None:
     """The generator's keys (:class:`~gnntrain.config.schema.SyntheticConfig`) in their ranges."""
-    nodes, classes = cfg["num_nodes"], cfg["num_classes"]
+    nodes, classes = dataset.num_nodes, dataset.num_classes
     check("dataset.num_classes", classes, classes >= 2, ">= 2")
     check("dataset.num_nodes", nodes, nodes >= classes, f">= dataset.num_classes={classes}")
-    check("dataset.avg_degree", cfg["avg_degree"], 0 < cfg["avg_degree"] <= nodes - 1,
+    check("dataset.avg_degree", dataset.avg_degree, 0 < dataset.avg_degree <= nodes - 1,
           f"in (0, dataset.num_nodes - 1 = {nodes - 1}]")
-    check("dataset.num_features", cfg["num_features"], cfg["num_features"] >= 1, ">= 1")
-    check("dataset.homophily", cfg["homophily"], 0 <= cfg["homophily"] <= 1, "in [0, 1]")
-    check("dataset.feature_noise", cfg["feature_noise"], cfg["feature_noise"] >= 0, ">= 0")
-    check("dataset.train_frac", cfg["train_frac"], 0 < cfg["train_frac"] < 1, "in (0, 1)")
-    room = 1 - cfg["train_frac"]
-    check("dataset.val_frac", cfg["val_frac"], 0 <= cfg["val_frac"] <= room,
+    check("dataset.num_features", dataset.num_features, dataset.num_features >= 1, ">= 1")
+    check("dataset.homophily", dataset.homophily, 0 <= dataset.homophily <= 1, "in [0, 1]")
+    check("dataset.feature_noise", dataset.feature_noise, dataset.feature_noise >= 0, ">= 0")
+    check("dataset.train_frac", dataset.train_frac, 0 < dataset.train_frac < 1, "in (0, 1)")
+    room = 1 - dataset.train_frac
+    check("dataset.val_frac", dataset.val_frac, 0 <= dataset.val_frac <= room,
           f"in [0, 1 - dataset.train_frac = {room:g}]")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A ``dataset.source``: how it loads a graph and the checks of its own keys, both given
+    the typed ``dataset`` section."""
+
+    load: Loader
+    validate: Callable[[Any], None]
+
+
+SOURCES: dict[str, Source] = {"pyg": Source(load_pyg, validate_pyg), "ogb": Source(load_ogb, validate_ogb),
+                              "file": Source(load_file, validate_file),
+                              "synthetic": Source(load_synthetic, validate_synthetic)}
+
+
+def validate_dataset(dataset: DatasetConfig) -> None:
+    """The checks of the dataset's source (:class:`Source`)."""
+    SOURCES[dataset.source].validate(dataset)
 
 
 def row_normalized(x: torch.Tensor) -> torch.Tensor:
@@ -404,9 +424,9 @@ def row_normalized(x: torch.Tensor) -> torch.Tensor:
     return x / torch.where(sums == 0, torch.ones_like(sums), sums)
 
 
-def load_dataset(cfg: dict, cache_dir: str | Path) -> GraphData:
-    """Load the graph a ``dataset`` config section (a plain dict) declares, its features
-    row-normalised where ``dataset.normalize_features``."""
-    validate_dataset(cfg)
-    data = LOADERS[cfg["source"]](cfg, Path(cache_dir).expanduser())
-    return replace(data, x=row_normalized(data.x)) if cfg["normalize_features"] else data
+def load_dataset(dataset: DatasetConfig, cache_dir: str | Path) -> GraphData:
+    """Load the graph the typed ``dataset`` config section declares, its features row-normalised
+    where ``dataset.normalize_features``."""
+    validate_dataset(dataset)
+    data = SOURCES[dataset.source].load(dataset, Path(cache_dir).expanduser())
+    return replace(data, x=row_normalized(data.x)) if dataset.normalize_features else data

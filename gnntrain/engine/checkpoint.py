@@ -28,7 +28,8 @@ import torch.distributed as dist
 
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays
-from gnntrain.config.schema import CONDUCT, PLACE
+from gnntrain.config.schema import CONDUCT, PLACE, RootConfig
+from gnntrain.config.typed import plain
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import ConfigError, first_line
 from gnntrain.files import write_atomically
@@ -67,11 +68,11 @@ def _epoch_dir(root: Path, epoch: int) -> Path:
     return root / "checkpoints" / f"epoch_{epoch:06d}"
 
 
-def _trained_config(cfg: dict) -> dict:
-    return {k: v for k, v in flatten(cfg).items() if not plays(k, FREE_ON_RESUME)}
+def _trained_config(run: RootConfig) -> dict:
+    return {k: v for k, v in flatten(plain(run)).items() if not plays(k, FREE_ON_RESUME)}
 
 
-def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg: dict,
+def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, run: RootConfig,
          wandb_id: str | None) -> None:
     """Every rank calls this after epoch ``epoch``; returns once the checkpoint is complete."""
     where = _epoch_dir(run_dir, epoch)
@@ -82,7 +83,7 @@ def save(run_dir: Path, epoch: int, rank: int, world_size: int, state: dict, cfg
         dist.barrier()
     if rank == 0:
         manifest = {"format": FORMAT, "epoch": epoch, "world_size": world_size, "wandb_id": wandb_id,
-                    "config": _trained_config(cfg)}
+                    "config": _trained_config(run)}
         write_atomically(where / "manifest.json", json.dumps(manifest, indent=1))
         for old in complete(run_dir)[:-KEEP]:
             shutil.rmtree(old, ignore_errors=True)
@@ -115,16 +116,16 @@ class Resume:
         self.epoch = manifest["epoch"]
 
     @classmethod
-    def find(cls, cfg: dict) -> Resume | None:
+    def find(cls, run: RootConfig) -> Resume | None:
         """The newest intact checkpoint that ``train.resume`` points to: under this run dir
         (``true``; none yet means a fresh start) or under the given run dir (which must have
         one). A damaged one (a manifest or rank file that cannot be read: a full disk, a copy cut
         short) is passed over for the one before it; a rank file that names code is refused
         (:mod:`gnntrain.safe_load`)."""
-        resume = cfg["train"]["resume"]
+        resume = run.train.resume
         if resume is False:
             return None
-        source = Path(cfg["run_dir"]) if resume is True else Path(resume).expanduser()
+        source = Path(run.run_dir) if resume is True else Path(resume).expanduser()
         skipped: list[tuple[Path, str]] = []
         for where in reversed(complete(source)):
             manifest, damage = _inspect(where)
@@ -146,7 +147,7 @@ class Resume:
     def run_dir(self) -> Path:
         return self.where.parent.parent
 
-    def check(self, cfg: dict, world_size: int) -> None:
+    def check(self, run: RootConfig, world_size: int) -> None:
         """Refuse, in one line, a checkpoint of another world size or another config."""
         if self.manifest.get("format") != FORMAT:
             raise ConfigError(f"train.resume: checkpoint {self.where} has format {self.manifest.get('format')}; "
@@ -155,7 +156,7 @@ class Resume:
             raise ConfigError(f"train.resume: checkpoint {self.where} was written by {self.manifest['world_size']} "
                               f"workers, this run has {world_size}; valid: cluster.world_size="
                               f"{self.manifest['world_size']}")
-        theirs, ours = self.manifest["config"], _trained_config(cfg)
+        theirs, ours = self.manifest["config"], _trained_config(run)
         for key in sorted(set(theirs) | set(ours)):
             if theirs.get(key) != ours.get(key):
                 raise ConfigError(f"train.resume: checkpoint {self.where} was trained with {key}={theirs.get(key)}, "

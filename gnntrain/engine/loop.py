@@ -9,7 +9,7 @@ then sum over all ranks what they report (loss shares, projected rows, bytes, ev
 counts) and take the maximum of times and memory, and hand the record to rank 0's recorder
 (:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B, console). The loop knows no strategy:
 what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`), built from the run's
-typed config (:func:`gnntrain.config.typed.run_config`).
+typed config (:class:`~gnntrain.config.schema.RootConfig`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from gnntrain.comm import network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
-from gnntrain.config.typed import run_config
 from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
@@ -47,9 +46,8 @@ line up."""
 class EpochLoop:
     """One rank's side of the loop: builds the strategy, runs and records epochs."""
 
-    def __init__(self, cfg: dict | RootConfig, ctx: WorkerContext, job: JobData) -> None:
-        """``cfg``: the job's config, plain or typed; the strategy is built from it typed."""
-        self.run, self.ctx = run_config(cfg), ctx
+    def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
+        self.run, self.ctx = run, ctx
         self.strategy = strategy_class(self.run.strategy.name)(self.run, ctx, job)
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
@@ -135,25 +133,24 @@ def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
         os._exit(3)
 
 
-def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
+def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | None:
     """The worker's job: train, record (rank 0, :class:`~gnntrain.engine.recorder.RunRecorder`),
-    return the summary on rank 0. ``cfg`` is the job's plain config; the strategy gets it typed.
+    return the summary on rank 0.
 
     With ``train.checkpoint_every`` every rank checkpoints after those epochs and the last; with
     ``train.resume`` the run continues after the checkpoint's epoch, its ``metrics.jsonl`` made
     of the checkpointed run's records up to that epoch (:mod:`gnntrain.engine.checkpoint`)."""
     wall_start = time.perf_counter()
     graph_facts, partition_stats = job.facts, job.stats
-    loop = EpochLoop(cfg, ctx, job)
-    run = loop.run
-    resume = checkpoint.Resume.find(cfg)
+    loop = EpochLoop(run, ctx, job)
+    resume = checkpoint.Resume.find(run)
     first_epoch, kept = 1, []
     if resume is not None:
         loop.strategy.load_state_dict(resume.load(ctx.rank))
         first_epoch = resume.epoch + 1
         kept = resume.records() if ctx.rank == 0 else []
     mesh = ctx.mesh_axes()
-    network_info = network.describe(cfg["network"])
+    network_info = network.describe(run.network)
     run_dir = Path(run.run_dir)
     epochs, warmup = run.train.epochs, run.train.warmup_epochs
     facts = {
@@ -190,7 +187,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
     recorder: RunRecorder | None = None
     if ctx.rank == 0:
         with interrupts_deferred():
-            recorder = RunRecorder(cfg, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
+            recorder = RunRecorder(run, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
     stop, summary = None, None
     with closed_after(recorder.close if recorder is not None else None):
         for epoch in range(first_epoch, epochs + 1):
@@ -205,7 +202,7 @@ def run_training(cfg: dict, ctx: WorkerContext, job: JobData) -> dict | None:
                 if recorder is not None:
                     recorder.log(record)
                 if every and (epoch % every == 0 or epoch == epochs or stop):
-                    checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), cfg,
+                    checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), run,
                                     recorder.wandb_id if recorder is not None else None)
             if stop:
                 if ctx.rank == 0:

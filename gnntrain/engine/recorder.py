@@ -21,9 +21,12 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from gnntrain.config.schema import RootConfig
+from gnntrain.config.typed import plain
 from gnntrain.engine.checkpoint import discard_incomplete
 from gnntrain.engine.metrics import EpochRecord, read_records, summarize
 from gnntrain.errors import disk_full_named, interrupts_deferred, is_disk_full
@@ -36,21 +39,21 @@ class RunRecorder:
     the run is: dataset, strategy, partition, ...) head ``summary.json`` and gain the W&B run's
     identity."""
 
-    def __init__(self, cfg: dict, facts: dict, kept: list[EpochRecord], wandb_id: str | None = None) -> None:
+    def __init__(self, run: RootConfig, facts: dict, kept: list[EpochRecord], wandb_id: str | None = None) -> None:
         """``wandb_id``: the W&B run to continue (a resumed run's)."""
-        self.run_dir, self.facts = Path(cfg["run_dir"]), facts
-        self.warmup = cfg["train"]["warmup_epochs"]
+        self.run_dir, self.facts = Path(run.run_dir), facts
+        self.warmup = run.train.warmup_epochs
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.sinks: list[Any] = [JsonlSink(self.run_dir / "metrics.jsonl", kept)]
-        if cfg["wandb"]["run"] is not None:  # the launcher's (follow_in_launcher)
-            facts["wandb"] = cfg["wandb"]["run"]
-        elif cfg["wandb"]["mode"] != "disabled":
-            wandb_sink = WandbSink(cfg, self.run_dir, wandb_id)
+        if run.wandb.run is not None:  # the launcher's (follow_in_launcher)
+            facts["wandb"] = run.wandb.run
+        elif run.wandb.mode != "disabled":
+            wandb_sink = WandbSink(run, self.run_dir, wandb_id)
             self.sinks.append(wandb_sink)
             facts["wandb"] = wandb_sink.identity()
         write_summary(self.run_dir, {**facts, "status": "running", **summarize(kept, self.warmup),
                                      "total_wall_time": None})
-        self.sinks.append(ConsoleProgress(cfg["train"]["epochs"], self.run_dir))
+        self.sinks.append(ConsoleProgress(run.train.epochs, self.run_dir))
 
     @property
     def wandb_id(self) -> str | None:
@@ -90,15 +93,16 @@ def closed_after(close: Callable[[int], None] | None) -> Iterator[None]:
                 close(exit_code)
 
 
-def follow_in_launcher(cfg: dict, wandb_id: str | None, first_epoch: int) -> tuple[dict, WandbFollower | None]:
+def follow_in_launcher(run: RootConfig, wandb_id: str | None,
+                       first_epoch: int) -> tuple[RootConfig, WandbFollower | None]:
     """The launcher's share of a spawned job's records: the job's W&B run (where enabled), opened
     here and fed from ``metrics.jsonl`` by the returned follower from ``first_epoch`` on; and
-    ``cfg`` with ``wandb.run`` naming it, so that rank 0's recorder opens none."""
-    if cfg["wandb"]["mode"] == "disabled":
-        return cfg, None
-    sink = WandbSink(cfg, Path(cfg["run_dir"]), wandb_id)
-    follower = WandbFollower(sink, Path(cfg["run_dir"]), first_epoch)
-    return {**cfg, "wandb": {**cfg["wandb"], "run": sink.identity()}}, follower
+    ``run`` with ``wandb.run`` naming it, so that rank 0's recorder opens none."""
+    if run.wandb.mode == "disabled":
+        return run, None
+    sink = WandbSink(run, Path(run.run_dir), wandb_id)
+    follower = WandbFollower(sink, Path(run.run_dir), first_epoch)
+    return replace(run, wandb=replace(run.wandb, run=sink.identity())), follower
 
 
 class JsonlSink:
@@ -129,21 +133,22 @@ class WandbSink:
     own console lines are kept out of the terminal unless ``wandb.verbose``; an offline run's
     upload command is printed with the summary instead."""
 
-    def __init__(self, cfg: dict, run_dir: Path, run_id: str | None = None) -> None:
+    def __init__(self, run: RootConfig, run_dir: Path, run_id: str | None = None) -> None:
         """``run_id``: continue that W&B run (a resumed run)."""
         import wandb
 
-        wcfg = cfg["wandb"]
-        self.run = wandb.init(project=wcfg["project"], group=wcfg["group"], mode=wcfg["mode"],
-                              dir=str(run_dir), name=wcfg["name"] or run_dir.name, config=cfg, reinit="finish_previous",
-                              id=run_id, resume="allow" if run_id else None,
-                              settings=wandb.Settings(silent=not wcfg["verbose"]))
-        self.offline_dir = Path(self.run.dir).parent if wcfg["mode"] == "offline" else None
+        options = run.wandb
+        self.wandb_run = wandb.init(project=options.project, group=options.group, mode=str(options.mode),
+                                    dir=str(run_dir), name=options.name or run_dir.name, config=plain(run),
+                                    reinit="finish_previous", id=run_id, resume="allow" if run_id else None,
+                                    settings=wandb.Settings(silent=not options.verbose))
+        self.offline_dir = Path(self.wandb_run.dir).parent if options.mode == "offline" else None
         self.run_dir = run_dir
 
     def identity(self) -> dict[str, str | None]:
         """The run as W&B knows it: id, project, group, name."""
-        return {"id": self.run.id, "project": self.run.project, "group": self.run.group, "name": self.run.name}
+        known = self.wandb_run
+        return {"id": known.id, "project": known.project, "group": known.group, "name": known.name}
 
     def log(self, record: EpochRecord) -> None:
         row = record.to_dict()
@@ -152,11 +157,11 @@ class WandbSink:
             prefix = key.removesuffix("_by_kind").removesuffix("_by_category")
             row.update({f"{prefix}/{k}": v for k, v in row.pop(key).items()})
         row.update(row.pop("strategy_metrics"))
-        self.run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
+        self.wandb_run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
 
     def summarize(self, summary: dict) -> None:
         for key, value in summary.items():
-            self.run.summary[key] = value
+            self.wandb_run.summary[key] = value
         if self.offline_dir is not None:
             print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
 
@@ -166,9 +171,9 @@ class WandbSink:
         for spawned workers: the launcher writes it first)."""
         worker_error = self.run_dir / ERROR_FILE
         if exit_code and worker_error.exists():
-            self.run.summary["error"] = worker_error.read_text().partition("\n")[0]
-            self.run.save(str(worker_error), base_path=str(self.run_dir), policy="now")
-        self.run.finish(exit_code=exit_code)
+            self.wandb_run.summary["error"] = worker_error.read_text().partition("\n")[0]
+            self.wandb_run.save(str(worker_error), base_path=str(self.run_dir), policy="now")
+        self.wandb_run.finish(exit_code=exit_code)
 
 
 class WandbFollower:

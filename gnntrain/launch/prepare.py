@@ -22,6 +22,7 @@ import torch.distributed as dist
 from filelock import FileLock, Timeout
 
 from gnntrain.cache import cache_folder
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
     write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
@@ -29,24 +30,24 @@ from gnntrain.errors import GnntrainError, first_line
 from gnntrain.parallel.mesh import Layout
 
 
-def prepared_under_lock(cfg: dict, layout: Layout, loads_parts: bool, write_parts: bool) -> JobData:
+def prepared_under_lock(run: RootConfig, layout: Layout, loads_parts: bool, write_parts: bool) -> JobData:
     """The job's data, prepared while holding the cache's lock for its dataset (so concurrent
     jobs on one cache load, download and partition it once); with ``write_parts``, where the
     ranks load their parts and no partitioned dataset exists yet, it is written first."""
-    locks = cache_folder(cfg["partition"]["cache_dir"], "locks")
-    path = locks / f"{dataset_key(cfg['dataset'])}.lock"
+    locks = cache_folder(run.partition.cache_dir, "locks")
+    path = locks / f"{dataset_key(run.dataset)}.lock"
     holder = path.with_suffix(".holder")
     try:
-        with FileLock(path, timeout=cfg["cluster"]["prepare_timeout_s"]):
+        with FileLock(path, timeout=run.cluster.prepare_timeout_s):
             holder.write_text(f"pid {os.getpid()} on {socket.gethostname()}")
-            if write_parts and loads_parts and not cfg["dataset"]["inductive"]:
-                if PartedDataset.find(parted_folder(cfg, partition_spec(cfg, layout.parts))) is None:
-                    write_partitioned_dataset(cfg, layout.parts)
-            return prepare_job_data(cfg, layout.parts, layout.parts_key, loads_parts)
+            if write_parts and loads_parts and not run.dataset.inductive:
+                if PartedDataset.find(parted_folder(run, partition_spec(run, layout.parts))) is None:
+                    write_partitioned_dataset(run, layout.parts)
+            return prepare_job_data(run, layout.parts, layout.parts_key, loads_parts)
     except Timeout:
         owner = holder.read_text() if holder.exists() else "another process"
         raise GnntrainError(f"the cache lock {path} was held by {owner} for more than "
-                            f"cluster.prepare_timeout_s={cfg['cluster']['prepare_timeout_s']} s") from None
+                            f"cluster.prepare_timeout_s={run.cluster.prepare_timeout_s} s") from None
 
 
 def prepares(scope: str) -> bool:
@@ -54,16 +55,16 @@ def prepares(scope: str) -> bool:
     return int(os.environ.get("LOCAL_RANK", 0)) == 0 if scope == "node" else dist.get_rank() == 0
 
 
-def prepared_once(cfg: dict, layout: Layout, loads_parts: bool) -> JobData:
+def prepared_once(run: RootConfig, layout: Layout, loads_parts: bool) -> JobData:
     """The job's data on this rank of a torchrun or submitit world (the process group exists):
     prepared here if this rank :func:`prepares`, else read once the preparers are done."""
-    scope = str(cfg["cluster"]["prepare_data"])
-    timeout_s = cfg["cluster"]["prepare_timeout_s"]
+    scope = str(run.cluster.prepare_data)
+    timeout_s = run.cluster.prepare_timeout_s
     rank = dist.get_rank()
     job = error = None
     if prepares(scope):
         try:
-            job = prepared_under_lock(cfg, layout, loads_parts, write_parts=True)
+            job = prepared_under_lock(run, layout, loads_parts, write_parts=True)
         except Exception as exc:  # noqa: BLE001 - every rank learns of it below, then this one raises it
             error = exc
     reports: list = [None] * dist.get_world_size()
@@ -81,4 +82,4 @@ def prepared_once(cfg: dict, layout: Layout, loads_parts: bool) -> JobData:
     for peer, host, failure in reports:
         if failure is not None:
             raise GnntrainError(f"the data preparation failed on rank {peer} ({host}): {failure}")
-    return job if job is not None else prepare_job_data(cfg, layout.parts, layout.parts_key, loads_parts)
+    return job if job is not None else prepare_job_data(run, layout.parts, layout.parts_key, loads_parts)

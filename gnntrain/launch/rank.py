@@ -13,18 +13,22 @@ import torch.distributed as dist
 
 from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 
-WorkerFn = Callable[[dict, WorkerContext, JobData], Any]
+WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
+"""A job's work on one rank, given the typed config, the rank's context and the job's data."""
 
-def _threads_per_worker(cfg: dict, local_workers: int) -> int:
-    if cfg["cluster"]["threads_per_worker"] > 0:
-        return cfg["cluster"]["threads_per_worker"]
+
+def _threads_per_worker(run: RootConfig, local_workers: int) -> int:
+    if run.cluster.threads_per_worker > 0:
+        return run.cluster.threads_per_worker
     return max(1, len(os.sched_getaffinity(0)) // local_workers)
 
-def _device(cfg: dict, local_rank: int) -> torch.device:
-    if cfg["cluster"]["device"] == "cuda":
+
+def _device(run: RootConfig, local_rank: int) -> torch.device:
+    if run.cluster.device == "cuda":
         device = torch.device("cuda", local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
         return device
@@ -43,23 +47,23 @@ def use_deterministic_kernels(on: bool) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def start_rank_process(cfg: dict, rank: int, world_size: int, local_rank: int, local_workers: int,
+def start_rank_process(run: RootConfig, rank: int, world_size: int, local_rank: int, local_workers: int,
                        init_method: str) -> torch.device:
     """This process as rank ``rank``: its threads, memory, kernels and device, and the job's
     process group, created unless it exists (a torchrun process runs every job of a sweep). A
     spawned worker destroys the group at the end of a completed job (:func:`run_rank`); under
     torchrun it is kept for the next jobs and destroyed at exit: re-initialising a group against
     torchrun's store can hang. Returns the device the rank trains on."""
-    torch.set_num_threads(_threads_per_worker(cfg, local_workers))
-    if cfg["cluster"]["keep_freed_memory"]:
+    torch.set_num_threads(_threads_per_worker(run, local_workers))
+    if run.cluster.keep_freed_memory:
         keep_freed_memory()
-    use_deterministic_kernels(cfg["cluster"]["deterministic"])
-    device = _device(cfg, local_rank)
+    use_deterministic_kernels(run.cluster.deterministic)
+    device = _device(run, local_rank)
     if not dist.is_initialized():
-        backend = cfg["cluster"]["backend"]
+        backend = run.cluster.backend
         # NCCL: bound to the rank's GPU, its communicator is made now, not by whichever
         # operation comes first (a one-sided pipeline send must not be a group's first call)
-        timeout = timedelta(seconds=cfg["cluster"]["timeout_s"])
+        timeout = timedelta(seconds=run.cluster.timeout_s)
         dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timeout,
                                 **_rendezvous(init_method, timeout),
                                 **({"device_id": device} if backend == "nccl" else {}))
@@ -78,7 +82,7 @@ def _rendezvous(init_method: str, timeout: timedelta) -> dict:
     return {"store": dist.TCPStore(host, int(port), None, False, timeout)}
 
 
-def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, world_size: int,
+def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: int, world_size: int,
               local_rank: int, local_workers: int, init_method: str) -> Any:
     """Run one rank's share of a job in this process's process group (:func:`start_rank_process`).
 
@@ -86,10 +90,10 @@ def run_rank(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, rank: int, w
     closes its connections, so peers blocked in a collective with it fail at once: destroying
     the group first would wait on work that peers may never finish.
     """
-    device = start_rank_process(cfg, rank, world_size, local_rank, local_workers, init_method)
-    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, cfg["cluster"]["backend"]),
-                        EmulatedNetwork.from_config(cfg["network"], rank))
-    result = fn(cfg, ctx, job)
+    device = start_rank_process(run, rank, world_size, local_rank, local_workers, init_method)
+    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend),
+                        EmulatedNetwork.from_config(run.network, rank))
+    result = fn(run, ctx, job)
     dist.barrier()  # no rank tears its connections down while a peer still uses them
     if init_method != "env://":
         dist.destroy_process_group()

@@ -28,6 +28,9 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnntrain.composition import typed_run
+from gnntrain.config.schema import RootConfig
+from gnntrain.config.typed import plain
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
@@ -58,12 +61,14 @@ def _stop_with_the_launcher(launcher: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: Layout, world_size: int,
              init_method: str, launcher: int, failed_at: Any) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
-    run into a failed job.
+    run into a failed job. The config arrives plain and is typed here
+    (:func:`~gnntrain.composition.typed_run`), once this process has imported the plugins whose
+    classes a typed config holds.
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
@@ -83,7 +88,7 @@ def _spawned(local_rank: int, fn: WorkerFn, cfg: dict, job: JobData, layout: Lay
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        run_rank(fn, cfg, job, layout, local_rank, world_size, local_rank, world_size, init_method)
+        run_rank(fn, typed_run(config), job, layout, local_rank, world_size, local_rank, world_size, init_method)
     except Exception:
         if not stopped:  # a real failure: the launcher reports the earliest
             failed_at[local_rank] = time.monotonic()
@@ -115,21 +120,21 @@ def rendezvous_store(addr: str, port: int, timeout_s: int) -> dist.TCPStore:
                          master_listen_fd=listener.detach())
 
 
-def spawn_and_join(fn: WorkerFn, cfg: dict, job: JobData, layout: Layout, world_size: int,
+def spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, world_size: int,
                     follower: WandbFollower | None) -> None:
     """Start the workers and wait for them, passing rank 0's epochs on to the W&B run; the
     first worker to fail takes the others down."""
-    addr = cfg["cluster"]["master_addr"]
-    store = rendezvous_store(addr, cfg["cluster"]["master_port"], cfg["cluster"]["timeout_s"])
+    addr = run.cluster.master_addr
+    store = rendezvous_store(addr, run.cluster.master_port, run.cluster.timeout_s)
     port = store.port
     failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
-                                 args=(fn, cfg, job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
+                                 args=(fn, plain(run), job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
                                        failed_at))
     frozen = FrozenWorkers(context.processes)
     try:
         while not context.join(FOLLOW_EVERY_S):
-            frozen.check(cfg["cluster"]["timeout_s"])
+            frozen.check(run.cluster.timeout_s)
             if follower is not None:
                 with interrupts_deferred():
                     follower.poll()

@@ -12,15 +12,13 @@ from __future__ import annotations
 from torch import nn
 
 from gnntrain.config.schema import ModelConfig
-from gnntrain.models import deepgcn, film, gat, gcn, gcnii, sage
+from gnntrain.models import deepgcn, film, gat, gcn, gcnii, sage  # noqa: F401 - each registers its model
 from gnntrain.models.norm import AllSum, local_sum
-from gnntrain.models.registry import MODELS, ModelSpec, model_config, model_spec, register_model
+from gnntrain.models.registry import MODELS, ModelSpec, model_spec, register_model
 
-__all__ = ["MODELS", "ModelSpec", "build_model", "deepgcn", "film", "gat", "gcn", "gcnii", "model_config",
-           "model_spec", "register_model", "sage"]
+__all__ = ["MODELS", "ModelSpec", "build_model", "model_spec", "register_model"]
 
 
-def build_model(section: ModelConfig | dict, in_dim: int, out_dim: int, all_sum: AllSum = local_sum) -> nn.Module:
-    """The model a ``model`` config section names (typed, or plain: :func:`model_config` types it)."""
-    config = model_config(section)
+def build_model(config: ModelConfig, in_dim: int, out_dim: int, all_sum: AllSum = local_sum) -> nn.Module:
+    """The model the typed ``model`` config section names."""
     return model_spec(config.name).build(config, in_dim, out_dim, all_sum)

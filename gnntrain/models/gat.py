@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig
+from gnntrain.aggregation import SYMMETRIC
+from gnntrain.config.schema import ModelConfig, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
@@ -84,7 +85,7 @@ class GATLayer(MessagePassingLayer):
                              self.negative_slope)
         if self.training and self.att_dropout:
             alpha = dropout(alpha, self.att_dropout, True, self.edge_key, graph.self_loop_edge_ids)
-        out = weighted_sum(graph.pattern("gcn"), alpha, z)
+        out = weighted_sum(graph.pattern(SYMMETRIC), alpha, z)
         out = out.reshape(n, -1) if self.concat else out.mean(dim=1)
         return out + self.bias
 
@@ -107,7 +108,7 @@ def build_gat(config: GATConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> 
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
     ``out_heads`` heads averaged (the GAT paper: one on Cora and CiteSeer, eight on PubMed).
     ELU between layers, attention dropout ``att_dropout`` in every layer, as in the paper.
-    ``config.validate`` checks that ``heads`` divides ``hidden``."""
+    :func:`validate` checks that ``heads`` divides ``hidden``."""
     heads, att_dropout = config.heads, config.att_dropout
 
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
@@ -118,4 +119,12 @@ def build_gat(config: GATConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> 
     return stack(config, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
 
 
-register_model(ModelSpec("gat", build_gat, GATConfig))
+def validate(config: GATConfig) -> None:
+    """Heads that split the hidden width evenly; attention dropout a probability."""
+    check("model.heads", config.heads, config.heads >= 1 and config.hidden % config.heads == 0,
+          f"a divisor of model.hidden={config.hidden}")
+    check("model.out_heads", config.out_heads, config.out_heads >= 1, ">= 1")
+    check("model.att_dropout", config.att_dropout, 0.0 <= config.att_dropout < 1.0, "in [0, 1)")
+
+
+register_model(ModelSpec("gat", build_gat, GATConfig, validate=validate))

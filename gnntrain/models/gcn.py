@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from gnntrain.aggregation import SYMMETRIC
 from gnntrain.config.schema import DecayGroup, ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import LinearMessageLayer, stack
@@ -31,7 +32,7 @@ from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GCNLayer(LinearMessageLayer):
-    operator_kind = "gcn"
+    aggregation = SYMMETRIC
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
         super().__init__()

@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.config.schema import DecayGroup, ModelConfig
+from gnntrain.aggregation import SYMMETRIC
+from gnntrain.config.schema import DecayGroup, ModelConfig, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.gnn import (
@@ -41,6 +42,8 @@ from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GCNIILayer(MessagePassingLayer):
+    aggregation = SYMMETRIC
+
     def __init__(self, channels: int, alpha: float, theta: float, layer: int) -> None:
         super().__init__()
         self.in_dim = channels
@@ -56,11 +59,11 @@ class GCNIILayer(MessagePassingLayer):
         return True
 
     def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
-        return squared_weight_sums(graph, "gcn", 1.0 - self.alpha)
+        return squared_weight_sums(graph, self.aggregation, 1.0 - self.alpha)
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   h0: torch.Tensor) -> torch.Tensor:
-        s = torch.lerp(graph.operator("gcn") @ z, graph.target_rows(h0), self.alpha)
+        s = torch.lerp(graph.operator(self.aggregation) @ z, graph.target_rows(h0), self.alpha)
         rows.add(s.shape[0])
         return torch.addmm(s, s, self.weight1, beta=1.0 - self.beta, alpha=self.beta)
 
@@ -122,5 +125,10 @@ class GCNIIConfig(ModelConfig):
     """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
 
 
+def validate(config: GCNIIConfig) -> None:
+    """GCNII has no norm layers."""
+    check("model.norm", config.norm, config.norm == "none", "none for gcnii (it has no norm layers)")
+
+
 register_model(ModelSpec("gcnii", lambda c, i, o, s: GCNII(i, c.hidden, o, c.layers, c.dropout, c.alpha, c.theta),
-                         GCNIIConfig))
+                         GCNIIConfig, validate=validate))

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain import keyed
+from gnntrain.aggregation import MEAN, Aggregation
 from gnntrain.config.schema import ModelConfig
 from gnntrain.graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
@@ -101,7 +102,7 @@ class MessagePassingLayer(nn.Module):
 
     def aggregates_rows_by_operator(self, transform: bool) -> bool:
         """Whether, in this order, the messages are the (dropped) input rows themselves and enter
-        :meth:`aggregate` only as ``graph.operator(kind) @ z``: then a strategy may pass the
+        :meth:`aggregate` only as ``graph.operator(aggregation) @ z``: then a strategy may pass the
         messages of some sources only and let the graph's operator supply the rest (a pipeline
         chunk reading other chunks' rows where they lie, :mod:`gnntrain.parallel.history`)."""
         return False
@@ -120,7 +121,7 @@ class MessagePassingLayer(nn.Module):
         into: what scales the variance a noisy row adds to the layer's output (AdaQP Eq. 11).
         Here the mean's ``1 / in-degree``: layers whose weights are attention or softmax
         scores, which change with the data every step, take the mean as a stand-in."""
-        return squared_weight_sums(graph, "mean")
+        return squared_weight_sums(graph, MEAN)
 
     def aggregate(self, z: torch.Tensor, h_inner: torch.Tensor, graph: LocalGraph, transform: bool,
                   *extra: torch.Tensor) -> torch.Tensor:
@@ -142,35 +143,34 @@ def source_rows(inner: torch.Tensor, halo: torch.Tensor) -> torch.Tensor:
     return torch.cat([inner, halo]) if halo.shape[0] else inner
 
 
-def squared_weight_sums(graph: LocalGraph, kind: str, scale: float = 1.0) -> torch.Tensor:
-    """Per local row, the sum of its squared entries in ``scale`` x ``graph.operator(kind)``."""
-    _, src, value = graph.operator_entries(kind)
+def squared_weight_sums(graph: LocalGraph, aggregation: Aggregation, scale: float = 1.0) -> torch.Tensor:
+    """Per local row, the sum of its squared entries in ``scale`` x ``graph.operator(aggregation)``."""
+    _, src, value = graph.operator_entries(aggregation)
     sums = torch.zeros(graph.num_local, dtype=value.dtype, device=value.device)
     return sums.index_add_(0, src, (scale * value) ** 2)
 
 
 class LinearMessageLayer(MessagePassingLayer):
     """A layer whose messages are a linear map of the source rows (:attr:`message_map`, its bias
-    left out) aggregated by a fixed matrix (``graph.operator(operator_kind)``): ``A (H W) =
+    left out) aggregated by the matrix it declares (``graph.operator(aggregation)``): ``A (H W) =
     (A H) W``, so it maps the sources before aggregating or the targets after, whichever
     :func:`transform_first` finds cheaper for the graph's rows, counting the rows it maps."""
 
-    operator_kind: str
+    aggregation: Aggregation
 
     @property
     def message_map(self) -> nn.Linear:
         raise NotImplementedError
 
     def transforms_first(self, graph: LocalGraph) -> bool:
-        entries = graph.edge_src.numel() + (graph.num_targets if self.operator_kind == "gcn" else 0)
-        return transform_first(graph.num_local, graph.num_targets, entries, self.in_dim,
+        return transform_first(graph.num_local, graph.num_targets, self.aggregation.num_entries(graph), self.in_dim,
                                self.message_map.out_features)
 
     def aggregates_rows_by_operator(self, transform: bool) -> bool:
         return not transform
 
     def squared_weight_sums(self, graph: LocalGraph) -> torch.Tensor:
-        return squared_weight_sums(graph, self.operator_kind)
+        return squared_weight_sums(graph, self.aggregation)
 
     def message(self, h: torch.Tensor | Projected, transform: bool) -> torch.Tensor:
         if not transform:
@@ -194,7 +194,7 @@ class LinearMessageLayer(MessagePassingLayer):
                            added: torch.Tensor | None = None) -> torch.Tensor:
         """``A z``, mapped by ``W`` where the messages are the rows themselves, plus ``added``
         where given (in the map's kernel, ``addmm``, where the map runs after aggregating)."""
-        a = graph.operator(self.operator_kind) @ z
+        a = graph.operator(self.aggregation) @ z
         if transform:
             return a if added is None else a + added
         rows.add(a.shape[0])
@@ -221,7 +221,7 @@ class LinearMessageLayer(MessagePassingLayer):
     def aggregated_inputs(self, h: torch.Tensor, graph: LocalGraph) -> torch.Tensor:
         """The input rows aggregated for the targets, before any map: ``A h`` (and the targets'
         own rows where the layer reads them), linear in ``h``."""
-        return graph.operator(self.operator_kind) @ h
+        return graph.operator(self.aggregation) @ h
 
     def from_aggregated(self, a: torch.Tensor) -> torch.Tensor:
         """:meth:`linear_part` from :meth:`aggregated_inputs`."""

@@ -1,18 +1,19 @@
 """The model registry: every model declares itself once, beside its layer, with
-:func:`register_model`: its name (``model=<name>``), how to build it, and its config dataclass,
-whose defaults are the model's paper settings. The config store offers ``model=<name>`` built
-from that dataclass (no YAML repeats a default), and ``--help`` and the docs describe its keys
-from the dataclass's attribute docstrings."""
+:func:`register_model`: its name (``model=<name>``), how to build it, its config dataclass,
+whose defaults are the model's paper settings, and the checks of its own keys. The config store
+offers ``model=<name>`` built from that dataclass (no YAML repeats a default), and ``--help`` and
+the docs describe its keys from the dataclass's attribute docstrings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig, registered, typed
-from gnntrain.models.norm import AllSum
+from gnntrain.config.schema import ModelConfig, check, registered
+from gnntrain.models.decay import parameter_decays
+from gnntrain.models.norm import AllSum, local_sum
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,22 @@ class ModelSpec:
     typed config (an instance of ``config``)."""
     config: type[ModelConfig] = ModelConfig
     """Its config dataclass (extends :class:`~gnntrain.config.schema.ModelConfig`), with its paper's defaults."""
+    validate: Optional[Callable[[Any], None]] = None
+    """Checks of its own keys that their types cannot express, given its typed section (an
+    instance of ``config``)."""
+
+    def check(self, config: ModelConfig, weight_decay: float) -> None:
+        """The checks every model's section takes (sizes, dropout, ``model.decay_groups`` against
+        the parameters of a small instance, whose other parameters take ``weight_decay``), then
+        the model's own."""
+        check("model.layers", config.layers, config.layers >= 1, ">= 1")
+        check("model.hidden", config.hidden, config.hidden >= 1, ">= 1")
+        check("model.dropout", config.dropout, 0.0 <= config.dropout < 1.0, "in [0, 1)")
+        if self.validate is not None:
+            self.validate(config)
+        if config.decay_groups:
+            names = [name for name, _ in self.build(config, 2, 2, local_sum).named_parameters()]
+            parameter_decays(names, config.decay_groups, weight_decay)
 
 
 MODELS: dict[str, ModelSpec] = {}
@@ -41,8 +58,3 @@ def model_spec(name: str) -> ModelSpec:
     """The registered model ``name``; ConfigError naming the valid ones otherwise."""
     return registered(MODELS, "model.name", name)
 
-
-def model_config(section: Any) -> ModelConfig:
-    """A ``model`` section (plain, or typed already) as its registered model's config dataclass."""
-    name = section.name if isinstance(section, ModelConfig) else section["name"]
-    return typed(model_spec(name).config, section)

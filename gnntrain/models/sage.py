@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gnntrain.aggregation import MEAN
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import LinearMessageLayer, stack
 from gnntrain.models.projection import Projected, project
@@ -27,7 +28,7 @@ from gnntrain.models.registry import ModelSpec, register_model
 
 
 class SAGELayer(LinearMessageLayer):
-    operator_kind = "mean"
+    aggregation = MEAN
     reads_targets = True
 
     def __init__(self, in_dim: int, out_dim: int) -> None:

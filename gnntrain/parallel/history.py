@@ -53,6 +53,7 @@ from typing import Callable
 
 import torch
 
+from gnntrain.aggregation import Aggregation
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer
 from gnntrain.parallel.halo import HaloExchange
@@ -152,38 +153,38 @@ gradient those reads sent it (called when the chunk's backward starts)."""
 class Chunks:
     """The member graph's K chunk views, and for the layers that aggregate their input rows by a
     fixed matrix (:meth:`~gnntrain.models.gnn.MessagePassingLayer.aggregates_rows_by_operator`)
-    each chunk's aggregation matrix of a kind split by source (:meth:`split`): the chunk's own
-    rows, passed in, and the other chunks' rows, read where they lie in a layer's message table
-    (columns = member local ids), so that no other chunk's row is gathered, concatenated or
-    given a gradient per chunk. The gradient of those reads is handed back in one product per
-    chunk (:meth:`outflow`)."""
+    each chunk's matrix of that :class:`~gnntrain.aggregation.Aggregation` split by source
+    (:meth:`split`): the chunk's own rows, passed in, and the other chunks' rows, read where they
+    lie in a layer's message table (columns = member local ids), so that no other chunk's row is
+    gathered, concatenated or given a gradient per chunk. The gradient of those reads is handed
+    back in one product per chunk (:meth:`outflow`)."""
 
     def __init__(self, member: LocalGraph, chunk_of_local: torch.Tensor, count: int) -> None:
         self.member, self.chunk_of_local = member, chunk_of_local
         self.views = [carve_chunk(member, chunk_of_local, k) for k in range(count)]
-        self._split: dict[str, list[tuple[SparseOperator, torch.Tensor]]] = {}
-        self._outflow: dict[str, list[torch.Tensor]] = {}
+        self._split: dict[Aggregation, list[tuple[SparseOperator, torch.Tensor]]] = {}
+        self._outflow: dict[Aggregation, list[torch.Tensor]] = {}
 
-    def split(self, kind: str, k: int) -> tuple[SparseOperator, torch.Tensor]:
-        """Chunk ``k``'s matrix of ``kind``: its own rows' columns (a :class:`SparseOperator`)
+    def split(self, aggregation: Aggregation, k: int) -> tuple[SparseOperator, torch.Tensor]:
+        """Chunk ``k``'s matrix of ``aggregation``: its own rows' columns (a :class:`SparseOperator`)
         and the other chunks' columns as CSR over the member graph's local rows."""
-        if kind not in self._split:
-            self._build(kind)
-        return self._split[kind][k]
+        if aggregation not in self._split:
+            self._build(aggregation)
+        return self._split[aggregation][k]
 
-    def outflow(self, kind: str, j: int) -> torch.Tensor:
+    def outflow(self, aggregation: Aggregation, j: int) -> torch.Tensor:
         """CSR ``[own rows of chunk j, member inner nodes]``: the entries with which other chunks'
-        aggregations of ``kind`` read chunk ``j``'s rows, so that ``outflow @ G`` (``G``: the
+        aggregations of ``aggregation`` read chunk ``j``'s rows, so that ``outflow @ G`` (``G``: the
         gradients of those aggregations' outputs) is the gradient they send its rows."""
-        if kind not in self._outflow:
-            self._build(kind)
-        return self._outflow[kind][j]
+        if aggregation not in self._outflow:
+            self._build(aggregation)
+        return self._outflow[aggregation][j]
 
-    def _build(self, kind: str) -> None:
+    def _build(self, aggregation: Aggregation) -> None:
         member, device = self.member, self.member.device
         split, read_dst, read_src, read_value = [], [], [], []
         for view in self.views:
-            dst, src, value = view.graph.operator_entries(kind)
+            dst, src, value = view.graph.operator_entries(aggregation)
             value = value.to(member.dtype)
             own = view.rows.numel() + view.fresh.numel()
             mine = src < own
@@ -202,11 +203,11 @@ class Chunks:
             read = self.chunk_of_local[src] == j
             outflow.append(SparsePattern(position[src[read]], dst[read], (own.numel(), member.num_inner))
                            .matrix(value[read]))
-        self._split[kind], self._outflow[kind] = split, outflow
+        self._split[aggregation], self._outflow[aggregation] = split, outflow
 
 
 class _SplitOperator:
-    """A chunk's aggregation of ``kind`` with its other sources read from ``table``: ``A @ z``
+    """A chunk's aggregation matrix with its other sources read from ``table``: ``A @ z``
     for ``z`` the messages of the chunk's own rows (module docstring of :class:`Chunks`)."""
 
     def __init__(self, own: SparseOperator, others: torch.Tensor, table: LayerTable, targets: torch.Tensor) -> None:
@@ -428,7 +429,7 @@ class ChunkHalo:
             z = conv.message(torch.cat([h_inner, dropout(fresh, ids[rows:own])]), transform)
             table.store(view.own_rows, z, None)
             table.ensure(view.other_rows, compute)
-            graph = replace(graph, operator_source=lambda kind: self._split_operator(kind, table, z))
+            graph = replace(graph, operator_source=lambda aggregation: self._split_operator(aggregation, table, z))
         elif table.constant:
             z = table.fetch(view.source_rows, compute, self.roots)
         else:
@@ -438,12 +439,12 @@ class ChunkHalo:
                                               self.roots)])
         return conv.update(conv.aggregate(z, h_inner, graph, transform, *extra))
 
-    def _split_operator(self, kind: str, table: LayerTable, z_own: torch.Tensor) -> _SplitOperator:
-        """The chunk's matrix of ``kind`` reading its other sources from ``table``; the own
+    def _split_operator(self, aggregation: Aggregation, table: LayerTable, z_own: torch.Tensor) -> _SplitOperator:
+        """The chunk's matrix of ``aggregation`` reading its other sources from ``table``; the own
         messages ``z_own`` become a root whose gradient is what the other chunks' reads sent."""
-        own, others = self.chunks.split(kind, self.k)
+        own, others = self.chunks.split(aggregation, self.k)
         if z_own.requires_grad:
-            outflow = self.chunks.outflow(kind, self.k)
+            outflow = self.chunks.outflow(aggregation, self.k)
             self.roots.append((z_own, lambda: spmm(outflow, table.outflow) if table.outflow is not None
                                else torch.zeros_like(z_own)))
         return _SplitOperator(own, others, table, self.view.rows)

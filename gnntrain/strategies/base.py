@@ -35,7 +35,7 @@ class Strategy(Protocol):
         ...
 
     def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
-        """``run``: the run's config with typed sections (:func:`gnntrain.config.typed.run_config`);
+        """``run``: the run's typed config (:class:`~gnntrain.config.schema.RootConfig`);
         ``run.strategy`` is an instance of the method's registered config dataclass."""
         ...
 

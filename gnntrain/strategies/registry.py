@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from gnntrain.comm import meter
-from gnntrain.config.schema import StrategyConfig, registered, typed
+from gnntrain.config.schema import StrategyConfig, registered
 from gnntrain.errors import ConfigError, first_line
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
@@ -85,9 +85,8 @@ class Method:
         """The class the launcher builds on every rank."""
         return self.family.runs or self.implementation
 
-    def check(self, section: Any) -> None:
-        """The family's and the method's checks of a strategy section (plain or typed)."""
-        config = strategy_config(section)
+    def check(self, config: StrategyConfig) -> None:
+        """The family's and the method's checks of its typed strategy section."""
         for validate in (self.family.validate, self.validate):
             if validate is not None:
                 validate(config)
@@ -160,8 +159,3 @@ def _raised(entry: str, exc: Exception) -> str:
     return (f"{PLUGINS_VARIABLE}: plugin {entry} raised while it was imported, at {frame.filename}:{frame.lineno}: "
             f"{type(exc).__name__}: {first_line(exc)}")
 
-
-def strategy_config(section: Any) -> StrategyConfig:
-    """A ``strategy`` section (plain, or typed already) as its registered method's config dataclass."""
-    name = section.name if isinstance(section, StrategyConfig) else section["name"]
-    return typed(method(name).config, section)

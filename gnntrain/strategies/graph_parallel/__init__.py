@@ -22,7 +22,7 @@ Combinations come from the family's mechanisms (e.g. ``pipegcn`` with ``strategy
 its stale halos through the bit plans of :mod:`.bit_plans`).
 """
 
-from gnntrain.strategies.graph_parallel import quantized, sampled, stale, synchronous
+from gnntrain.strategies.graph_parallel import quantized, sampled, stale, synchronous  # noqa: F401 - each registers
 from gnntrain.strategies.graph_parallel.strategy import FAMILY, GraphParallel
 
-__all__ = ["FAMILY", "GraphParallel", "quantized", "sampled", "stale", "synchronous"]
+__all__ = ["FAMILY", "GraphParallel"]

@@ -1,10 +1,9 @@
 """The graph-parallel family's config: the schema every method's extends, the one with 16-bit
-halos that ``vanilla`` and the built-in methods extend, the family's checks and the wire
-format of 16-bit halos."""
+halos that ``vanilla`` and the built-in methods extend, the checks the quantizing methods
+share and the wire format of 16-bit halos."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -43,17 +42,18 @@ def halo_wire(config: GraphParallelConfig) -> torch.dtype | None:
     return HALF_DTYPES[str(config.halo_dtype)]
 
 
-def validate(config: GraphParallelConfig) -> None:
-    """The family's range checks of the keys a method's schema has (the schemas give the types)."""
-    keys = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-    assign, bits = keys.get("assign", "fixed"), keys.get("bits", 32)
+QUANTIZED_WIDTHS = (2, 4, 8, 32)
+"""The halo message widths a quantizing method may send (32: unquantized)."""
+
+
+def check_bits(bits: int) -> None:
+    """``strategy.bits`` is a width AdaQP's codec sends (:data:`QUANTIZED_WIDTHS`)."""
+    check("strategy.bits", bits, bits in QUANTIZED_WIDTHS, "one of 2, 4, 8, 32")
+
+
+def check_one_halo_format(config: HalfHalosConfig, assign: str, bits: int) -> None:
+    """16-bit halos and quantized ones exclude each other: a method that quantizes its halos
+    (``assign`` other than fixed, or ``bits`` below 32) refuses ``strategy.halo_dtype``."""
     if halo_wire(config) is not None and (assign != "fixed" or bits != 32):
         raise ConfigError(f"strategy.halo_dtype={config.halo_dtype} with quantized halos (strategy.assign={assign}, "
                           f"strategy.bits={bits}) is ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
-    rules = {"gamma": (lambda v: 0.0 <= v < 1.0, "in [0, 1)"), "p": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-             "bits": (lambda v: v in (2, 4, 8, 32), "one of 2, 4, 8, 32"), "period": (lambda v: v >= 1, ">= 1"),
-             "group_size": (lambda v: v >= 1, ">= 1"), "lambda_": (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
-             "solve_time_limit": (lambda v: v > 0, "> 0"), "assign_gap": (lambda v: 0.0 <= v < 1.0, "in [0, 1)")}
-    for key, (ok, rule) in rules.items():
-        if key in keys:
-            check(f"strategy.{key}", keys[key], ok(keys[key]), rule)

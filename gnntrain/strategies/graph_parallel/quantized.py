@@ -37,12 +37,12 @@ import torch.distributed as dist
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantized_exchange import ALL_WIDTHS
-from gnntrain.config.schema import RUN_SEED, choices
+from gnntrain.config.schema import RUN_SEED, check, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, check_bits, check_one_halo_format, halo_wire
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
@@ -75,6 +75,17 @@ class AdaQPConfig(HalfHalosConfig):
     """Compute the central nodes while the marginal nodes' halo rows are in flight."""
     seed: int = RUN_SEED
     """Seed of the stochastic rounding and the uniform assignment."""
+
+
+def validate(config: AdaQPConfig) -> None:
+    """The assignment's keys in their ranges; 16-bit halos only where no halo is quantized."""
+    check_one_halo_format(config, config.assign, config.bits)
+    check_bits(config.bits)
+    for key, ok, rule in (("period", config.period >= 1, ">= 1"), ("group_size", config.group_size >= 1, ">= 1"),
+                          ("lambda_", 0.0 <= config.lambda_ <= 1.0, "in [0, 1]"),
+                          ("solve_time_limit", config.solve_time_limit > 0, "> 0"),
+                          ("assign_gap", 0.0 <= config.assign_gap < 1.0, "in [0, 1)")):
+        check(f"strategy.{key}", getattr(config, key), ok, rule)
 
 
 def make_plan(config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
@@ -147,4 +158,4 @@ class Quantized:
             self.plan.load_state_dict(state["plan"])
 
 
-register(Method("adaqp", FAMILY, Quantized, AdaQPConfig, kinds={"assign": "control"}))
+register(Method("adaqp", FAMILY, Quantized, AdaQPConfig, kinds={"assign": "control"}, validate=validate))

@@ -45,7 +45,7 @@ import torch.distributed as dist
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
-from gnntrain.config.schema import RUN_SEED
+from gnntrain.config.schema import RUN_SEED, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
@@ -66,6 +66,11 @@ class SamplingConfig(HalfHalosConfig):
     """Keep each boundary node with this probability (the baselines drop as many edges as that drops)."""
     seed: int = RUN_SEED
     """Seed of the per-epoch samples."""
+
+
+def validate(config: SamplingConfig) -> None:
+    """The keep probability is a probability."""
+    check("strategy.p", config.p, 0.0 <= config.p <= 1.0, "in [0, 1]")
 
 
 def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
@@ -227,4 +232,4 @@ def sampled_graph_bytes(config: SamplingConfig, shape: RankShape) -> float:
 
 for _name in ("bns", "bes", "dropedge"):
     register(Method(_name, FAMILY, BoundarySampling, SamplingConfig, kinds={"sample_index": "control"},
-                    memory=sampled_graph_bytes))
+                    validate=validate, memory=sampled_graph_bytes))

@@ -38,12 +38,12 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
-from gnntrain.config.schema import RUN_SEED, choices
+from gnntrain.config.schema import RUN_SEED, check, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
+from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, check_bits, check_one_halo_format, halo_wire
 from gnntrain.strategies.graph_parallel.strategy import FAMILY
 from gnntrain.strategies.registry import Method, register
 
@@ -71,6 +71,13 @@ class PipeGCNConfig(HalfHalosConfig):
     """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
     seed: int = RUN_SEED
     """Seed of the quantization's stochastic rounding."""
+
+
+def validate(config: PipeGCNConfig) -> None:
+    """The smoothing weight and the stale messages' width in their ranges; 16-bit halos only unquantized."""
+    check_one_halo_format(config, "fixed", config.bits)
+    check("strategy.gamma", config.gamma, 0.0 <= config.gamma < 1.0, "in [0, 1)")
+    check_bits(config.bits)
 
 
 @dataclass
@@ -217,4 +224,5 @@ def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
     return rows * sum(shape.widths) * shape.value_bytes
 
 
-register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}, memory=in_flight_bytes))
+register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}, validate=validate,
+                memory=in_flight_bytes))

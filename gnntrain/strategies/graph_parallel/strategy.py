@@ -19,7 +19,6 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.inductive import WholeGraphScores
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies import registry
-from gnntrain.strategies.graph_parallel.config import validate
 from gnntrain.strategies.registry import Family
 
 
@@ -100,6 +99,5 @@ class GraphParallel:
         self.policy.load_state_dict(state["policy"])
 
 
-FAMILY = Family("graph_parallel", baseline="vanilla", module="gnntrain.strategies.graph_parallel", runs=GraphParallel,
-                validate=validate)
+FAMILY = Family("graph_parallel", baseline="vanilla", module="gnntrain.strategies.graph_parallel", runs=GraphParallel)
 """Graph parallelism; its baseline, which network calibration probes, is synchronous graph parallelism."""

@@ -1,0 +1,67 @@
+"""The composition boundary: what Hydra needs to compose a gnntrain config, and the one
+conversion of the composed config into the typed one everything after it reads.
+
+* :func:`register_schemas` puts the schemas in Hydra's ConfigStore, under ``schema`` and
+  ``schema/<group>``; every registered model and strategy also becomes the ``model`` or
+  ``strategy`` option of its name, built from its config dataclass
+  (:mod:`gnntrain.models.registry`, :mod:`gnntrain.strategies.registry`);
+* :func:`typed_run` turns the plain composed config into :class:`~gnntrain.config.schema.RootConfig`
+  (:func:`gnntrain.config.typed.run_config`), the model's and the strategy's sections as the
+  dataclasses they registered. A spawned worker receives the plain config and types it here
+  too, after its imports have registered the plugins' classes.
+"""
+
+from __future__ import annotations
+
+from hydra.core.config_store import ConfigStore
+
+from gnntrain.config.schema import (
+    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SweeperConfig, SyntheticConfig,
+)
+from gnntrain.config.typed import run_config
+from gnntrain.models import MODELS, model_spec
+from gnntrain.strategies import METHODS, method
+
+
+def register_schemas() -> None:
+    """The schemas and every registered model and strategy in Hydra's ConfigStore, and
+    gnntrain's sweeper among Hydra's plugins."""
+    cs = ConfigStore.instance()
+    cs.store(name="schema", node=RootConfig)
+    cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
+    cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
+    cs.store(group="schema/model", name="model", node=ModelConfig)
+    for name, spec in MODELS.items():
+        cs.store(group="schema/model", name=name, node=spec.config)
+        cs.store(group="model", name=name, node=spec.config(name=name))
+    cs.store(group="schema/strategy", name="strategy", node=StrategyConfig)
+    for name, declared in METHODS.items():
+        cs.store(group="schema/strategy", name=name, node=declared.config)
+        cs.store(group="strategy", name=name, node=declared.config(name=name))
+    cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
+    cs.store(group="schema/network", name="network", node=NetworkConfig)
+    cs.store(group="hydra/sweeper", name="gnntrain", node=SweeperConfig, provider="gnntrain")
+    register_sweeper()
+
+
+def register_sweeper() -> None:
+    """Make gnntrain's sweeper known to Hydra, which finds plugins by listing the ``hydra_plugins``
+    folders, which an editable install has none of. Imported after Hydra's scan of its plugins,
+    which executes the basic sweeper's module again: the subclass must extend the class it left."""
+    from hydra.core.plugins import Plugins
+
+    plugins = Plugins.instance()
+    from hydra_plugins.gnntrain_sweeper import KnobSweeper
+
+    plugins.register(KnobSweeper)
+
+
+def option_schema(group: str, name: str) -> type:
+    """The config dataclass the ``model`` or ``strategy`` option ``name`` registered; ConfigError
+    naming the valid ones for an unknown name."""
+    return model_spec(name).config if group == "model" else method(name).config
+
+
+def typed_run(cfg: dict | RootConfig) -> RootConfig:
+    """The composed config ``cfg`` (plain, or typed already) as the typed root config."""
+    return run_config(cfg, option_schema)
