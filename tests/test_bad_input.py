@@ -66,7 +66,8 @@ def test_a_malformed_dataset_file_is_one_line_naming_what_is_wrong(case: str, tm
     change(arrays)
     torch.save(arrays, tmp_path / "g.pt")
     with pytest.raises(BadDataset) as refused:
-        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "g.pt"), root=str(tmp_path)), tmp_path)
+        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "g.pt"),
+                                root=str(tmp_path)), tmp_path)
     line = str(refused.value)
     assert line.startswith("dataset 'mine': ") and expected in line and "\n" not in line, line
 

@@ -41,7 +41,8 @@ def test_synthetic_is_deterministic_and_has_the_asked_structure() -> None:
 ])
 def test_offline_real_graphs_load_without_writing_to_the_data_root(name, nodes, features, classes) -> None:
     before = sorted(p for p in DATA_ROOT.rglob("*"))
-    data = load_dataset(make_run(f"dataset={name}").dataset, make_run().partition.cache_dir)
+    run = make_run(f"dataset={name}")
+    data = load_dataset(run.dataset, run.partition.cache_dir)
     assert (data.num_nodes, data.num_features, data.num_classes) == (nodes, features, classes)
     assert data.train_mask.any() and data.val_mask.any() and data.test_mask.any()
     assert not (data.train_mask & data.val_mask).any()

@@ -91,8 +91,8 @@ def test_crafted_part_files_and_assignments_are_refused(tmp_path) -> None:
 def test_a_crafted_dataset_file_is_refused(tmp_path) -> None:
     craft(tmp_path / "graph.pt", tmp_path / "marker")
     with pytest.raises(UnsafeFile, match="graph.pt is refused: it names " + OPENS):
-        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "graph.pt"), root=str(tmp_path)),
-                  tmp_path)
+        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "graph.pt"),
+                                root=str(tmp_path)), tmp_path)
     assert not (tmp_path / "marker").exists()
 
 
