@@ -152,7 +152,8 @@ def job_overrides(args, name: str) -> list[str]:
             f"train.epochs={epochs}", "train.warmup_epochs=1", f"train.eval_every={epochs}"]
 
 
-def strategy_rows(args) -> dict:
+def strategy_rows(args, keep: Callable[[dict], None]) -> dict:
+    """Each strategy's row; ``keep`` receives the rows so far after each, so a stopped run keeps them."""
     print(f"[2] every strategy, 2 gloo ranks sharing the GPU, {args.strategy_nodes} nodes", flush=True)
     rows = {}
     for name in METHODS:
@@ -164,6 +165,7 @@ def strategy_rows(args) -> dict:
                       "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"]}
         print(f"    {name:14s} {statistics.median(steady) * 1e3:8.1f} ms/epoch (exposed comm "
               f"{summary['mean_comm_time'] * 1e3:.1f} ms), {summary['peak_mem_mb']:.0f} MiB", flush=True)
+        keep(rows)
     return rows
 
 
@@ -212,12 +214,17 @@ def main() -> None:
     earlier = json.loads(args.out.read_text()) if args.out.exists() else {}
     if earlier.get("card") == result["card"]:
         result = {**earlier, **result}
+
+    def keep(section: str, figures: dict) -> None:
+        result[section] = figures
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
     measures = {"layers_vs_pyg": lambda: layer_rows(args, device),
-                "strategies_2_ranks_sharing_the_gpu": lambda: strategy_rows(args),
+                "strategies_2_ranks_sharing_the_gpu":
+                    lambda: strategy_rows(args, lambda rows: keep("strategies_2_ranks_sharing_the_gpu", rows)),
                 "determinism": lambda: determinism_cost(args)}
     for section in args.sections:  # written after each, so a stopped run keeps what it measured
-        result[section] = measures[section]()
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        keep(section, measures[section]())
     print(f"wrote {args.out}")
 
 

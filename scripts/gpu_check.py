@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from bench_gpu import SECTIONS
+from gnntrain.strategies import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "bench_gpu.json"
@@ -72,7 +73,8 @@ def run_tests(workers: int, timeout_s: float, tests: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=6, help="parallel test workers (pytest-xdist)")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 1) - 2),
+                        help="parallel test workers (pytest-xdist; default: the cores but two)")
     parser.add_argument("--tests-timeout", type=float, default=300.0, help="seconds the tests may take")
     parser.add_argument("--bench-timeout", type=float, default=240.0, help="seconds the bench may take")
     parser.add_argument("--rerun-failed", action="store_true",
@@ -115,6 +117,8 @@ def main() -> None:
     result[key] = tests
     result["bench_completed"] = bench_ok
     result["bench_sections_missing"] = [section for section in SECTIONS if section not in result]
+    measured = result.get("strategies_2_ranks_sharing_the_gpu", {})
+    result["bench_strategies_missing"] = [name for name in METHODS if name not in measured]
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     sys.exit(0 if tests.get("passed", True) and bench_ok else 1)
