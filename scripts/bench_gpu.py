@@ -38,7 +38,7 @@ from torch_geometric.utils import to_torch_csr_tensor
 from bench import pyg_model
 from gnntrain.clock import clock_of
 from gnntrain.data.synthetic import generate
-from gnntrain.engine.metrics import peak_memory_mb, reset_peak_memory
+from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.strategies import METHODS

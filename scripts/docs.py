@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import inspect
 import json
 import re
@@ -151,7 +152,7 @@ def _documenting_modules(name: str) -> list[Any]:
     class hierarchy of its implementation (of a graph-parallel method, its halo policy), base first."""
     family = method(name).family.module
     modules: list[Any] = []
-    for klass in reversed(method(name).implementation.__mro__):
+    for klass in reversed(method(name).implementation_class.__mro__):
         module = inspect.getmodule(klass)
         if module is not None and module.__name__.startswith(family) and module not in modules:
             modules.append(module)
@@ -179,7 +180,7 @@ def strategy_index() -> str:
     lines = [GENERATED, "", "# Strategies", "", markdown(inspect.cleandoc(strategies.__doc__ or "")), ""]
     for family in families():
         names = [n for n, m in METHODS.items() if m.family is family]
-        lines += [f"## {family.name}", "", markdown(inspect.cleandoc(sys.modules[family.module].__doc__ or "")), "",
+        lines += [f"## {family.name}", "", markdown(inspect.cleandoc(importlib.import_module(family.module).__doc__ or "")), "",
                   "Pages: " + ", ".join(f"[`{n}`]({n}.md)" for n in names) + ".", ""]
     return "\n".join(lines)
 

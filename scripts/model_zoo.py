@@ -5,7 +5,7 @@ mean +- sd over the seeds, beside the paper's figure, in ``results/model_zoo.md`
 The settings (:data:`SETTINGS`) are the papers' for the Planetoid splits:
 
 * GCN (Kipf & Welling 2017, Sec. 5.2): 2 x 16, dropout 0.5, Adam lr 0.01, L2 5e-4 on the first
-  layer (``GCNConfig`` in ``gnntrain/models/gcn.py``), 200 epochs. The paper's early stopping watches the
+  layer (``GCNConfig`` in ``gnntrain/models/config.py``), 200 epochs. The paper's early stopping watches the
   validation loss over a window of 10; here the 200 epochs run out and the test score is read
   at the best validation epoch.
 * GAT (Veličković et al. 2018, Sec. 3.3): 8 heads x 8, one output head, dropout 0.6 on the

@@ -20,7 +20,7 @@ from gnntrain.data import prepare_job_data
 from gnntrain.launch import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
-from gnntrain.strategies.graph_parallel import GraphParallel
+from gnntrain.strategies.graph_parallel.strategy import GraphParallel
 
 
 def trace_training(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> dict:
@@ -171,7 +171,7 @@ def trace_gnnpipe(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_di
     """Train the pipeline, recording per epoch the global loss, the gradients of this rank's
     parameters as the optimizer steps, and the bytes by kind; written to
     ``<trace_dir>/rank<r>.pt`` (when set) and returned."""
-    from gnntrain.strategies.gnnpipe import GNNPipe
+    from gnntrain.strategies.gnnpipe.pipeline import GNNPipe
 
     strategy = GNNPipe(run, ctx, job)
     names = {id(p): n for n, p in strategy.model.named_parameters()}

@@ -1,9 +1,11 @@
-"""The packages that hold the mechanisms never reach up to the code that runs a job, and the
-config package, which every other reads, reaches up to none."""
+"""The packages that hold the mechanisms never reach up to the code that runs a job, the config
+package, which every other reads, reaches up to none, and what ``--help`` reads imports no torch."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,24 @@ def test_the_config_package_imports_nothing_above_it() -> None:
     offending = {str(path.relative_to(PACKAGE.parent)): sorted(filter(above, imported_modules(path)))
                  for path in sorted((PACKAGE / "config").rglob("*.py"))}
     assert not {path: names for path, names in offending.items() if names}
+
+
+def test_help_and_the_declarations_import_no_torch() -> None:
+    """``gnntrain --help`` (for any model and strategy), the registries and the config store read
+    only the declarations, which name their implementations: torch, which takes longer to import
+    than the help takes to print, stays unloaded (docs/extending.md)."""
+    script = ("import contextlib, io, sys\n"
+              "from gnntrain.help import print_help\n"
+              "from gnntrain.composition import register_schemas, typed_run\n"
+              "from gnntrain.strategies import METHODS\n"
+              "from gnntrain.models import MODELS\n"
+              "register_schemas()\n"
+              "for argv in (['--help'], ['strategy=pipegcn', 'model=gat', '--help'], ['strategy=gnnpipe', '--help']):\n"
+              "    with contextlib.redirect_stdout(io.StringIO()):\n"
+              "        print_help(argv)\n"
+              "print(len(METHODS), len(MODELS), sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    methods, models, torch_modules = done.stdout.split(maxsplit=2)
+    assert int(methods) >= 13 and int(models) >= 6
+    assert torch_modules.strip() == "[]"

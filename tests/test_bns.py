@@ -18,7 +18,7 @@ from gnntrain.data import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.parallel.mesh import WorkerContext
-from gnntrain.strategies.graph_parallel import GraphParallel
+from gnntrain.strategies.graph_parallel.strategy import GraphParallel
 from gnntrain.strategies.graph_parallel.sampled import sampled_graph
 
 HALO = ("halo_fwd", "halo_bwd")

@@ -10,7 +10,7 @@ from conftest import make_cfg, make_run
 from gnntrain import api, memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
-from gnntrain.strategies.graph_parallel.sampled import SAMPLED_GRAPH_BYTES_PER_EDGE
+from gnntrain.strategies.graph_parallel.config import SAMPLED_GRAPH_BYTES_PER_EDGE
 
 
 def test_saved_activations_grow_with_the_rows_and_the_model() -> None:

@@ -14,8 +14,6 @@ import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
 
-HALF_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 def start_half(comm: Communicator, rows: torch.Tensor, wire: torch.dtype, send_splits: list[int],
                recv_splits: list[int], kind: str) -> InFlight:

@@ -31,7 +31,8 @@ from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping
-from gnntrain.engine.metrics import EpochRecord, peak_memory_mb, reset_peak_memory, summarize
+from gnntrain.engine.metrics import EpochRecord, summarize
+from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
 from gnntrain.engine.recorder import RunRecorder, closed_after
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows

@@ -13,11 +13,13 @@ that matches no parameter of the model is an error, so a rule cannot silently mi
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from gnntrain.config.schema import DecayGroup
 from gnntrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def parameter_decays(names: list[str], groups: list[DecayGroup], default: float) -> dict[str, float]:

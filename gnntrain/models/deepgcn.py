@@ -18,13 +18,10 @@ activation; the receiver applies dropout to them (see :mod:`gnntrain.models.gnn`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig, Norm
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax, edge_sum
@@ -33,7 +30,7 @@ from gnntrain.models.gnn import (
 )
 from gnntrain.models.projection import Projected, project
 from gnntrain.models.norm import AllSum, local_sum, make_norm
-from gnntrain.models.registry import ModelSpec, register_model
+from gnntrain.models.config import DeepGCNConfig
 
 
 class GENLayer(MessagePassingLayer):
@@ -111,18 +108,7 @@ class DeepGCN(MessagePassingModel):
         return Block(0, [conv], first) if i == 0 else Block(i, [conv, norm], res_plus)
 
 
-@dataclass
-class DeepGCNConfig(ModelConfig):
-    """DeeperGCN (Li et al., 2020): 7 res+ blocks of 64, LayerNorm, dropout 0.5, learnt softmax temperature."""
-
-    layers: int = 7
-    hidden: int = 64
-    norm: Norm = Norm.layer
-    t: float = 1.0
-    """Initial inverse temperature of GENConv's softmax aggregation."""
-    learn_t: bool = True
-    """Learn the inverse temperature."""
-
-
-register_model(ModelSpec("deepgcn", lambda c, i, o, s: DeepGCN(i, c.hidden, o, c.layers, c.dropout, c.norm, c.t, c.learn_t,
-                                                             s), DeepGCNConfig))
+def build_deepgcn(config: DeepGCNConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> DeepGCN:
+    """DeeperGCN with ``model.layers`` res+ blocks (:mod:`gnntrain.models.config`'s ``deepgcn``)."""
+    return DeepGCN(in_dim, config.hidden, out_dim, config.layers, config.dropout, config.norm, config.t, config.learn_t,
+                   all_sum)

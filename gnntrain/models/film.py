@@ -12,20 +12,17 @@ function as PyG's ``FiLMConv`` (``lins.0 -> lin``, ``films.0 -> film``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.config.schema import ModelConfig, Norm
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_sum
 from gnntrain.models.gnn import GNN, MessagePassingLayer, stack
 from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected, project
-from gnntrain.models.registry import ModelSpec, register_model
+from gnntrain.models.config import FiLMConfig
 
 
 class FiLMLayer(MessagePassingLayer):
@@ -63,21 +60,8 @@ class FiLMLayer(MessagePassingLayer):
         return skip + edge_sum(messages * weight.to(messages.dtype).unsqueeze(-1), dst, graph.num_targets)
 
 
-@dataclass
-class FiLMConfig(ModelConfig):
-    """GNN-FiLM (Brockschmidt, 2020): 10 x 64, LayerNorm, dropout 0.1 (PyG's GNN-FiLM example)."""
-
-    layers: int = 10
-    hidden: int = 64
-    dropout: float = 0.1
-    norm: Norm = Norm.layer
-
-
 def build_film(config: FiLMConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """FiLM layers carry their own ReLU (none in the output layer), so the stack adds none;
     the norm follows each hidden layer, as in PyG's GNN-FiLM example."""
     return stack(config, in_dim, out_dim, all_sum, lambda a, b, last: FiLMLayer(a, b, act=not last),
                  activation=nn.Identity())
-
-
-register_model(ModelSpec("film", build_film, FiLMConfig))

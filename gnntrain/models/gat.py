@@ -30,21 +30,18 @@ d_in`` bytes where the input has a gradient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.aggregation import SYMMETRIC
-from gnntrain.config.schema import ModelConfig, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.gnn import GNN, MessagePassingLayer, stack
 from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected, project
-from gnntrain.models.registry import ModelSpec, register_model
+from gnntrain.models.config import GATConfig
 from gnntrain.random16 import dropout
 from gnntrain.sparse import weighted_sum
 
@@ -90,25 +87,11 @@ class GATLayer(MessagePassingLayer):
         return out + self.bias
 
 
-@dataclass
-class GATConfig(ModelConfig):
-    """GAT (Velickovic et al., 2018): 2 layers, 8 heads of 8 in the hidden layer, dropout 0.6."""
-
-    hidden: int = 64
-    dropout: float = 0.6
-    heads: int = 8
-    """Attention heads of the hidden layers; model.hidden is their concatenated width."""
-    out_heads: int = 1
-    """Attention heads of the output layer, averaged (the GAT paper: 1 on Cora and CiteSeer, 8 on PubMed)."""
-    att_dropout: float = 0.6
-    """Dropout probability on the normalised attention coefficients, per edge and head (the GAT paper: 0.6)."""
-
-
 def build_gat(config: GATConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
     """Hidden layers: ``heads`` heads of width ``hidden / heads``, concatenated; output layer:
     ``out_heads`` heads averaged (the GAT paper: one on Cora and CiteSeer, eight on PubMed).
     ELU between layers, attention dropout ``att_dropout`` in every layer, as in the paper.
-    :func:`validate` checks that ``heads`` divides ``hidden``."""
+    :func:`~gnntrain.models.config.validate_gat` checks that ``heads`` divides ``hidden``."""
     heads, att_dropout = config.heads, config.att_dropout
 
     def make_layer(a: int, b: int, last: bool) -> nn.Module:
@@ -117,14 +100,3 @@ def build_gat(config: GATConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> 
         return GATLayer(a, b // heads, heads=heads, att_dropout=att_dropout)
 
     return stack(config, in_dim, out_dim, all_sum, make_layer, activation=F.elu)
-
-
-def validate(config: GATConfig) -> None:
-    """Heads that split the hidden width evenly; attention dropout a probability."""
-    check("model.heads", config.heads, config.heads >= 1 and config.hidden % config.heads == 0,
-          f"a divisor of model.hidden={config.hidden}")
-    check("model.out_heads", config.out_heads, config.out_heads >= 1, ">= 1")
-    check("model.att_dropout", config.att_dropout, 0.0 <= config.att_dropout < 1.0, "in [0, 1)")
-
-
-register_model(ModelSpec("gat", build_gat, GATConfig, validate=validate))

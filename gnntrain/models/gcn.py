@@ -18,17 +18,15 @@ d_out b``), which is the next layer's input, counted once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 
 from gnntrain.aggregation import SYMMETRIC
-from gnntrain.config.schema import DecayGroup, ModelConfig
+from gnntrain.config.schema import ModelConfig
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import LinearMessageLayer, stack
+from gnntrain.models.gnn import GNN, LinearMessageLayer, stack
+from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected
-from gnntrain.models.registry import ModelSpec, register_model
 
 
 class GCNLayer(LinearMessageLayer):
@@ -62,13 +60,6 @@ class GCNLayer(LinearMessageLayer):
         return self.aggregate_messages(z, graph, transform, bias)
 
 
-@dataclass
-class GCNConfig(ModelConfig):
-    """GCN (Kipf and Welling, 2017): 2 x 16, dropout 0.5, weight decay on the first layer only."""
-
-    decay_groups: list[DecayGroup] = field(default_factory=lambda: [
-        DecayGroup(["convs.0.*"], "${train.weight_decay}"), DecayGroup(["*"], 0.0)])  # type: ignore[arg-type]
-
-
-register_model(ModelSpec("gcn", lambda c, i, o, s: stack(c, i, o, s, lambda a, b, last: GCNLayer(a, b)),
-                         GCNConfig))
+def build_gcn(config: ModelConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+    """``model.layers`` GCN layers (:mod:`gnntrain.models.config`'s ``gcn``)."""
+    return stack(config, in_dim, out_dim, all_sum, lambda a, b, last: GCNLayer(a, b))

@@ -24,21 +24,20 @@ b``) and ``H_0`` (``N d b``); the output map its dropped input and mask.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.aggregation import SYMMETRIC
-from gnntrain.config.schema import DecayGroup, ModelConfig, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block, squared_weight_sums,
 )
 from gnntrain.models.projection import Projected, project
-from gnntrain.models.registry import ModelSpec, register_model
+from gnntrain.models.config import GCNIIConfig
+from gnntrain.models.norm import AllSum
 
 
 class GCNIILayer(MessagePassingLayer):
@@ -110,25 +109,6 @@ class GCNII(MessagePassingModel):
         return Block(i, [conv], run, carries=("h0",))
 
 
-@dataclass
-class GCNIIConfig(ModelConfig):
-    """GCNII (Chen et al., 2020) on Cora: 64 x 64, dropout 0.6, alpha 0.1, lambda 0.5, weight decay
-    0.01 on the convolutions."""
-
-    layers: int = 64
-    hidden: int = 64
-    dropout: float = 0.6
-    decay_groups: list[DecayGroup] = field(default_factory=lambda: [DecayGroup(["convs.*"], 0.01)])
-    alpha: float = 0.1
-    """Initial-residual weight."""
-    theta: float = 0.5
-    """Identity-mapping strength (the paper's lambda): beta_l = log(theta / l + 1)."""
-
-
-def validate(config: GCNIIConfig) -> None:
-    """GCNII has no norm layers."""
-    check("model.norm", config.norm, config.norm == "none", "none for gcnii (it has no norm layers)")
-
-
-register_model(ModelSpec("gcnii", lambda c, i, o, s: GCNII(i, c.hidden, o, c.layers, c.dropout, c.alpha, c.theta),
-                         GCNIIConfig, validate=validate))
+def build_gcnii(config: GCNIIConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GCNII:
+    """GCNII with ``model.layers`` convolutions (:mod:`gnntrain.models.config`'s ``gcnii``)."""
+    return GCNII(in_dim, config.hidden, out_dim, config.layers, config.dropout, config.alpha, config.theta)

@@ -1,33 +1,42 @@
-"""The model registry: every model declares itself once, beside its layer, with
-:func:`register_model`: its name (``model=<name>``), how to build it, its config dataclass,
-whose defaults are the model's paper settings, and the checks of its own keys. The config store
-offers ``model=<name>`` built from that dataclass (no YAML repeats a default), and ``--help`` and
-the docs describe its keys from the dataclass's attribute docstrings."""
+"""The model registry: every model declares itself once with :func:`register_model`: its name
+(``model=<name>``), how to build it (the function, or where it lives, ``"module:function"``,
+imported when a job builds the model), its config dataclass, whose defaults are the model's
+paper settings, and the checks of its own keys. The built-in models declare themselves in
+:mod:`gnntrain.models.config`, which imports no torch. The config store offers ``model=<name>``
+built from that dataclass (no YAML repeats a default), and ``--help`` and the docs describe its
+keys from the dataclass's attribute docstrings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from gnntrain.config.schema import ModelConfig, check, registered
 from gnntrain.models.decay import parameter_decays
-from gnntrain.models.norm import AllSum, local_sum
+from gnntrain.references import resolve
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from gnntrain.models.norm import AllSum
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
     """``model=<name>``."""
-    build: Callable[[ModelConfig, int, int, AllSum], nn.Module]
-    """``build(config, input width, output width, all_sum)``: the model, on one rank, from its
-    typed config (an instance of ``config``)."""
+    builder: Union[Callable[[ModelConfig, int, int, AllSum], nn.Module], str]
+    """``builder(config, input width, output width, all_sum)``: the model, on one rank, from its
+    typed config (an instance of ``config``); the function, or ``"module:function"``."""
     config: type[ModelConfig] = ModelConfig
     """Its config dataclass (extends :class:`~gnntrain.config.schema.ModelConfig`), with its paper's defaults."""
     validate: Optional[Callable[[Any], None]] = None
     """Checks of its own keys that their types cannot express, given its typed section (an
     instance of ``config``)."""
+
+    def build(self, config: ModelConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> nn.Module:
+        """The model, on one rank (the builder imported if named)."""
+        return resolve(self.builder)(config, in_dim, out_dim, all_sum)
 
     def check(self, config: ModelConfig, weight_decay: float) -> None:
         """The checks every model's section takes (sizes, dropout, ``model.decay_groups`` against
@@ -39,6 +48,8 @@ class ModelSpec:
         if self.validate is not None:
             self.validate(config)
         if config.decay_groups:
+            from gnntrain.models.norm import local_sum
+
             names = [name for name, _ in self.build(config, 2, 2, local_sum).named_parameters()]
             parameter_decays(names, config.decay_groups, weight_decay)
 

@@ -22,9 +22,10 @@ from torch import nn
 
 from gnntrain.aggregation import MEAN
 from gnntrain.graph import LocalGraph
-from gnntrain.models.gnn import LinearMessageLayer, stack
+from gnntrain.config.schema import ModelConfig
+from gnntrain.models.gnn import GNN, LinearMessageLayer, stack
+from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected, project
-from gnntrain.models.registry import ModelSpec, register_model
 
 
 class SAGELayer(LinearMessageLayer):
@@ -69,4 +70,6 @@ class SAGELayer(LinearMessageLayer):
         return super().from_aggregated(neighbours) + own @ self.lin_r.weight.t()
 
 
-register_model(ModelSpec("sage", lambda c, i, o, s: stack(c, i, o, s, lambda a, b, last: SAGELayer(a, b))))
+def build_sage(config: ModelConfig, in_dim: int, out_dim: int, all_sum: AllSum) -> GNN:
+    """``model.layers`` GraphSAGE layers (:mod:`gnntrain.models.config`'s ``sage``)."""
+    return stack(config, in_dim, out_dim, all_sum, lambda a, b, last: SAGELayer(a, b))

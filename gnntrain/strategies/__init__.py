@@ -12,15 +12,21 @@
   partitioned across ranks, the features moving to the models (``minibatch``, ``lo``) or the
   models to the features (``hopgnn``).
 
-Every method registers itself in its own module (:mod:`~gnntrain.strategies.registry`);
-importing this package imports the built-in ones and the plugins ``GNNTRAIN_PLUGINS`` names.
+Every family declares itself and its methods in its ``config`` module
+(:mod:`~gnntrain.strategies.registry`), which imports no torch and names the classes that
+implement them; importing this package registers the built-in methods and imports the plugins
+``GNNTRAIN_PLUGINS`` names, and a method's class is imported when a job builds it.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel, minibatch
-from gnntrain.strategies.base import Strategy
 from gnntrain.strategies.registry import METHODS, Family, Method, load_plugins, method
+
+if TYPE_CHECKING:
+    from gnntrain.strategies.base import Strategy
 
 load_plugins()
 

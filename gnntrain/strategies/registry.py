@@ -2,8 +2,10 @@
 that needs to know the strategies reads them here.
 
 A module declares a method with :func:`register`: its name (``strategy=<name>``), its family,
-the class that implements it, its config dataclass with its defaults and the traffic kinds it
-sends with their categories. From that one declaration
+the class that implements it (or where it lives, ``"module:Class"``, imported when a job builds
+it: the built-in methods' declarations, in their family's ``config`` module, import no torch, so
+``--help`` and the config store do not pay for it), its config dataclass with its defaults and
+the traffic kinds it sends with their categories. From that one declaration
 
 * the config store offers ``strategy=<name>``, built from the dataclass (no YAML repeats a
   default; the dataclass's attribute docstrings are ``--help``'s and the docs' descriptions),
@@ -40,6 +42,7 @@ from typing import Any, Callable, Optional
 from gnntrain.comm import meter
 from gnntrain.config.schema import StrategyConfig, registered
 from gnntrain.errors import ConfigError, first_line
+from gnntrain.references import Reference, reference_name, resolve
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
 
@@ -52,9 +55,10 @@ class Family:
     """The strategy network calibration probes for the family's methods."""
     module: str
     """The module whose docstring describes the family."""
-    runs: Optional[type] = None
+    runs: Optional[Reference] = None
     """The strategy class that runs every method of the family, given the method's
-    implementation; None: each method's implementation is its strategy class."""
+    implementation (the class, or ``"module:Class"``, imported when a job needs it); None: each
+    method's implementation is its strategy class."""
     validate: Optional[Callable[[Any], None]] = None
     """Checks of the (typed) strategy section every method of the family shares."""
 
@@ -64,9 +68,11 @@ class Method:
     name: str
     """``strategy=<name>``."""
     family: Family
-    implementation: type
+    implementation: Reference
     """The method's class: its strategy (:class:`~gnntrain.strategies.base.Strategy`), or what
-    its family's ``runs`` class takes (a graph-parallel halo policy)."""
+    its family's ``runs`` class takes (a graph-parallel halo policy). The class itself, or
+    ``"module:Class"``: the built-in methods name theirs, so that their declarations import no
+    torch and ``--help`` stays fast; the class is imported when a job builds it."""
     config: type = StrategyConfig
     """Its config dataclass, with its defaults (extends :class:`~gnntrain.config.schema.StrategyConfig`)."""
     kinds: dict[str, str] = field(default_factory=dict)
@@ -81,9 +87,14 @@ class Method:
     before training; None: nothing beyond."""
 
     @property
+    def implementation_class(self) -> type:
+        """The method's class, imported if named."""
+        return resolve(self.implementation)
+
+    @property
     def strategy(self) -> type:
         """The class the launcher builds on every rank."""
-        return self.family.runs or self.implementation
+        return resolve(self.family.runs) if self.family.runs is not None else self.implementation_class
 
     def check(self, config: StrategyConfig) -> None:
         """The family's and the method's checks of its typed strategy section."""
@@ -101,9 +112,9 @@ def register(method: Method) -> Method:
     if not issubclass(method.config, StrategyConfig):
         raise TypeError(f"strategy {method.name!r}: its config {method.config.__name__} must extend StrategyConfig")
     known = METHODS.get(method.name)
-    if known is not None and known.implementation is not method.implementation:
-        raise ValueError(f"strategy {method.name!r} is registered twice ({known.implementation.__module__} and "
-                         f"{method.implementation.__module__})")
+    if known is not None and reference_name(known.implementation) != reference_name(method.implementation):
+        raise ValueError(f"strategy {method.name!r} is registered twice ({reference_name(known.implementation)} and "
+                         f"{reference_name(method.implementation)})")
     meter.declare(method.kinds)
     METHODS[method.name] = method
     return method

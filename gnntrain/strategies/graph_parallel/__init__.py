@@ -20,9 +20,10 @@ train on the training nodes' subgraph and rank 0 scores validation and test on t
 
 Combinations come from the family's mechanisms (e.g. ``pipegcn`` with ``strategy.bits`` sends
 its stale halos through the bit plans of :mod:`.bit_plans`).
+
+The methods are declared, with their configs, in :mod:`.config`, which imports no torch.
 """
 
-from gnntrain.strategies.graph_parallel import quantized, sampled, stale, synchronous  # noqa: F401 - each registers
-from gnntrain.strategies.graph_parallel.strategy import FAMILY, GraphParallel
+from gnntrain.strategies.graph_parallel.config import FAMILY
 
-__all__ = ["FAMILY", "GraphParallel"]
+__all__ = ["FAMILY"]

@@ -50,7 +50,7 @@ from gnntrain.pinned import PinnedStaging
 from gnntrain.strategies.graph_parallel.bit_assignment import Assignment, PairGroups, assign_bits, group_messages
 
 if TYPE_CHECKING:  # the config sits beside the policy that builds these plans
-    from gnntrain.strategies.graph_parallel.quantized import AdaQPConfig
+    from gnntrain.strategies.graph_parallel.config import AdaQPConfig
 
 Key = tuple[int, str]
 

@@ -29,7 +29,6 @@ the synchronous exchange, and so are the results up to float rounding
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -37,55 +36,13 @@ import torch.distributed as dist
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantized_exchange import ALL_WIDTHS
-from gnntrain.config.schema import RUN_SEED, check, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, check_bits, check_one_halo_format, halo_wire
+from gnntrain.strategies.graph_parallel.config import AdaQPConfig
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
-from gnntrain.strategies.graph_parallel.strategy import FAMILY
-from gnntrain.strategies.registry import Method, register
-
-
-BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed", module=__name__)
-
-
-@dataclass
-class AdaQPConfig(HalfHalosConfig):
-    """AdaQP: quantized halo messages with adaptively assigned bit-widths."""
-
-    assign: BitAssignment = BitAssignment.adaptive
-    """How the per-message bit-widths are picked: adaptive (the variance-time MILP), uniform (random over 2, 4, 8) or fixed."""
-    bits: int = 8
-    """The width under assign=fixed: 2, 4, 8 or 32 (unquantized)."""
-    period: int = 50
-    """Epochs between adaptive re-assignments."""
-    group_size: int = 100
-    """Messages per group that share one bit-width in the assignment."""
-    lambda_: float = 0.5
-    """Weight of the variance term against the time term in the assignment's objective (Eq. 12)."""
-    normalize: bool = False
-    """Divide the objective's two terms by their worst cases (false: the paper's raw terms, variance and seconds)."""
-    assign_gap: float = 0.01
-    """Largest relative gap to the MILP optimum an assignment may have (0 solves it exactly by branch and bound)."""
-    solve_time_limit: float = 10.0
-    """Seconds of branch and bound per problem; then the best plan found (at worst the rounded relaxation)."""
-    overlap: bool = False
-    """Compute the central nodes while the marginal nodes' halo rows are in flight."""
-    seed: int = RUN_SEED
-    """Seed of the stochastic rounding and the uniform assignment."""
-
-
-def validate(config: AdaQPConfig) -> None:
-    """The assignment's keys in their ranges; 16-bit halos only where no halo is quantized."""
-    check_one_halo_format(config, config.assign, config.bits)
-    check_bits(config.bits)
-    for key, ok, rule in (("period", config.period >= 1, ">= 1"), ("group_size", config.group_size >= 1, ">= 1"),
-                          ("lambda_", 0.0 <= config.lambda_ <= 1.0, "in [0, 1]"),
-                          ("solve_time_limit", config.solve_time_limit > 0, "> 0"),
-                          ("assign_gap", 0.0 <= config.assign_gap < 1.0, "in [0, 1)")):
-        check(f"strategy.{key}", getattr(config, key), ok, rule)
+from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
 
 def make_plan(config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
@@ -156,6 +113,3 @@ class Quantized:
         self.exchange.generator.set_state(state["generator"])
         if self.plan is not None:
             self.plan.load_state_dict(state["plan"])
-
-
-register(Method("adaqp", FAMILY, Quantized, AdaQPConfig, kinds={"assign": "control"}, validate=validate))

@@ -36,8 +36,6 @@ masks, building the sampled graph and its sparse matrices (Table 12's overhead);
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -45,33 +43,12 @@ import torch.distributed as dist
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
-from gnntrain.config.schema import RUN_SEED, check
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.pinned import PinnedStaging
-from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, halo_wire
-from gnntrain.strategies.graph_parallel.strategy import FAMILY
-from gnntrain.strategies.registry import Method, register
-
-if TYPE_CHECKING:
-    from gnntrain.memory_estimate import RankShape
-
-
-@dataclass
-class SamplingConfig(HalfHalosConfig):
-    """BNS-GCN (``bns``) and its edge-sampling baselines (``bes``, ``dropedge``)."""
-
-    p: float = 0.1
-    """Keep each boundary node with this probability (the baselines drop as many edges as that drops)."""
-    seed: int = RUN_SEED
-    """Seed of the per-epoch samples."""
-
-
-def validate(config: SamplingConfig) -> None:
-    """The keep probability is a probability."""
-    check("strategy.p", config.p, 0.0 <= config.p <= 1.0, "in [0, 1]")
-
+from gnntrain.strategies.graph_parallel.config import SamplingConfig
+from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
 def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
     """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
@@ -214,22 +191,3 @@ class BoundarySampling:
 
     def load_state_dict(self, state: dict) -> None:
         self.generator.set_state(state["generator"])
-
-
-SAMPLED_GRAPH_BYTES_PER_EDGE = 20.0
-"""Bytes per in-edge a sampling rank's peak lies above the vanilla strategy's, measured on ``make
-scale``'s ladder (10-30 at ``p = 0.1``). It holds 5 bytes per in-edge for the whole run (the cut
-flags and the edge weights) and, during an epoch, its sampled graph: edge lists and weights (20
-bytes per kept in-edge) and the matrices built from them; vanilla's peak is set while its
-matrices are sorted, before training, which covers most of the rest."""
-
-
-def sampled_graph_bytes(config: SamplingConfig, shape: RankShape) -> float:
-    """What a rank keeps beyond the vanilla strategy (:attr:`Method.memory`): nothing at
-    ``p = 1`` (no sampling), otherwise :data:`SAMPLED_GRAPH_BYTES_PER_EDGE` per in-edge."""
-    return 0.0 if config.p >= 1.0 else SAMPLED_GRAPH_BYTES_PER_EDGE * shape.edges
-
-
-for _name in ("bns", "bes", "dropedge"):
-    register(Method(_name, FAMILY, BoundarySampling, SamplingConfig, kinds={"sample_index": "control"},
-                    validate=validate, memory=sampled_graph_bytes))

@@ -32,53 +32,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
-from gnntrain.config.schema import RUN_SEED, check, choices
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
-from gnntrain.strategies.graph_parallel.config import HalfHalosConfig, check_bits, check_one_halo_format, halo_wire
-from gnntrain.strategies.graph_parallel.strategy import FAMILY
-from gnntrain.strategies.registry import Method, register
-
-if TYPE_CHECKING:
-    from gnntrain.memory_estimate import RankShape
-
-
-Smoothing = choices("Smoothing", "none", "f", "g", "gf", module=__name__)
-SmoothingStart = choices("SmoothingStart", "zero", "first", module=__name__)
-
-
-@dataclass
-class PipeGCNConfig(HalfHalosConfig):
-    """PipeGCN: halo exchanges one epoch stale, overlapped with compute."""
-
-    smooth: Smoothing = Smoothing.none
-    """Smooth the stale boundary features (f), gradients (g), both (gf) or none."""
-    gamma: float = 0.95
-    """Weight of the smoothing's moving average."""
-    smooth_start: SmoothingStart = SmoothingStart.zero
-    """Where the moving average starts: zero (the authors' helper/feature_buffer.py) or the first value received."""
-    track_staleness_error: bool = False
-    """Log the per-layer error of the stale values against fresh ones (costs an extra exchange)."""
-    bits: int = 32
-    """Width of the stale halo messages: 32 (unquantized) or 2/4/8 (AdaQP's codec)."""
-    seed: int = RUN_SEED
-    """Seed of the quantization's stochastic rounding."""
-
-
-def validate(config: PipeGCNConfig) -> None:
-    """The smoothing weight and the stale messages' width in their ranges; 16-bit halos only unquantized."""
-    check_one_halo_format(config, "fixed", config.bits)
-    check("strategy.gamma", config.gamma, 0.0 <= config.gamma < 1.0, "in [0, 1)")
-    check_bits(config.bits)
-
+from gnntrain.strategies.graph_parallel.config import PipeGCNConfig
+from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
 @dataclass
 class Arrived:
@@ -210,19 +175,3 @@ class _StaleExchange(torch.autograd.Function):
         pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo, ctx.layer))
         stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)
         return pipe.pipe.gradient_of_sent_rows(used), None, None
-
-
-def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
-    """What a rank keeps beyond the vanilla strategy (:attr:`Method.memory`): every layer's
-    exchanges stay in flight for a whole epoch in both directions, each holding its sent rows and
-    the buffer its rows arrive in: ``2 (H + S) sum_l d_l`` values for ``H`` halo rows, ``S`` sent
-    rows and layer input widths ``d_l``; smoothing keeps the moving averages besides (``H sum_l
-    d_l`` for the features, ``S sum_l d_l`` for the gradients). Quantized messages
-    (``bits`` < 32) are counted at full width: an upper bound."""
-    rows = 2 * (shape.halo + shape.sent)
-    rows += shape.halo * (config.smooth in ("f", "gf")) + shape.sent * (config.smooth in ("g", "gf"))
-    return rows * sum(shape.widths) * shape.value_bytes
-
-
-register(Method("pipegcn", FAMILY, Stale, PipeGCNConfig, kinds={"assign": "control"}, validate=validate,
-                memory=in_flight_bytes))

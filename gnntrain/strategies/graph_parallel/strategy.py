@@ -19,7 +19,15 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.inductive import WholeGraphScores
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies import registry
-from gnntrain.strategies.registry import Family
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, HalfHalosConfig
+
+
+def halo_wire(config: GraphParallelConfig) -> torch.dtype | None:
+    """The 16-bit dtype ``strategy.halo_dtype`` sends training halo rows in; None for train.dtype
+    and for a method without the key."""
+    if not isinstance(config, HalfHalosConfig) or config.halo_dtype is None:
+        return None
+    return getattr(torch, str(config.halo_dtype))
 
 
 class HaloPolicy(Protocol):
@@ -65,7 +73,7 @@ class GraphParallel:
         dtype = getattr(torch, run.train.dtype)
         self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
         self.step = FullBatchStep(run, job.facts, self.graph, stats=self.comm, sync=self.comm)
-        policy = registry.method(run.strategy.name).implementation
+        policy = registry.method(run.strategy.name).implementation_class
         self.policy: HaloPolicy = policy(run.strategy, self.graph, self.comm, self.step.model)
         if run.model.precompute_first:
             self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
@@ -98,6 +106,3 @@ class GraphParallel:
         self.step.load_state_dict(state)
         self.policy.load_state_dict(state["policy"])
 
-
-FAMILY = Family("graph_parallel", baseline="vanilla", module="gnntrain.strategies.graph_parallel", runs=GraphParallel)
-"""Graph parallelism; its baseline, which network calibration probes, is synchronous graph parallelism."""

@@ -9,9 +9,8 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, HalfHalosConfig, halo_wire
-from gnntrain.strategies.graph_parallel.strategy import FAMILY
-from gnntrain.strategies.registry import Method, register
+from gnntrain.strategies.graph_parallel.config import GraphParallelConfig
+from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
 
 class Synchronous:
@@ -39,5 +38,3 @@ class Synchronous:
     def load_state_dict(self, state: dict) -> None:
         pass
 
-
-register(Method("vanilla", FAMILY, Synchronous, HalfHalosConfig))

@@ -9,11 +9,13 @@ features or the models:
 * ``hopgnn`` — models travel to the features, over micrographs, with pre-gathering and
   merging (:mod:`~gnntrain.strategies.minibatch.hopgnn`), and ``naive``, models travelling
   with whole subgraphs and their intermediate data (:mod:`~gnntrain.strategies.minibatch.naive`).
+
+The methods are declared, with their configs, in :mod:`~gnntrain.strategies.minibatch.config`,
+which imports no torch.
 """
 
 from __future__ import annotations
 
-from gnntrain.strategies.minibatch import data_centric, hopgnn, naive, p3  # noqa: F401 - each registers
-from gnntrain.strategies.minibatch.common import FAMILY
+from gnntrain.strategies.minibatch.config import FAMILY
 
 __all__ = ["FAMILY"]

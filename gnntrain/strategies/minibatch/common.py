@@ -43,8 +43,6 @@ synchronous halo exchange (``eval_halo_fwd``), exactly the full-graph model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -52,7 +50,7 @@ import torch.distributed as dist
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check, workload
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, to_device, unpack
 from gnntrain.errors import ConfigError
@@ -65,23 +63,7 @@ from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, 
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.pinned import PinnedStaging
-from gnntrain.strategies.registry import Family
-
-
-@dataclass
-class MiniBatchConfig(StrategyConfig):
-    """Sampled mini-batch training (the baselines of HopGNN's paper)."""
-
-    batch_size: int = workload(1024)
-    """Training roots per iteration, over all ranks."""
-    fanout: Any = workload(10)
-    """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
-    seed: int = RUN_SEED
-    """Seed of the mini-batches and the sampling."""
-
-
-def validate(config: MiniBatchConfig) -> None:
-    check("strategy.batch_size", config.batch_size, config.batch_size >= 1, ">= 1")
+from gnntrain.strategies.minibatch.config import MiniBatchConfig
 
 
 def fanouts(run: RootConfig) -> list[int]:
@@ -270,7 +252,3 @@ class MiniBatchTraining:
 
     def finish(self) -> None:
         pass
-
-
-FAMILY = Family("minibatch", baseline="minibatch", module="gnntrain.strategies.minibatch", validate=validate)
-"""Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""

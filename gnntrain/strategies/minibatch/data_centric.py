@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
-from gnntrain.strategies.registry import Method, register
+from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
 class MiniBatch(MiniBatchTraining):
@@ -53,7 +52,3 @@ def local_batches(train_ids: torch.Tensor, owner: torch.Tensor, world: int, batc
             (seed * 1_009 + rank) * 101 + turn))] for turn in range(turns)]
         streams.append(torch.cat(passes)[:length] if passes else own)
     return [[streams[rank][i * shares[rank]: (i + 1) * shares[rank]] for rank in range(world)] for i in range(count)]
-
-
-register(Method("minibatch", FAMILY, MiniBatch, MiniBatchConfig))
-register(Method("lo", FAMILY, LocalityOptimised, MiniBatchConfig))

@@ -52,36 +52,17 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.distributed as dist
 
-from gnntrain.config.schema import RootConfig, check
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all
-from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining, minibatch_layout
-from gnntrain.strategies.registry import Method, register
-
-
-@dataclass
-class HopGNNConfig(MiniBatchConfig):
-    """HopGNN: models migrate to the features (Sec. 5)."""
-
-    pregather: bool = True
-    """One feature fetch per iteration (Sec. 5.2)."""
-    merge: bool = True
-    """Micrograph merging with the examination period (Sec. 5.3)."""
-    time_steps: Optional[int] = None
-    """A fixed number of time steps per iteration (null: one per worker, then the examination if merge)."""
-
-
-def validate(config: HopGNNConfig) -> None:
-    steps = config.time_steps
-    if steps is not None:
-        check("strategy.time_steps", steps, steps >= 1, ">= 1 (or null: as many as workers)")
+from gnntrain.strategies.minibatch.common import MiniBatchTraining, minibatch_layout
+from gnntrain.strategies.minibatch.config import HopGNNConfig
 
 
 @dataclass
@@ -234,6 +215,3 @@ class HopGNN(MiniBatchTraining):
         merges = self.merges_run or [self.merges]
         return {**super().epoch_metrics(), "time_steps": self.world - sum(merges) / len(merges),
                 "merges": sum(merges) / len(merges), "examination": float(self.examination)}
-
-
-register(Method("hopgnn", FAMILY, HopGNN, HopGNNConfig, kinds={"merge_time": "control"}, validate=validate))

@@ -51,8 +51,7 @@ from gnntrain.models.gnn import LinearPart
 from gnntrain.models.projection import projection_width, stacked_weight, weight_gradient
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all
-from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
-from gnntrain.strategies.registry import Method, register
+from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
 class Naive(MiniBatchTraining):
@@ -146,6 +145,3 @@ def _filled(rows: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     filled = rows.new_zeros((where.numel(), rows.shape[1]))
     filled[where] = rows
     return filled
-
-
-register(Method("naive", FAMILY, Naive, MiniBatchConfig, kinds={"naive_partial": "data", "topology": "data"}))

@@ -48,8 +48,7 @@ from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import split, stacked_weight
 from gnntrain.parallel.mesh import WorkerContext
-from gnntrain.strategies.minibatch.common import FAMILY, MiniBatchConfig, MiniBatchTraining
-from gnntrain.strategies.registry import Method, register
+from gnntrain.strategies.minibatch.common import MiniBatchTraining
 
 
 class P3(MiniBatchTraining):
@@ -120,6 +119,3 @@ class P3(MiniBatchTraining):
         for m, rows in zip(self.maps, full.split([m.out_features for m in self.maps])):
             m.weight.copy_(rows)
         return super().evaluate()
-
-
-register(Method("p3", FAMILY, P3, MiniBatchConfig, kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}))

@@ -58,16 +58,13 @@ within its group in the middle of a micro-batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 import torch
 import torch.distributed as dist
 
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
-from gnntrain.config.schema import RUN_SEED, RootConfig, StrategyConfig, check
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
@@ -79,37 +76,7 @@ from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
-from gnntrain.strategies.registry import Family, Method, register
-
-
-@dataclass
-class GNNPipeConfig(StrategyConfig):
-    """GNNPipe: the layers in pipeline stages, the graph in chunks; the tricks of Sec. 3.2.4."""
-
-    stages: Optional[int] = None
-    """Pipeline stages (null: workers / graph_parallel)."""
-    chunks: Optional[int] = None
-    """Graph chunks streamed through the pipeline (null: 4 x workers, the paper's K = 4M)."""
-    graph_parallel: int = 1
-    """Ranks per stage, which split its chunks' rows."""
-    shuffle: bool = True
-    """Shuffle the chunk order every epoch."""
-    detach_history: bool = True
-    """No gradient into the historical rows of other chunks."""
-    fixed_history: bool = True
-    """Refresh the history every alpha epochs instead of every epoch."""
-    alpha: int = 23
-    """Epochs between history refreshes under fixed_history."""
-    seed: int = RUN_SEED
-    """Seed of the shuffles."""
-
-
-def validate(config: GNNPipeConfig) -> None:
-    for key, value in (("stages", config.stages), ("chunks", config.chunks)):
-        if value is not None:
-            check(f"strategy.{key}", value, value >= 1, ">= 1 (or null for the default)")
-    check("strategy.graph_parallel", config.graph_parallel, config.graph_parallel >= 1, ">= 1")
-    check("strategy.alpha", config.alpha, config.alpha >= 1, ">= 1")
+from gnntrain.strategies.gnnpipe.config import GNNPipeConfig
 
 
 def pipeline_shape(run: RootConfig, world_size: int) -> tuple[int, int, int]:
@@ -309,9 +276,3 @@ class GNNPipe:
         self.optimizer.load_state_dict(state["optimizer"])
         for layer, table in self.tables.items():
             table.load_state_dict(state["tables"][layer])
-
-
-FAMILY = Family("gnnpipe", baseline="vanilla", module=__name__)
-"""Pipeline parallelism; the baseline network calibration probes is graph parallelism, which the paper's Table 3
-compares against."""
-register(Method("gnnpipe", FAMILY, GNNPipe, GNNPipeConfig, validate=validate))

@@ -19,30 +19,17 @@ parallelism and the reference for the mesh-driven interface.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
-from gnntrain.config.schema import RootConfig, StrategyConfig, check
+from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
-from gnntrain.strategies.registry import Family, Method, register
-
-
-@dataclass
-class DataParallelConfig(StrategyConfig):
-    graph_parallel: int = 1
-    """Ranks per model replica, which split the graph between them (1: every rank holds the whole graph)."""
-
-
-def validate(config: DataParallelConfig) -> None:
-    check("strategy.graph_parallel", config.graph_parallel, config.graph_parallel >= 1, ">= 1")
 
 
 def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
@@ -91,8 +78,3 @@ class DataParallel:
 
     def load_state_dict(self, state: dict) -> None:
         self.step.load_state_dict(state)
-
-
-FAMILY = Family("data_parallel", baseline="vanilla", module=__name__)
-"""Data parallelism; the baseline network calibration probes is graph parallelism, the full-graph family's."""
-register(Method("data_parallel", FAMILY, DataParallel, DataParallelConfig, validate=validate))

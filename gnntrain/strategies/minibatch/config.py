@@ -1,0 +1,68 @@
+"""The mini-batch family's declarations: its config, HopGNN's, their checks, and the family with
+its methods registered. Nothing here imports torch: the implementations are named
+(``"module:Class"``) and imported when a job builds them.
+
+* ``minibatch``, ``lo``: :mod:`.data_centric`;
+* ``p3``: :mod:`.p3`;
+* ``hopgnn``: :mod:`.hopgnn`;
+* ``naive``: :mod:`.naive`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, workload
+from gnntrain.strategies.registry import Family, Method, register
+
+PACKAGE = "gnntrain.strategies.minibatch"
+
+
+@dataclass
+class MiniBatchConfig(StrategyConfig):
+    """Sampled mini-batch training (the baselines of HopGNN's paper)."""
+
+    batch_size: int = workload(1024)
+    """Training roots per iteration, over all ranks."""
+    fanout: Any = workload(10)
+    """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
+    seed: int = RUN_SEED
+    """Seed of the mini-batches and the sampling."""
+
+
+def validate(config: MiniBatchConfig) -> None:
+    check("strategy.batch_size", config.batch_size, config.batch_size >= 1, ">= 1")
+
+
+FAMILY = Family("minibatch", baseline="minibatch", module=PACKAGE, validate=validate)
+"""Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""
+
+register(Method("minibatch", FAMILY, f"{PACKAGE}.data_centric:MiniBatch", MiniBatchConfig))
+register(Method("lo", FAMILY, f"{PACKAGE}.data_centric:LocalityOptimised", MiniBatchConfig))
+register(Method("p3", FAMILY, f"{PACKAGE}.p3:P3", MiniBatchConfig,
+                kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}))
+
+
+@dataclass
+class HopGNNConfig(MiniBatchConfig):
+    """HopGNN: models migrate to the features (Sec. 5)."""
+
+    pregather: bool = True
+    """One feature fetch per iteration (Sec. 5.2)."""
+    merge: bool = True
+    """Micrograph merging with the examination period (Sec. 5.3)."""
+    time_steps: Optional[int] = None
+    """A fixed number of time steps per iteration (null: one per worker, then the examination if merge)."""
+
+
+def validate_hopgnn(config: HopGNNConfig) -> None:
+    steps = config.time_steps
+    if steps is not None:
+        check("strategy.time_steps", steps, steps >= 1, ">= 1 (or null: as many as workers)")
+
+
+register(Method("hopgnn", FAMILY, f"{PACKAGE}.hopgnn:HopGNN", HopGNNConfig, kinds={"merge_time": "control"},
+                validate=validate_hopgnn))
+register(Method("naive", FAMILY, f"{PACKAGE}.naive:Naive", MiniBatchConfig,
+                kinds={"naive_partial": "data", "topology": "data"}))
