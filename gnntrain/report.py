@@ -237,6 +237,7 @@ def figures(summary: dict) -> dict:
         "MB_by_kind": named_figures(summary.get("mean_comm_bytes_by_kind", {}), 2**-20),
         "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
         "peak_mem_mb": summary["peak_mem_mb"],
+        "peak_tensor_mb": summary.get("peak_tensor_mb"),
         "saved_for_backward_mb": strategy_metrics.pop("saved_for_backward_mb", None),
         "strategy_metrics": named_figures(strategy_metrics),
     }
@@ -277,7 +278,6 @@ RUN_COLUMNS = {
     "seed": "The run's `seed`.",
     "strategy": "The run's strategy.",
     "epoch_ms": "Mean epoch time over the steady epochs (`summary.json`'s `mean_epoch_time`), ms.",
-    "compute_ms": "Mean epoch time less the exposed communication of every category (`mean_compute_time`), ms.",
     "comm_exposed_ms": "Exposed `data` communication per epoch (`mean_comm_time`), ms.",
     "comm_total_ms": "Seconds the `data` transfers were in flight per epoch, overlapped or not "
                      "(`mean_comm_total_time`), ms.",
@@ -291,9 +291,12 @@ RUN_COLUMNS = {
     "test_at_best_val": "Test score at the epoch of the best validation score.",
     "peak_mem_mb": "Peak memory, max over epochs and ranks (`summary.json`'s `peak_mem_mb`): on cpu the "
                    "process's peak resident set, on cuda the peak of tensor memory.",
+    "peak_tensor_mb": "Peak of tensor memory, max over epochs and ranks (`summary.json`'s `peak_tensor_mb`): "
+                      "on cuda as `peak_mem_mb`, on cpu measured in the last warm-up epoch; empty where "
+                      "no epoch measured it.",
     "saved_for_backward_mb": "Graph-parallel strategies: the most any rank's forward kept for backward, "
-                             "mean over the steady epochs (the strategy figure), MB: on cpu the "
-                             "tensor-level figure beside `peak_mem_mb`'s resident set.",
+                             "mean over the steady epochs (the strategy figure), MB: a part of "
+                             "`peak_tensor_mb`.",
     "strategy_metrics": "The strategy's other figures, mean over the steady epochs (`mean_strategy_metrics`, "
                         "e.g. `projected_rows`), `name=value`.",
     "epochs_to_target": "With `--target`: epochs to the first evaluation at or above the target; empty "
@@ -332,7 +335,8 @@ def resolve_target(text: str, runs: list[Run]) -> float:
 
 
 GROUPED = ("epochs_to_target", "s_to_target", "s_to_target_after_epoch1", "best_val", "test_at_best_val",
-           "epoch_ms", "comm_exposed_ms", "link_busy_ms", "MB_per_epoch", "peak_mem_mb", "saved_for_backward_mb")
+           "epoch_ms", "comm_exposed_ms", "link_busy_ms", "MB_per_epoch", "peak_mem_mb", "peak_tensor_mb",
+           "saved_for_backward_mb")
 """The per-run figures a group reports as mean and interval."""
 GROUP_COLUMNS = {
     "setting": "The setting its runs share (as in the run table).",

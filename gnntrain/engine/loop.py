@@ -14,6 +14,7 @@ typed config (:class:`~gnntrain.config.schema.RootConfig`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -32,7 +33,7 @@ from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping
 from gnntrain.engine.metrics import EpochRecord, summarize
-from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
+from gnntrain.engine.peak_memory import TensorPeakWindow, peak_memory_mb, reset_peak_memory
 from gnntrain.engine.recorder import RunRecorder, closed_after
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
@@ -76,17 +77,20 @@ class EpochLoop:
         return loss, times
 
     def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
-                     eval_counts: torch.Tensor | None, eval_time: float) -> EpochRecord:
+                     eval_counts: torch.Tensor | None, eval_time: float, cpu_tensor_peak: float | None) -> EpochRecord:
         """Aggregate one epoch over ranks: loss, bytes and eval counts summed, times and memory
-        maxed. This telemetry traffic is not counted as communication."""
+        maxed (``cpu_tensor_peak``: this rank's, MiB, where the epoch measured it). This telemetry
+        traffic is not counted as communication."""
         kinds = sorted(set(self.meter.bytes) | set(ALWAYS_REPORTED_KINDS))
         sums = [float(loss), self.projected_rows] + [float(self.meter.bytes[k]) for k in kinds]
         if eval_counts is not None:
             sums += eval_counts.tolist()
-        maxes = list(times.values()) + [eval_time, *peak_memory_mb(self.ctx.device)]
+        peak, peak_reserved = peak_memory_mb(self.ctx.device)
+        tensor_peak = peak if self.ctx.device.type == "cuda" else cpu_tensor_peak
+        maxes = list(times.values()) + [eval_time, peak, peak_reserved, -1.0 if tensor_peak is None else tensor_peak]
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
         sums = self.world.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
-        maxes = dict(zip([*times, "eval_time", "peak_mem_mb", "peak_mem_reserved_mb"],
+        maxes = dict(zip([*times, "eval_time", "peak_mem_mb", "peak_mem_reserved_mb", "peak_tensor_mb"],
                          self.world.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()))
 
         by_kind = {k: int(b) for k, b in zip(kinds, sums[2: 2 + len(kinds)])}
@@ -109,18 +113,24 @@ class EpochLoop:
             eval_comm_bytes=bytes_by_category["eval"],
             link_busy_time=maxes["link_busy_time"], link_latency_time=maxes["link_latency_time"],
             peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
+            peak_tensor_mb=maxes["peak_tensor_mb"] if maxes["peak_tensor_mb"] >= 0 else None,
             strategy_metrics={"projected_rows": sums[1], **self.strategy.epoch_metrics()},
         )
 
     def run_epoch(self, epoch: int) -> EpochRecord:
-        loss, times = self.train_epoch(epoch)
-        eval_counts, eval_time = None, 0.0
+        """Train, evaluate when due, record. On CPU the last warm-up epoch (which the timing means
+        leave out) also measures the tensor-level peak (:class:`TensorPeakWindow`; its set-up and
+        read-out fall outside the epoch's timers)."""
         train = self.run.train
-        if epoch % train.eval_every == 0 or epoch == train.epochs:
-            start = self.clock.mark()
-            eval_counts = self.strategy.evaluate()
-            eval_time = self.clock.seconds(start, self.clock.mark())
-        return self.epoch_record(epoch, loss, times, eval_counts, eval_time)
+        measured = self.ctx.device.type == "cpu" and epoch == train.warmup_epochs
+        with TensorPeakWindow() if measured else contextlib.nullcontext() as window:
+            loss, times = self.train_epoch(epoch)
+            eval_counts, eval_time = None, 0.0
+            if epoch % train.eval_every == 0 or epoch == train.epochs:
+                start = self.clock.mark()
+                eval_counts = self.strategy.evaluate()
+                eval_time = self.clock.seconds(start, self.clock.mark())
+        return self.epoch_record(epoch, loss, times, eval_counts, eval_time, window.peak_mb if measured else None)
 
 
 def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:

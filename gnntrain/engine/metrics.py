@@ -85,6 +85,11 @@ class EpochRecord:
     """Peak memory held for the epoch, max over ranks: GPU, the peak the caching allocator
     reserved from the device (allocated plus its cached free blocks: what another process
     on the GPU could not have); CPU, the peak resident set again."""
+    peak_tensor_mb: Optional[float] = None
+    """Peak of tensor memory in the epoch (evaluation included), max over ranks: GPU, as
+    ``peak_mem_mb``; CPU, measured in the last warm-up epoch only (``train.warmup_epochs``; live
+    tensors at its start plus the most allocated above them, :mod:`gnntrain.engine.peak_memory`),
+    null in the others and where ``train.warmup_epochs=0``."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""
@@ -140,6 +145,7 @@ SUMMARY_FIELDS: dict[str, str] = {
     "mean_comm_total_time_by_category": "Of `comm_total_time_by_category`, per category.",
     "peak_mem_mb": "Largest `peak_mem_mb` of any epoch.",
     "peak_mem_reserved_mb": "Largest `peak_mem_reserved_mb` of any epoch.",
+    "peak_tensor_mb": "Largest `peak_tensor_mb` of any epoch that has one; null where none does.",
     "mean_strategy_metrics": "Of `strategy_metrics`, per figure.",
     "early_stop": "Why and when `train.patience` or `train.target` stopped the run (null where it ran all its epochs).",
     "total_wall_time": "Seconds of the training loop (null until the run completes).",
@@ -185,6 +191,7 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
                          "comm_total_time_by_category")},
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
         "peak_mem_reserved_mb": max((r.peak_mem_reserved_mb for r in records), default=None),
+        "peak_tensor_mb": max((r.peak_tensor_mb for r in records if r.peak_tensor_mb is not None), default=None),
         "mean_strategy_metrics": {k: mean([r.strategy_metrics[k] for r in steady if k in r.strategy_metrics])
                                   for k in sorted({k for r in steady for k in r.strategy_metrics})},
     }
