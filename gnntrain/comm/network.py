@@ -69,8 +69,9 @@ class EmulatedNetwork:
 
     @classmethod
     def from_config(cls, network: NetworkConfig, rank: int) -> EmulatedNetwork | None:
-        """The rank's emulated network, or None with ``network=none`` (no bandwidth set)."""
-        return cls(network, rank) if network.bandwidth_gbps is not None else None
+        """The rank's emulated network, or None with ``network=none`` (no bandwidth set) and
+        where the kernel makes the links (``network.mode=kernel``)."""
+        return cls(network, rank) if network.bandwidth_gbps is not None and network.mode == "emulated" else None
 
     def level(self, peer: int) -> str:
         """The link level between this rank and world rank ``peer``."""
@@ -119,9 +120,16 @@ NODE_KEYS = ("gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us")
 """... and, with ``gpus_per_node``, a second within each node."""
 
 
+KERNEL_KEYS = ("bandwidth_gbps", "latency_us", "loss", "gpus_per_node")
+"""The network options the kernel-shaped links take (:mod:`gnntrain.launch.namespaces`)."""
+
+
 def describe(network: NetworkConfig) -> dict:
-    """What ``summary.json`` and the tables say about the network: whether it was emulated, the
-    preset, the links and, when calibrated, the calibration."""
+    """What ``summary.json`` and the tables say about the network: whether it was emulated (or
+    made by the kernel), the preset, the links and, when calibrated, the calibration."""
+    if network.mode == "kernel":
+        return {"emulated": False, "kernel": True, "preset": network.name,
+                **{k: getattr(network, k) for k in KERNEL_KEYS}}
     if network.bandwidth_gbps is None:
         return {"emulated": False, "preset": network.name}
     keys = LINK_KEYS + NODE_KEYS if network.gpus_per_node else LINK_KEYS
@@ -140,6 +148,11 @@ def link_overrides(info: dict) -> list[str]:
 def label(info: dict) -> str:
     """One line naming the network described by :func:`describe` (as ``summary.json`` keeps
     it), for console headers, reports and tables; ``none`` on the real transport."""
+    if info.get("kernel"):
+        rate = "unshaped" if info["bandwidth_gbps"] is None else f"{info['bandwidth_gbps']:.4g} Gbit/s"
+        nodes = f", {info['gpus_per_node']} workers per node" if info.get("gpus_per_node") else ""
+        preset = "" if info["preset"] == "none" else f" ({info['preset']})"
+        return f"kernel-shaped links{preset}: {rate}, {info['latency_us']:g} us, loss {info['loss']:g}{nodes}"
     if not info["emulated"]:
         return "none"
     text = f"emulated {info['preset']}: {info['bandwidth_gbps']:.4g} Gbit/s, {info['latency_us']:g} us"

@@ -43,6 +43,7 @@ Precision = choices("Precision", "float32", "float64", "bfloat16")
 WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
 Backend = choices("Backend", "gloo", "nccl")
+NetworkMode = choices("NetworkMode", "emulated", "kernel")
 Device = choices("Device", "cpu", "cuda")
 PrepareScope = choices("PrepareScope", "node", "job")
 
@@ -252,10 +253,13 @@ class ClusterConfig:
 
 @dataclass
 class NetworkConfig:
-    """An emulated cluster network (:mod:`gnntrain.comm.network`)."""
+    """The cluster network: emulated per transfer (:mod:`gnntrain.comm.network`) or made by the
+    kernel (:mod:`gnntrain.launch.namespaces`)."""
 
     name: str = "none"
     """The network preset."""
+    mode: NetworkMode = NetworkMode.emulated
+    """How the links are made: emulated (each transfer held back by the rank's link model) or kernel (each node's ranks in a network namespace, joined over virtual Ethernet links that traffic control shapes; root only, spawned jobs)."""
     bandwidth_gbps: Optional[float] = None
     """Link bandwidth in Gbit/s between machines (every link without gpus_per_node); null: the real transport."""
     latency_us: float = 0.0
@@ -272,27 +276,40 @@ class NetworkConfig:
     """The strategy calibration probes; null: the baseline of the run's family (vanilla, or minibatch for mini-batches)."""
     probe_epochs: int = 6
     """Epochs of each probe of the baseline that measures that share (cached per setting)."""
+    loss: float = 0.0
+    """Share of the packets a node sends that its link drops (mode=kernel)."""
     calibration: Optional[dict[str, Any]] = None
     """What calibration measured and chose (against, share, reached_share, scale, ...); set by
     gnntrain when network.calibrate_share is, not an option."""
 
     def validate(self) -> None:
-        """Bandwidths, latencies and the calibration's share in their ranges; the second level
-        complete where ``gpus_per_node`` asks for one; a share only for an emulated link."""
-        emulated = self.bandwidth_gbps is not None
-        if emulated:
+        """Bandwidths, latencies, loss and the calibration's share in their ranges; the second
+        level complete where ``gpus_per_node`` asks for one (the kernel's: a node's loopback,
+        unshaped); loss only on the kernel's links; a share only for an emulated link."""
+        kernel = self.mode == "kernel"
+        emulated = self.bandwidth_gbps is not None and not kernel
+        if self.bandwidth_gbps is not None:
             check("network.bandwidth_gbps", self.bandwidth_gbps, self.bandwidth_gbps > 0, "> 0")
         check("network.latency_us", self.latency_us, self.latency_us >= 0, ">= 0")
+        check("network.loss", self.loss, 0.0 <= self.loss < 1.0 and (kernel or self.loss == 0),
+              "in [0, 1) with network.mode=kernel, 0 with the emulated link (it drops nothing)")
         if self.gpus_per_node is not None:
             check("network.gpus_per_node", self.gpus_per_node, self.gpus_per_node >= 1, ">= 1 (or null: one level)")
-            bw = self.intra_bandwidth_gbps
-            check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0,
-                  "> 0 when network.gpus_per_node is set")
-            check("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
+            if kernel:
+                for key in ("intra_bandwidth_gbps", "intra_latency_us"):
+                    check(f"network.{key}", getattr(self, key), not getattr(self, key),
+                          "null (0 for the latency) with network.mode=kernel: a node's ranks share its loopback, "
+                          "unshaped")
+            else:
+                bw = self.intra_bandwidth_gbps
+                check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0,
+                      "> 0 when network.gpus_per_node is set")
+                check("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
         share = self.calibrate_share
         if share is not None:
             check("network.calibrate_share", share, emulated,
-                  "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level)")
+                  "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level; "
+                  "network.mode=emulated)")
             check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
             check("network.probe_epochs", self.probe_epochs, self.probe_epochs >= 2, ">= 2")
 

@@ -114,6 +114,9 @@ def launch(run: RootConfig, fn: WorkerFn) -> Any:
                 warn(line)
     ranks_load_parts = loads_parts(run.strategy.name)
     if under_torchrun():
+        if run.network.mode == "kernel":
+            raise ConfigError("network.mode=kernel places the workers gnntrain spawns in network namespaces; under "
+                              "torchrun or submitit the launcher places them; valid: network.mode=emulated")
         warn_of_a_shared_rendezvous_store()
         rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
         local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", 1))

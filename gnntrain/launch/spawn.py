@@ -8,11 +8,14 @@ the tensors through shared memory. If any worker dies, the others are terminated
 exception in the launcher, the workers are terminated too; a launcher killed outright
 (SIGKILL) takes its workers with it (Linux). No process outlives the job. While they run, the
 launcher passes rank 0's epochs on to the job's W&B run
-(:class:`~gnntrain.engine.recorder.WandbFollower`).
+(:class:`~gnntrain.engine.recorder.WandbFollower`). With ``network.mode=kernel`` each worker
+first moves into its node's network namespace and the store listens on the switch's address
+(:mod:`gnntrain.launch.namespaces`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -34,6 +37,7 @@ from gnntrain.config.typed import plain
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
+from gnntrain.launch import namespaces
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 
@@ -62,7 +66,8 @@ def _stop_with_the_launcher(launcher: int) -> None:
 
 
 def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: Layout, world_size: int,
-             init_method: str, launcher: int, failed_at: Any) -> None:
+             init_method: str, launcher: int, failed_at: Any, network_namespaces: tuple[list[str], list[str]] | None
+             ) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
@@ -75,9 +80,17 @@ def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: 
     (the W&B run is the launcher's); it then leaves as a finished worker does, without
     finalization, whatever error the stop caused (e.g. a peer's closed connection). A worker
     that fails stamps the time in ``failed_at[local_rank]``, so the launcher names the first;
-    a stop that reaches it while it exits ends it at once, with no traceback of its own."""
+    a stop that reaches it while it exits ends it at once, with no traceback of its own.
+
+    ``network_namespaces`` (``network.mode=kernel``): each rank's node namespace, which the
+    worker moves into before anything opens a socket (gloo then binds to the node's link), and
+    every namespace of the job, which it holds while it lives (:func:`namespaces.join`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _stop_with_the_launcher(launcher)
+    if network_namespaces is not None:
+        per_rank, every = network_namespaces
+        namespaces.join(per_rank[local_rank], every)
+        os.environ["GLOO_SOCKET_IFNAME"] = namespaces.NODE_INTERFACE
     stopped: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
@@ -124,13 +137,26 @@ def spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, 
                     follower: WandbFollower | None) -> None:
     """Start the workers and wait for them, passing rank 0's epochs on to the W&B run; the
     first worker to fail takes the others down."""
-    addr = run.cluster.master_addr
-    store = rendezvous_store(addr, run.cluster.master_port, run.cluster.timeout_s)
-    port = store.port
+    with contextlib.ExitStack() as network:
+        if run.network.mode == "kernel":
+            nodes = namespaces.nodes_of(run.network, world_size)
+            kernel = network.enter_context(namespaces.KernelNetwork(run.network, max(nodes) + 1))
+            addr, network_namespaces = namespaces.SWITCH_ADDRESS, ([kernel.node(node) for node in nodes], kernel.every)
+            with namespaces.inside(kernel.switch):
+                store = rendezvous_store(addr, 0, run.cluster.timeout_s)
+        else:
+            addr, network_namespaces = run.cluster.master_addr, None
+            store = rendezvous_store(addr, run.cluster.master_port, run.cluster.timeout_s)
+        _spawn_and_join(fn, run, job, layout, world_size, follower, f"tcp://{addr}:{store.port}", network_namespaces)
+
+
+def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, world_size: int,
+                    follower: WandbFollower | None, init_method: str,
+                    network_namespaces: tuple[list[str], list[str]] | None) -> None:
     failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
-                                 args=(fn, plain(run), job, layout, world_size, f"tcp://{addr}:{port}", os.getpid(),
-                                       failed_at))
+                                 args=(fn, plain(run), job, layout, world_size, init_method, os.getpid(),
+                                       failed_at, network_namespaces))
     frozen = FrozenWorkers(context.processes)
     try:
         while not context.join(FOLLOW_EVERY_S):
