@@ -294,6 +294,15 @@ def live_processes(*, parent: int | None = None, group: int | None = None) -> li
     return live
 
 
+def wait_for_epochs(metrics: Path, proc: subprocess.Popen, log: Path, epochs: int = 3, timeout_s: float = 120) -> None:
+    """Wait until the run's ``metrics`` holds ``epochs`` records; fail with the text of ``log``
+    where ``proc`` ends first or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= epochs):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+
+
 def _live_processes_in_group(pgid: int, wait_s: float) -> list[int]:
     """Non-zombie processes of a process group, polled until none are left or time is up."""
     deadline = time.monotonic() + wait_s

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import DATA_ROOT, REPO, needs_real_data
 from gnntrain.data.synthetic import generate
-from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run
+from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
 
 EXACT = ["train.dtype=float64", "model.dropout=0", "train.epochs=4"]
 
@@ -227,10 +227,7 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
                                 env=dict(os.environ, WANDB_MODE="offline"))
     metrics = run_dir / "metrics.jsonl"
     try:
-        deadline = time.monotonic() + 120
-        while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-            assert time.monotonic() < deadline and proc.poll() is None, err.read_text()
-            time.sleep(0.2)
+        wait_for_epochs(metrics, proc, err)
         os.killpg(proc.pid, sig) if target == "group" else proc.send_signal(sig)
         start = time.monotonic()
         proc.wait(timeout=30)
@@ -276,10 +273,7 @@ def test_workers_stop_when_the_launcher_is_killed_outright(tmp_path) -> None:
                                 stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
                                 env=dict(os.environ, WANDB_MODE="disabled"))
     metrics = run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-        assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "stderr").read_text()
-        time.sleep(0.2)
+    wait_for_epochs(metrics, proc, tmp_path / "stderr")
     proc.kill()
     proc.wait()
     left = _live_processes_in_group(proc.pid, wait_s=10)

@@ -17,7 +17,7 @@ import pytest
 from conftest import make_run, train_records
 from gnntrain.errors import ConfigError
 from gnntrain.launch import namespaces
-from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run
+from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
 
 CAN_MAKE_NAMESPACES = os.geteuid() == 0 and all(shutil.which(p) for p in namespaces.PROGRAMS)
 needs_namespaces = pytest.mark.skipif(not CAN_MAKE_NAMESPACES,
@@ -112,10 +112,7 @@ def test_a_killed_launcher_leaves_no_namespace_and_no_process(tmp_path: Path) ->
                                 cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
                                 env=dict(os.environ, WANDB_MODE="disabled"))
     metrics = run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 120
-    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
-        assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "stderr").read_text()
-        time.sleep(0.2)
+    wait_for_epochs(metrics, proc, tmp_path / "stderr")
     assert len(network_namespaces() - before) == 3  # the switch and two nodes
     proc.kill()
     proc.wait()

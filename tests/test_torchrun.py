@@ -9,12 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from test_cli import live_processes
+from test_cli import live_processes, wait_for_epochs
 
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
@@ -51,11 +50,7 @@ def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resume
                               GNNTRAIN, *COMMON, *overrides, "train.resume=true", f"hydra.run.dir={run_dir}"],
                              cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                              env=dict(os.environ, TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1"))
-    metrics = run_dir / "metrics.jsonl"
-    deadline = time.monotonic() + 240
-    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 50):
-        assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "torchrun.log").read_text()
-        time.sleep(0.05)
+    wait_for_epochs(run_dir / "metrics.jsonl", agent, tmp_path / "torchrun.log", epochs=50, timeout_s=240)
     assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in (tmp_path / "torchrun.log").read_text()
     killed = max(live_processes(parent=agent.pid))
     os.kill(killed, signal.SIGKILL)
