@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from conftest import make_run, train_records
+from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
 from gnntrain.launch import namespaces
 from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
+from test_torchrun import _local, _losses, _two_nodes
 
 CAN_MAKE_NAMESPACES = os.geteuid() == 0 and all(shutil.which(p) for p in namespaces.PROGRAMS)
 needs_namespaces = pytest.mark.skipif(not CAN_MAKE_NAMESPACES,
@@ -119,3 +121,19 @@ def test_a_killed_launcher_leaves_no_namespace_and_no_process(tmp_path: Path) ->
     left = _live_processes_in_group(proc.pid, wait_s=10)
     assert left == [] and not _gone(before)
     assert len(metrics.read_text().splitlines()) >= 3
+
+
+@needs_namespaces
+@pytest.mark.slow
+def test_two_torchrun_nodes_with_their_own_network_stacks_train_as_the_local_spawn(tmp_path: Path) -> None:
+    """Each torchrun node (two workers) in a namespace of its own, over a 1 Gbit/s virtual link:
+    the rendezvous and gloo cross it (node 1 reaches node 0 only at 10.0.0.1), and the losses
+    are the local 4-worker spawn's."""
+    before = network_namespaces()
+    overrides = ["train.epochs=5"]
+    expected = _local(tmp_path, 4, *overrides)
+    run_dir = tmp_path / "two_stacks"
+    with namespaces.KernelNetwork(NetworkConfig(mode="kernel", bandwidth_gbps=1.0), 2) as network:
+        _two_nodes(tmp_path, *overrides, f"hydra.run.dir={run_dir}", network=network)
+    assert _losses(run_dir) == expected
+    assert not _gone(before)

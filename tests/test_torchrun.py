@@ -1,5 +1,6 @@
 """The same command under torchrun: elastic restarts resume from the last checkpoint, and two
-nodes (two torchrun invocations on loopback) train exactly as the local spawn does."""
+nodes (two torchrun invocations on loopback, or each in a network namespace of its own,
+:mod:`test_kernel_network`) train exactly as the local spawn does."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from gnntrain.launch import namespaces
+from gnntrain.launch.namespaces import KernelNetwork
 from test_cli import live_processes, wait_for_epochs
 
 BIN = Path(sys.executable).parent
@@ -72,16 +75,22 @@ def test_two_nodes_on_loopback_train_as_the_local_spawn(tmp_path) -> None:
     assert json.loads((run_dir / "summary.json").read_text())["world_size"] == 4
 
 
-def _two_nodes(tmp_path: Path, *overrides: str, caches: tuple[str, str] | None = None) -> list[str]:
-    """Run two torchrun "nodes" (two workers each) on loopback; each node's output, after
-    checking both exited 0. ``caches``: each node's own ``GNNTRAIN_CACHE``."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    nodes = [subprocess.Popen([TORCHRUN, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=2",
-                               f"--rdzv-endpoint=127.0.0.1:{port}", "--no-python", GNNTRAIN, *COMMON, *overrides],
+def _two_nodes(tmp_path: Path, *overrides: str, caches: tuple[str, str] | None = None,
+               network: KernelNetwork | None = None) -> list[str]:
+    """Run two torchrun "nodes" (two workers each) on loopback, or each in its own network
+    namespace of ``network`` (rendezvous at node 0's address over the virtual link); each node's
+    output, after checking both exited 0. ``caches``: each node's own ``GNNTRAIN_CACHE``."""
+    if network is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            endpoint, place, link = f"127.0.0.1:{s.getsockname()[1]}", lambda rank: [], {}
+    else:
+        endpoint, link = f"{namespaces.node_address(0)}:29500", {"GLOO_SOCKET_IFNAME": namespaces.NODE_INTERFACE}
+        place = lambda rank: ["nsenter", f"--net={network.node(rank)}"]  # noqa: E731
+    nodes = [subprocess.Popen([*place(rank), TORCHRUN, "--nnodes=2", f"--node-rank={rank}", "--nproc-per-node=2",
+                               f"--rdzv-endpoint={endpoint}", "--no-python", GNNTRAIN, *COMMON, *overrides],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=dict(os.environ, **({"GNNTRAIN_CACHE": caches[rank]} if caches else {})))
+                              env=dict(os.environ, **link, **({"GNNTRAIN_CACHE": caches[rank]} if caches else {})))
              for rank in (0, 1)]
     outputs = [node.communicate(timeout=300)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
