@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: install run test test-slow test-all bench scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench network-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -39,6 +39,11 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_adaqp.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
+
+# The emulated link against the kernel-shaped one, side by side (results/network_check.json;
+# needs root and iproute2: network namespaces; docs/testing.md).
+network-check: install
+	WANDB_MODE=disabled $(BIN)/python scripts/network_check.py
 
 # The cost ladder from 100k nodes to ogbn-products' size (results/scale.json, results/scale.png;
 # about an hour on 2 cores, at most ~22 GiB in use).

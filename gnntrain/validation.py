@@ -32,6 +32,9 @@ def validate(run: RootConfig) -> None:
     if against is not None:
         check("network.calibrate_against", against, against in METHODS,
               f"a strategy ({', '.join(sorted(METHODS))}) or null")
+    if run.fault.link_down:
+        check("fault.link_down", True, run.network.mode == "kernel",
+              "false without network.mode=kernel (only the kernel's links can go down)")
     if run.model.precompute_first:
         validate_precompute_first(run)
     if run.dataset.inductive:

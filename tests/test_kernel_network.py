@@ -1,4 +1,4 @@
-"""The kernel-shaped network (``network.mode=kernel``, :mod:`gnntrain.launch.namespaces`): ranks in
+"""The kernel-shaped network (``network.mode=kernel``, :mod:`gnntrain.comm.namespaces`): ranks in
 network namespaces over shaped virtual links, trained exactly as over the plain transport, and no
 namespace left however the job ends. The tests that make namespaces need root and iproute2."""
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import make_run, train_records
+from gnntrain.comm import namespaces
 from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
-from gnntrain.launch import namespaces
+from gnntrain.validation import validate
 from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
 from test_torchrun import _local, _losses, _two_nodes
 
@@ -57,6 +58,11 @@ def _gone(before: set[str], wait_s: float = 10.0) -> set[str]:
 def test_what_the_kernel_links_cannot_do_is_refused_in_one_line(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
         make_run(*overrides).network.validate()
+
+
+def test_only_a_kernel_link_can_go_down() -> None:
+    with pytest.raises(ConfigError, match="fault.link_down=True is invalid; it must be false without network.mode=kernel"):
+        validate(make_run("fault.rank=1", "fault.epoch=2", "fault.link_down=true"))
 
 
 def test_a_missing_program_is_named(tmp_path: Path) -> None:
@@ -137,3 +143,32 @@ def test_two_torchrun_nodes_with_their_own_network_stacks_train_as_the_local_spa
         _two_nodes(tmp_path, *overrides, f"hydra.run.dir={run_dir}", network=network)
     assert _losses(run_dir) == expected
     assert not _gone(before)
+
+
+@needs_namespaces
+@pytest.mark.slow
+def test_a_link_that_goes_down_ends_the_job_in_time_and_resume_finishes_it(tmp_path: Path) -> None:
+    """Rank 1's node loses its link at the start of epoch 4 (``fault.link_down``): every process
+    is gone within ``cluster.timeout_s`` + 10 s, one line names the node and its rank, epochs 1-3
+    and their checkpoints stay, and ``train.resume=true`` over a working link ends with the
+    losses of an uninterrupted run."""
+    common = ["train.dtype=float64", "model.dropout=0.5", *SMALL, "train.epochs=6", "train.checkpoint_every=1",
+              "network.mode=kernel", "network.bandwidth_gbps=1", "cluster.timeout_s=5"]
+    uninterrupted = train_records(tmp_path / "whole", *common)
+    before = network_namespaces()
+    run_dir = tmp_path / "run"
+    with (tmp_path / "stderr").open("w") as stderr:
+        proc = subprocess.Popen([GNNTRAIN, *common, "fault.rank=1", "fault.epoch=4", "fault.link_down=true",
+                                 f"hydra.run.dir={run_dir}"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=stderr,
+                                start_new_session=True, env=dict(os.environ, WANDB_MODE="disabled"))
+    wait_for_epochs(run_dir / "metrics.jsonl", proc, tmp_path / "stderr")
+    down = time.monotonic()
+    assert proc.wait(timeout=60) != 0
+    assert time.monotonic() - down < 5 + 10
+    assert _live_processes_in_group(proc.pid, wait_s=2) == [] and not _gone(before, wait_s=2)
+    error = [line for line in (tmp_path / "stderr").read_text().splitlines() if line.startswith("gnntrain: error:")]
+    assert error and error[0].startswith("gnntrain: error: node 1 (10.0.0.2, rank(s) 1) became unreachable"), error
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 3
+    assert (run_dir / "checkpoints" / "epoch_000003").is_dir()
+    resumed = train_records(run_dir, *common, "train.resume=true")
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in uninterrupted]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gnntrain.launch import namespaces
-from gnntrain.launch.namespaces import KernelNetwork
+from gnntrain.comm import namespaces
+from gnntrain.comm.namespaces import KernelNetwork
 from test_cli import live_processes, wait_for_epochs
 
 BIN = Path(sys.executable).parent

@@ -121,7 +121,7 @@ NODE_KEYS = ("gpus_per_node", "intra_bandwidth_gbps", "intra_latency_us")
 
 
 KERNEL_KEYS = ("bandwidth_gbps", "latency_us", "loss", "gpus_per_node")
-"""The network options the kernel-shaped links take (:mod:`gnntrain.launch.namespaces`)."""
+"""The network options the kernel-shaped links take (:mod:`gnntrain.comm.namespaces`)."""
 
 
 def describe(network: NetworkConfig) -> dict:

@@ -254,7 +254,7 @@ class ClusterConfig:
 @dataclass
 class NetworkConfig:
     """The cluster network: emulated per transfer (:mod:`gnntrain.comm.network`) or made by the
-    kernel (:mod:`gnntrain.launch.namespaces`)."""
+    kernel (:mod:`gnntrain.comm.namespaces`)."""
 
     name: str = "none"
     """The network preset."""
@@ -407,6 +407,8 @@ class FaultConfig:
     """The epoch at whose start fault.rank exits."""
     stop: bool = False
     """fault.rank stops itself instead (SIGSTOP, as a frozen process does), without exiting."""
+    link_down: bool = False
+    """fault.rank's node loses its link instead (network.mode=kernel: its interface goes down, as a pulled cable), and the rank goes on."""
 
 
 def section(schema: type, part: Optional[str] = None, group: bool = False) -> Any:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.clock import clock_of
-from gnntrain.comm import network
+from gnntrain.comm import namespaces, network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
@@ -135,9 +135,14 @@ class EpochLoop:
 
 def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
     """``fault.rank`` dies abruptly (no cleanup, exit code 3) at the start of ``fault.epoch``, or
-    with ``fault.stop`` stops (SIGSTOP) there and stays stopped."""
+    with ``fault.stop`` stops (SIGSTOP) there and stays stopped, or with ``fault.link_down``
+    takes its node's link down (:func:`gnntrain.comm.namespaces.take_link_down`) and goes on."""
     if fault.rank == rank and fault.epoch == epoch:
-        print(f"fault injection: rank {rank} {'stops' if fault.stop else 'exits'} at epoch {epoch}", flush=True)
+        what = "stops" if fault.stop else "takes its node's link down" if fault.link_down else "exits"
+        print(f"fault injection: rank {rank} {what} at epoch {epoch}", flush=True)
+        if fault.link_down:
+            namespaces.take_link_down()
+            return
         if fault.stop:
             os.kill(os.getpid(), signal.SIGSTOP)
             return

@@ -10,7 +10,7 @@ exception in the launcher, the workers are terminated too; a launcher killed out
 launcher passes rank 0's epochs on to the job's W&B run
 (:class:`~gnntrain.engine.recorder.WandbFollower`). With ``network.mode=kernel`` each worker
 first moves into its node's network namespace and the store listens on the switch's address
-(:mod:`gnntrain.launch.namespaces`).
+(:mod:`gnntrain.comm.namespaces`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from gnntrain.config.typed import plain
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
-from gnntrain.launch import namespaces
+from gnntrain.comm import namespaces
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 
@@ -147,7 +147,22 @@ def spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, 
         else:
             addr, network_namespaces = run.cluster.master_addr, None
             store = rendezvous_store(addr, run.cluster.master_port, run.cluster.timeout_s)
-        _spawn_and_join(fn, run, job, layout, world_size, follower, f"tcp://{addr}:{store.port}", network_namespaces)
+        try:
+            _spawn_and_join(fn, run, job, layout, world_size, follower, f"tcp://{addr}:{store.port}", network_namespaces)
+        except WorkerFailed as failed:
+            raise _with_unreachable_nodes(failed, kernel, nodes) if network_namespaces is not None else failed from None
+
+
+def _with_unreachable_nodes(failed: WorkerFailed, kernel: namespaces.KernelNetwork, nodes: list[int]) -> WorkerFailed:
+    """``failed``, its line led by the nodes whose link went down (the usual cause of a
+    kernel-shaped job's timeout) and their ranks."""
+    down = kernel.unreachable()
+    if not down:
+        return failed
+    named = "; ".join(f"node {node} ({namespaces.node_address(node)}, rank(s) "
+                      f"{', '.join(str(r) for r, n in enumerate(nodes) if n == node)}) became unreachable: its link "
+                      "went down" for node in down)
+    return WorkerFailed(f"{named}; {failed}", failed.rank, failed.trace)
 
 
 def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, world_size: int,

@@ -57,6 +57,12 @@ def node_address(node: int) -> str:
     return f"10.0.0.{node + 1}"
 
 
+def take_link_down() -> None:
+    """Take this process's node link down (``fault.link_down``), as a pulled cable: its
+    interface stops, and nothing it sends or its peers send to it arrives."""
+    subprocess.run(["ip", "link", "set", "dev", NODE_INTERFACE, "down"], check=True)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -124,6 +130,16 @@ class KernelNetwork:
     def node(self, node: int) -> str:
         """The namespace of node ``node``."""
         return self._path(self.holders[1 + node])
+
+    def unreachable(self) -> list[int]:
+        """The nodes whose link is down."""
+        down = []
+        for node in range(self.nodes):
+            shown = subprocess.run(["nsenter", f"--net={self.node(node)}", "ip", "-o", "link", "show", NODE_INTERFACE],
+                                   capture_output=True, text=True, check=False).stdout
+            if "state UP" not in shown:
+                down.append(node)
+        return down
 
     @property
     def every(self) -> list[str]:
