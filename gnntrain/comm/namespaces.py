@@ -9,20 +9,27 @@ one rank per node without it) has the interface :data:`NODE_INTERFACE` with the 
 one node share its namespace and talk over its loopback, unshaped.
 
 Shaping, per node link: an HTB class at ``network.bandwidth_gbps`` on both ends' egress (the
-node's sending and receiving are limited apart, as on a full-duplex NIC); ``network.loss`` drops
-that share of the packets a node sends, by a classic-BPF classifier that sends a random share of
-them to a class whose queue holds none (per packet: segmentation offload is turned off on the
-node's interface, or one drop would take a 64 KiB burst). Per-message latency needs the
-``netem`` queueing discipline, which not every kernel has: where it is missing a latency is
-refused in one line.
+node's sending and receiving are limited apart, as on a full-duplex NIC). Packets of at most 128
+bytes (TCP's acknowledgements) queue apart from the data and go first: at these rates a NIC's
+queue of 1000 packets holds seconds' worth of one direction's data, and the other direction's
+ACKs waiting behind it halve its throughput (gloo's exchange of 1.3 MB each way over 0.2 Gbit/s
+took 2.0x its ideal time with one queue; a queue short enough to avoid that, 1 ms of the rate,
+dropped so much of a 4-rank exchange's converging traffic that TCP stalled on its retransmission
+timer: 3.7x; with the two queues, 640 KB to each peer took 1.02x on 2 ranks and 1.18x on 4).
+
+``network.loss`` drops that share of the packets a node sends, by a classic-BPF classifier that
+sends a random share of them to a class whose queue holds none (per packet: segmentation offload
+is turned off on the node's interface, or one drop would take a 64 KiB burst). Per-message
+latency needs the ``netem`` queueing discipline, which not every kernel has: where it is missing
+a latency is refused in one line.
 
 Lifetime: each namespace is held by a ``sleep`` process started with ``unshare --net`` and asked
 to die with the launcher (``PR_SET_PDEATHSIG``), and by an idle socket each worker opens in every
 namespace of the job (:func:`join`): the kernel removes a namespace once no process and no socket
 is left in it, so the links stay while any process of the job lives (a worker blocked in a
 collective when the launcher is killed still sees its peer leave, and stops) and go, with their
-queues, when the job ends however it ends. Making them takes ``CAP_SYS_ADMIN`` and ``CAP_NET_ADMIN`` (root); the
-launcher refuses the mode in one line where it cannot.
+queues, when the job ends however it ends. Making them takes ``CAP_SYS_ADMIN`` and
+``CAP_NET_ADMIN`` (root); the launcher refuses the mode in one line where it cannot.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ SWITCH_ADDRESS = "10.0.0.254"
 """The bridge's address in the switch namespace, where the rendezvous store listens."""
 PROGRAMS = ("unshare", "nsenter", "ip", "tc")
 """What building the namespaces runs (util-linux and iproute2)."""
+
+SMALL_PACKETS = "4,128 0 0 0,37 1 0 128,6 0 0 4294967295,6 0 0 0"
+"""Classic BPF matching packets of at most 128 bytes (TCP's pure ACKs are 66)."""
 
 CLONE_NEWNET = 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -220,30 +230,39 @@ class KernelNetwork:
 
     def _shape(self, namespace: str, device: str, loss: float, latency_us: float) -> None:
         """The link's rate on ``device``'s egress, a random ``loss`` of its packets and a delay of
-        ``latency_us`` (netem) on each."""
+        ``latency_us`` (netem) on each (the module docstring's classes)."""
         rate = self.network.bandwidth_gbps
         if rate is None and loss == 0 and latency_us == 0:
             return
-        speed = f"{rate * 1000:g}mbit" if rate is not None else "100gbit"
-        self._run(namespace, "tc", "qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10")
-        self._run(namespace, "tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb", "rate",
-                  speed, "quantum", "60000")
-        if latency_us > 0:
-            try:
-                self._run(namespace, "tc", "qdisc", "add", "dev", device, "parent", "1:10", "handle", "10:", "netem",
-                          "delay", f"{latency_us:g}us", "limit", "100000")
-            except ConfigError as exc:
-                if "unknown" not in str(exc):
-                    raise
-                raise ConfigError(f"network.latency_us={latency_us:g} with network.mode=kernel needs the netem "
-                                  "queueing discipline, which this kernel lacks; valid: network.latency_us=0, or "
-                                  "network.mode=emulated") from None
+        bits = (rate if rate is not None else 100.0) * 1e9
+        tc = lambda *args: self._run(namespace, "tc", *args)  # noqa: E731
+        tc("qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10")
+        tc("class", "add", "dev", device, "parent", "1:", "classid", "1:1", "htb", "rate", f"{bits:.0f}bit",
+           "quantum", "60000")
+        for classid, share, prio in (("1:10", 0.9, "1"), ("1:30", 0.1, "0")):
+            tc("class", "add", "dev", device, "parent", "1:1", "classid", classid, "htb", "rate", f"{bits * share:.0f}bit",
+               "ceil", f"{bits:.0f}bit", "prio", prio, "quantum", "60000")
+            if latency_us > 0:
+                self._delay(namespace, device, classid, latency_us)
         if loss > 0:
-            self._run(namespace, "tc", "class", "add", "dev", device, "parent", "1:", "classid", "1:20", "htb",
-                      "rate", speed, "quantum", "60000")
-            self._run(namespace, "tc", "qdisc", "add", "dev", device, "parent", "1:20", "pfifo", "limit", "0")
-            self._run(namespace, "tc", "filter", "add", "dev", device, "parent", "1:", "protocol", "all", "prio", "1",
-                      "bpf", "bytecode", loss_filter(loss), "classid", "1:20")
+            tc("class", "add", "dev", device, "parent", "1:", "classid", "1:20", "htb", "rate", f"{bits:.0f}bit",
+               "quantum", "60000")
+            tc("qdisc", "add", "dev", device, "parent", "1:20", "pfifo", "limit", "0")
+            tc("filter", "add", "dev", device, "parent", "1:", "protocol", "all", "prio", "1", "bpf", "bytecode",
+               loss_filter(loss), "classid", "1:20")
+        tc("filter", "add", "dev", device, "parent", "1:", "protocol", "all", "prio", "2", "bpf", "bytecode",
+           SMALL_PACKETS, "classid", "1:30")
+
+    def _delay(self, namespace: str, device: str, classid: str, latency_us: float) -> None:
+        try:
+            self._run(namespace, "tc", "qdisc", "add", "dev", device, "parent", classid, "netem", "delay",
+                      f"{latency_us:g}us", "limit", "100000")
+        except ConfigError as exc:
+            if "unknown" not in str(exc):
+                raise
+            raise ConfigError(f"network.latency_us={latency_us:g} with network.mode=kernel needs the netem "
+                              "queueing discipline, which this kernel lacks; valid: network.latency_us=0, or "
+                              "network.mode=emulated") from None
 
 
 def nodes_of(network: NetworkConfig, world_size: int) -> list[int]:
