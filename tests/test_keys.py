@@ -59,7 +59,7 @@ def test_calibration_probe_keeps_the_setting_and_resets_the_rest() -> None:
     probe = calibration.probe_config(run, calibration.probe_strategy(run), 0.5, "preset")
     assert setting(flatten(plain(probe))) == setting(flatten(plain(run)))
     assert probe.train.lr == 0.01 and probe.train.patience == 0 and probe.train.checkpoint_every == 0
-    assert plain(probe.fault) == {"rank": None, "epoch": None, "stop": False}
+    assert plain(probe.fault) == {"rank": None, "epoch": None, "stop": False, "link_down": False}
     assert probe.train.epochs == probe.train.eval_every == run.network.probe_epochs
     assert probe.strategy.name == "vanilla" and probe.network.calibrate_share is None
     assert probe.network.bandwidth_gbps == run.network.bandwidth_gbps * 0.5
