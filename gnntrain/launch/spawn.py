@@ -31,13 +31,13 @@ from typing import Any
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from gnntrain.comm import namespaces
 from gnntrain.composition import typed_run
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
-from gnntrain.comm import namespaces
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 
@@ -150,7 +150,9 @@ def spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, 
         try:
             _spawn_and_join(fn, run, job, layout, world_size, follower, f"tcp://{addr}:{store.port}", network_namespaces)
         except WorkerFailed as failed:
-            raise _with_unreachable_nodes(failed, kernel, nodes) if network_namespaces is not None else failed from None
+            if network_namespaces is None:
+                raise
+            raise _with_unreachable_nodes(failed, kernel, nodes) from None
 
 
 def _with_unreachable_nodes(failed: WorkerFailed, kernel: namespaces.KernelNetwork, nodes: list[int]) -> WorkerFailed:
