@@ -207,6 +207,39 @@ def ring_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_d
                Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
+def exchanges_in_flight(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
+    """Three all-to-alls with different row counts per peer (some none), all in flight before the
+    first is waited for, waited for last to first; writes what each delivered, and the order in
+    which the first one posted its receives and sends (``dist.irecv`` / ``dist.isend`` calls),
+    to ``<trace_dir>/rank<r>.pt``."""
+    posted = []
+    irecv, isend = dist.irecv, dist.isend
+
+    def recording(name, call):
+        def post(tensor, peer, *args, **kwargs):
+            posted.append((name, peer))
+            return call(tensor, peer, *args, **kwargs)
+        return post
+
+    comm = Communicator.of_world(ctx, CommMeter())
+    world, me = ctx.world_size, ctx.rank
+    rows = lambda p, q, i: (p + 2 * q + i) % 3  # noqa: E731 - rows p sends q in exchange i
+    dist.irecv, dist.isend = recording("recv", irecv), recording("send", isend)
+    try:
+        flights = []
+        for i in range(3):
+            send_splits = [rows(me, q, i) for q in range(world)]
+            send = torch.cat([torch.full((rows(me, q, i), 2), 100.0 * i + 10 * me + q) for q in range(world)])
+            flights.append(comm.all_to_all_start(send, send_splits, [rows(p, me, i) for p in range(world)], "halo_fwd"))
+            if i == 0:
+                flights[0].waiter.join()
+                first_posted = list(posted)
+        delivered = [flight.wait() for flight in reversed(flights)][::-1]
+    finally:
+        dist.irecv, dist.isend = irecv, isend
+    torch.save({"delivered": delivered, "posted": first_posted}, Path(trace_dir) / f"rank{ctx.rank}.pt")
+
+
 def late_one_sided_send(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str, floats: int,
                         delay_s: float) -> None:
     """Rank 1 posts a one-sided receive at once; rank 0 sends ``floats`` float32 values

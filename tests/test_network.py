@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import make_cfg, make_run
-from dist_helpers import late_one_sided_send, timed_transfers
+from dist_helpers import exchanges_in_flight, late_one_sided_send, timed_transfers
 from gnntrain import api
 from gnntrain import calibration
 from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
@@ -74,6 +74,22 @@ def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path)
             partial(late_one_sided_send, trace_dir=str(tmp_path), floats=625_000,
                     delay_s=0.3))  # 2.5 MB: 0.2 s at 0.1 Gbit/s
     assert torch.load(tmp_path / "rank1.pt")["waited"] >= 0.95 * (0.3 + 0.2)
+
+
+def test_all_to_alls_on_gloo_post_receives_first_and_match_in_flight(tmp_path: Path) -> None:
+    """gloo: an all-to-all posts every receive before any send (so its receive notices do not
+    queue behind its data, :mod:`gnntrain.comm.communicator`), and three all-to-alls in flight at
+    once, waited for in reverse, each deliver their own rows."""
+    api.run(make_run("cluster.world_size=3", "dataset.num_nodes=200"),
+            partial(exchanges_in_flight, trace_dir=str(tmp_path)))
+    rows = lambda p, q, i: (p + 2 * q + i) % 3  # noqa: E731 - as in the helper
+    for me in range(3):
+        trace = torch.load(tmp_path / f"rank{me}.pt")
+        kinds = [kind for kind, _ in trace["posted"]]
+        assert kinds == sorted(kinds) and "send" in kinds and "recv" in kinds  # every "recv" before any "send"
+        for i, delivered in enumerate(trace["delivered"]):
+            expected = torch.cat([torch.full((rows(p, me, i), 2), 100.0 * i + 10 * p + me) for p in range(3)])
+            assert torch.equal(delivered, expected)
 
 
 def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
