@@ -18,7 +18,7 @@ setting (its workload keys, :func:`gnntrain.config.keys.setting`: dataset, model
 partition, precision and optimizer; every other key at its default) under the preset network,
 and measures per epoch the
 compute time ``C`` (epoch less exposed communication), the exposed communication ``X`` and,
-within it, the links' busy time ``B`` (bytes / bandwidth); the rest, ``X - B`` (latency, the
+within it, the links' busy time ``B`` (bytes on the wire / bandwidth); the rest, ``X - B`` (latency, the
 real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
 overlap nothing, so with every bandwidth scaled by ``f`` the exposed communication is
 ``X - B + B / f``, and asking it to be the share ``s`` of the epoch, ``s C / (1 - s)``, gives

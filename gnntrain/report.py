@@ -281,7 +281,7 @@ RUN_COLUMNS = {
     "comm_exposed_ms": "Exposed `data` communication per epoch (`mean_comm_time`), ms.",
     "comm_total_ms": "Seconds the `data` transfers were in flight per epoch, overlapped or not "
                      "(`mean_comm_total_time`), ms.",
-    "link_busy_ms": "Under an emulated network: the links' busy time per epoch, bytes / bandwidth "
+    "link_busy_ms": "Under an emulated network: the links' busy time per epoch, bytes on the wire / bandwidth "
                     "(`mean_link_busy_time`), ms; empty on the real transport.",
     "reduce_exposed_ms": "Exposed `sync` communication per epoch (`mean_reduce_time`), ms.",
     "MB_per_epoch": "Training bytes per epoch, all kinds (`mean_comm_bytes_per_epoch`), MB.",

@@ -15,7 +15,7 @@ from conftest import make_cfg, make_run
 from dist_helpers import exchanges_in_flight, late_one_sided_send, timed_transfers
 from gnntrain import api
 from gnntrain import calibration
-from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides
+from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides, wire
 from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
 
@@ -31,35 +31,35 @@ def network_config(**keys) -> NetworkConfig:
 def test_exchange_costs_latency_plus_the_larger_direction_over_bandwidth() -> None:
     net = EmulatedNetwork(network_config(), rank=0)
     hold = net.exchange(10.0, sent={1: 1_000_000, 2: 1_000_000}, received={1: 500_000})
-    assert hold.busy_s == pytest.approx(2_000_000 / GBIT)
-    assert hold.ready_at == pytest.approx(10.0 + 2_000_000 / GBIT + 100e-6)
+    assert hold.busy_s == pytest.approx(wire(2_000_000) / GBIT)
+    assert hold.ready_at == pytest.approx(10.0 + wire(2_000_000) / GBIT + 100e-6)
     queued = net.exchange(10.0, sent={1: 1_000_000}, received={})
-    assert queued.ready_at == pytest.approx(10.0 + 3_000_000 / GBIT + 100e-6), "a busy link queues the next transfer"
+    assert queued.ready_at == pytest.approx(10.0 + wire(3_000_000) / GBIT + 100e-6), "a busy link queues the next transfer"
 
 
 def test_ring_all_reduce_cost() -> None:
     net = EmulatedNetwork(network_config(), rank=0)
     hold = net.all_reduce(0.0, 4_000_000, [0, 1, 2, 3])
-    assert hold.ready_at == pytest.approx(2 * 3 / 4 * 4_000_000 / GBIT + 2 * 3 * 100e-6)
+    assert hold.ready_at == pytest.approx(2 * 3 / 4 * wire(4_000_000) / GBIT + 2 * 3 * 100e-6)
 
 
 def test_two_levels_split_peers_by_node() -> None:
     net = EmulatedNetwork(network_config(gpus_per_node=2, intra_bandwidth_gbps=10.0, intra_latency_us=0.0), rank=0)
     assert net.level(1) == "intra" and net.level(2) == "inter"
     hold = net.exchange(0.0, sent={1: 10_000_000, 2: 1_000_000}, received={})
-    assert hold.ready_at == pytest.approx(max(10_000_000 / (10 * GBIT), 1_000_000 / GBIT + 100e-6))
+    assert hold.ready_at == pytest.approx(max(wire(10_000_000) / (10 * GBIT), wire(1_000_000) / GBIT + 100e-6))
     within = net.all_reduce(0.0, 1_000_000, [0, 1])
     assert within.latency_s == 0.0, "a group inside one node uses the intra-node link"
 
 
 def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
-    """Two workers, 0.1 Gbit/s: the all-to-all waits latency + max(sent, received) / bandwidth,
+    """Two workers, 0.1 Gbit/s: the all-to-all waits latency + wire(max(sent, received)) / bandwidth,
     the all-reduce the ring cost, each within 10%."""
     api.run(make_run("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000"),
             partial(timed_transfers, trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000))
     bandwidth, latency = 0.1 * GBIT, 1e-3
-    expected_exchange = latency + 90 * 1024 * 4 / bandwidth
-    expected_reduce = 2 * 1 / 2 * 250_000 * 4 / bandwidth + 2 * latency
+    expected_exchange = latency + wire(90 * 1024 * 4) / bandwidth
+    expected_reduce = 2 * 1 / 2 * wire(250_000 * 4) / bandwidth + 2 * latency
     for rank in range(2):
         waits = torch.load(tmp_path / f"rank{rank}.pt")["wait"]
         assert waits["halo_fwd"] == pytest.approx(expected_exchange, rel=0.1)
@@ -101,13 +101,13 @@ def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
 
 
 def test_vanilla_exposes_the_emulated_transfer_time(tmp_path: Path) -> None:
-    """For two workers each halo exchange takes max(halo rows either way) / bandwidth on both
+    """For two workers each halo exchange takes wire(max(halo rows either way)) / bandwidth on both
     ranks; vanilla's exposed data communication equals their sum within 10%."""
     summary, _ = run(tmp_path, "v", *SMALL, "train.epochs=4", "network=eth10g",
                      "network.bandwidth_gbps=0.05", "network.latency_us=0")
     halo = summary["partition"]["boundary_nodes"]
     halo_bytes = sum(summary["mean_comm_bytes_by_kind"][k] for k in ("halo_fwd", "halo_bwd"))
-    expected = halo_bytes * max(halo) / sum(halo) / (0.05 * GBIT)
+    expected = wire(halo_bytes * max(halo) / sum(halo)) / (0.05 * GBIT)
     assert summary["mean_comm_time"] == pytest.approx(expected, rel=0.1)
     assert summary["mean_link_busy_time"] >= expected * 0.99
 

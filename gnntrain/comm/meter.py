@@ -136,7 +136,7 @@ class CommMeter:
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
-        seconds of bytes / bandwidth and of latency."""
+        seconds of bytes on the wire / bandwidth and of latency."""
         key = self._prefix + kind
         self.link_busy_s[key] += busy_s
         self.link_latency_s[key] += latency_s

@@ -11,13 +11,17 @@ need. The model, per rank:
   ``bandwidth_gbps``, ``latency_us``) and, with ``gpus_per_node`` set, ``intra`` (to ranks on
   its node, ``rank // gpus_per_node``: ``intra_bandwidth_gbps``, ``intra_latency_us``).
   Without ``gpus_per_node`` every peer is across the one ``inter`` level.
+* Bytes travel as TCP over Ethernet frames: ``bytes`` of payload occupy the link as
+  ``wire(bytes) = bytes x 1514 / 1448`` (:data:`FRAME_BYTES` per :data:`SEGMENT_BYTES` of
+  payload: 4.6% of headers).
 * A point-to-point or all-to-all transfer occupies each level's link for
-  ``max(bytes sent, bytes received on that level) / bandwidth`` (a rank's sends share its link,
-  so do its receives) and completes one latency after the last byte:
-  ``latency + bytes / bandwidth``. Transfers started while the link is busy queue behind it
-  (PipeGCN's side channel and its synchronous exchange share one link).
+  ``wire(max(bytes sent, bytes received on that level)) / bandwidth`` (a rank's sends share its
+  link, so do its receives) and completes one latency after the last byte:
+  ``latency + wire(bytes) / bandwidth``. Transfers started while the link is busy queue behind
+  it (PipeGCN's side channel and its synchronous exchange share one link).
 * An all-reduce of ``bytes`` over ``P`` ranks costs the ring's
-  ``2 (P-1)/P x bytes / bandwidth + 2 (P-1) x latency`` on the slowest level the group spans.
+  ``2 (P-1)/P x wire(bytes) / bandwidth + 2 (P-1) x latency`` on the slowest level the group
+  spans.
 
 What this leaves out (a choice): the peer's link (a transfer waits on this rank's link only, so
 an imbalanced all-to-all is timed from each rank's own side), switch contention and
@@ -38,6 +42,17 @@ from dataclasses import dataclass
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
+SEGMENT_BYTES = 1448
+"""TCP payload in one full-size Ethernet frame: the 1500-byte MTU less 20 bytes of IPv4 header
+and 32 of TCP header (with timestamps, as Linux sends them)."""
+FRAME_BYTES = 1514
+"""What that frame occupies on a link as Linux's traffic control counts it (the MTU and the
+14-byte Ethernet header; a physical link also spends 20 bytes of preamble and gap on it)."""
+
+
+def wire(payload: float) -> float:
+    """The bytes ``payload`` bytes of TCP payload occupy on the link."""
+    return payload * FRAME_BYTES / SEGMENT_BYTES
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ class EmulatedNetwork:
             if nbytes == 0:
                 continue
             link = self.links[lv]
-            occupancy = nbytes / link.bytes_per_s
+            occupancy = wire(nbytes) / link.bytes_per_s
             self.free_at[lv] = max(start, self.free_at[lv]) + occupancy
             ready = max(ready, self.free_at[lv] + link.latency_s)
             busy += occupancy
@@ -114,7 +129,7 @@ class EmulatedNetwork:
             return Hold(start, 0.0, 0.0)
         lv = "inter" if any(self.level(r) == "inter" for r in group_ranks if r != self.rank) else "intra"
         link = self.links[lv]
-        occupancy = 2 * (size - 1) / size * nbytes / link.bytes_per_s
+        occupancy = 2 * (size - 1) / size * wire(nbytes) / link.bytes_per_s
         latency = 2 * (size - 1) * link.latency_s
         self.free_at[lv] = max(start, self.free_at[lv]) + occupancy
         return Hold(self.free_at[lv] + latency, occupancy, latency)

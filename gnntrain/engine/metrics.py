@@ -74,7 +74,8 @@ class EpochRecord:
     """Bytes sent by evaluation, summed over ranks."""
     link_busy_time: float = 0.0
     """Under an emulated network: seconds the rank's links spent moving its training bytes
-    (bytes / bandwidth), max over ranks; 0 on the real transport."""
+    (bytes on the wire / bandwidth, :func:`gnntrain.comm.network.wire`), max over ranks; 0 on
+    the real transport."""
     link_latency_time: float = 0.0
     """Under an emulated network: seconds of latency terms of the rank's training transfers,
     max over ranks."""
