@@ -49,6 +49,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gnntrain.config.schema import NetworkConfig
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
