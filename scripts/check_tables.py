@@ -1,8 +1,11 @@
-"""Which ``results/<paper>/table.md`` are older than the code they measure (``make check-tables``).
+"""Which committed tables are older than the code they measure (``make check-tables``): every
+``results/<name>/table.md`` (the papers' ``make repro-<paper>`` and ``make compare``) and
+``results/model_zoo.md`` (``make zoo``).
 
-Every table's header names the commit it was built at. A table is *stale* when, between that
-commit and ``HEAD``, the code of a file it measures changed: the package (``gnntrain/``), the
-configs (``conf/``) and the scripts that run and tabulate the sweeps. Python files are compared
+Every table's header says which make target built it and at which commit ("Built by `make
+<target>` ... at commit <sha>"). A table is *stale* when, between that commit and ``HEAD``, the
+code of a file it measures changed: the package (``gnntrain/``), the configs (``conf/``) and the
+scripts that run and tabulate the sweeps. Python files are compared
 as their syntax trees with docstrings dropped and YAML files as their parsed values, so an edit
 to a docstring or a comment does not make a table stale; any other change does. The check is
 conservative: a change to a module every run imports (a model's base class, the launcher) marks
@@ -21,8 +24,24 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py")
+MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py",
+            "scripts/locality.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
+TABLES = ("results/*/table.md", "results/model_zoo.md")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
+BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
+
+
+def tables(repo: Path = REPO) -> list[Path]:
+    """Every committed table, in path order."""
+    return sorted(path for pattern in TABLES for path in repo.glob(pattern))
+
+
+def built(text: str) -> tuple[str | None, str | None]:
+    """The commit a table was built at and the make target that built it, read from its header
+    (the text before its first table row); None for what the header does not say."""
+    header = text.split("\n|", 1)[0]
+    commit, target = BUILT_AT.search(header), BUILT_BY.search(header)
+    return (commit.group(1) if commit else None), (target.group(1) if target else None)
 
 
 def git(*args: str, repo: Path = REPO) -> str:
@@ -62,21 +81,21 @@ def changed_code(commit: str, paths: tuple[str, ...] = MEASURED, repo: Path = RE
 
 def main() -> int:
     stale = 0
-    for table in sorted(REPO.glob("results/**/table.md")):
+    for table in tables():
         name = table.relative_to(REPO)
-        found = BUILT_AT.search(table.read_text().splitlines()[0])
-        if found is None:
-            print(f"{name}: names no commit it was built at; rebuild it")
+        commit, target = built(table.read_text())
+        rebuild = f"make {target}" if target else "the make target that builds it (its header names none)"
+        if commit is None:
+            print(f"{name}: names no commit it was built at; rebuild it: {rebuild}")
             stale += 1
             continue
-        changed = changed_code(found.group(1))
+        changed = changed_code(commit)
         if changed:
             stale += 1
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-            print(f"{name}: stale: built at {found.group(1)}; code changed since in {shown} "
-                  f"(rebuild: make repro-{table.parent.name})")
+            print(f"{name}: stale: built at {commit}; code changed since in {shown} (rebuild: {rebuild})")
         else:
-            print(f"{name}: built at {found.group(1)}; the code it measures is unchanged")
+            print(f"{name}: built at {commit}; the code it measures is unchanged")
     return 1 if stale else 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from check_tables import changed_code  # noqa: E402
+from check_tables import REPO, built, changed_code, tables  # noqa: E402
 
 
 def _commit(repo: Path, files: dict[str, str]) -> str:
@@ -32,3 +32,16 @@ def test_only_code_and_config_values_make_a_table_stale(tmp_path) -> None:
     assert changed_code(built, ("pkg", "conf"), tmp_path) == ["pkg/a.py", "pkg/b.py"]
     _commit(tmp_path, {"conf/x.yaml": "lr: 0.02\n"})
     assert "conf/x.yaml" in changed_code(built, ("pkg", "conf"), tmp_path)
+
+
+def test_every_committed_table_is_checked_and_names_a_target_that_builds_it() -> None:
+    """The papers' tables, compare's and the model zoo's: each header gives a commit and a make
+    target the Makefile has."""
+    rules = [line.split(":", 1)[0] for line in (REPO / "Makefile").read_text().splitlines()
+             if line[:1].isalpha() and ":" in line and "=" not in line.split(":", 1)[0]]
+    targets = {target for rule in rules for target in rule.split()}
+    found = {str(path.relative_to(REPO)): built(path.read_text()) for path in tables()}
+    assert {"results/model_zoo.md", "results/compare/table.md", "results/pipegcn/table.md"} <= set(found)
+    for name, (commit, target) in found.items():
+        assert commit is not None, name
+        assert target in targets, f"{name} names make {target}, which the Makefile lacks"
