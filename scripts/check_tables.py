@@ -5,7 +5,10 @@
 Every table's header says which make target built it and at which commit ("Built by `make
 <target>` ... at commit <sha>"). A table is *stale* when, between that commit and ``HEAD``, the
 code of a file it measures changed: the package (``gnntrain/``), the configs (``conf/``) and the
-scripts that run and tabulate the sweeps. Python files are compared
+scripts that run and tabulate the sweeps. Of the package, only the files the table's runs
+executed count where the table lists them (``<table>.code.json``, written with the table from
+the runs' ``summary.json``: :mod:`gnntrain.provenance`); a table without that list measures the
+whole package. Python files are compared
 as their syntax trees with docstrings dropped and YAML files as their parsed values, so an edit
 to a docstring or a comment does not make a table stale; any other change does. The check is
 conservative: a change to a module every run imports (a model's base class, the launcher) marks
@@ -16,6 +19,7 @@ per table and exits 1 if any is stale.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -24,8 +28,10 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = ("gnntrain", "conf", "scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py",
-            "scripts/locality.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
+SCRIPTS = ("scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py",
+           "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
+MEASURED = ("gnntrain", "conf", *SCRIPTS)
+"""What a table measures where it lists no code of its own: the whole package."""
 TABLES = ("results/*/table.md", "results/model_zoo.md")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
 BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
@@ -34,6 +40,31 @@ BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
 def tables(repo: Path = REPO) -> list[Path]:
     """Every committed table, in path order."""
     return sorted(path for pattern in TABLES for path in repo.glob(pattern))
+
+
+def manifest(table: Path) -> Path:
+    """The list of package files a table's runs executed (``<table>.code.json``, beside it)."""
+    return table.with_name(table.stem + ".code.json")
+
+
+def write_manifest(table: Path, summaries: list[dict]) -> None:
+    """Beside ``table``, the package files its runs executed (the union of their summaries'
+    ``code``, :mod:`gnntrain.provenance`); none where a run does not list its code, so that the
+    check measures the whole package."""
+    path = manifest(table)
+    if summaries and all("code" in s for s in summaries):
+        path.write_text(json.dumps({"files": sorted({f for s in summaries for f in s["code"]})}, indent=0) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def measured(table: Path) -> tuple[str, ...]:
+    """The paths whose code a table measures: the configs, the scripts, and the package files its
+    runs executed where it lists them (:func:`write_manifest`), else the whole package."""
+    path = manifest(table)
+    if not path.exists():
+        return MEASURED
+    return ("conf", *SCRIPTS, *json.loads(path.read_text())["files"])
 
 
 def built(text: str) -> tuple[str | None, str | None]:
@@ -89,7 +120,7 @@ def main() -> int:
             print(f"{name}: names no commit it was built at; rebuild it: {rebuild}")
             stale += 1
             continue
-        changed = changed_code(commit)
+        changed = changed_code(commit, measured(table))
         if changed:
             stale += 1
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")

@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from sweep_plan import Sweep, dry_run, expand, launch, timed_rows  # noqa: E402
 
@@ -304,6 +305,7 @@ def main() -> None:
                                   out / f"accuracy_vs_time_{link}.png", log_time=True)
     text = table(groups, plan)
     (out / "table.md").write_text(text)
+    write_manifest(out / "table.md", [run.summary for link_runs in curves.values() for run, _ in link_runs])
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the accuracy-vs-time plots beside them")
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
 from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
@@ -198,6 +199,7 @@ def main() -> None:
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
     text = TABLES[args.paper](runs, out, args.scale)
     (out / "table.md").write_text(f"{header}\n\n{text}")
+    write_manifest(out / "table.md", [run.summary for run in every])
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the figures in {out}")
 

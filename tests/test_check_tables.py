@@ -3,13 +3,17 @@ value change makes it stale (on a scratch repository)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from conftest import make_cfg
+from gnntrain import api
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from check_tables import REPO, built, changed_code, tables  # noqa: E402
+from check_tables import REPO, built, changed_code, measured, tables, write_manifest  # noqa: E402
 
 
 def _commit(repo: Path, files: dict[str, str]) -> str:
@@ -45,3 +49,31 @@ def test_every_committed_table_is_checked_and_names_a_target_that_builds_it() ->
     for name, (commit, target) in found.items():
         assert commit is not None, name
         assert target in targets, f"{name} names make {target}, which the Makefile lacks"
+
+
+def test_a_table_listing_its_runs_code_is_stale_only_when_that_code_changed(tmp_path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    built_at = _commit(tmp_path, {"gnntrain/ran.py": "X = 1\n", "gnntrain/unused.py": "Y = 1\n"})
+    table = tmp_path / "results" / "t" / "table.md"
+    table.parent.mkdir(parents=True)
+    write_manifest(table, [{"code": ["gnntrain/ran.py"]}, {"code": []}])
+    assert measured(table)[-1] == "gnntrain/ran.py" and "gnntrain/unused.py" not in measured(table)
+    _commit(tmp_path, {"gnntrain/unused.py": "Y = 2\n"})
+    assert changed_code(built_at, measured(table), tmp_path) == []
+    _commit(tmp_path, {"gnntrain/ran.py": "X = 2\n"})
+    assert changed_code(built_at, measured(table), tmp_path) == ["gnntrain/ran.py"]
+    write_manifest(table, [{"code": ["gnntrain/ran.py"]}, {}])  # a run from before the lists: the whole package
+    assert "gnntrain" in measured(table)
+
+
+def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
+    """Two spawned workers of PipeGCN: the workers' modules and the launcher's, and not those of
+    a method the run never touched."""
+    cfg = make_cfg("strategy=pipegcn", "cluster.world_size=2", "dataset.num_nodes=300", "train.epochs=2")
+    cfg["run_dir"] = str(tmp_path / "run")
+    api.run(cfg)
+    code = json.loads((tmp_path / "run" / "summary.json").read_text())["code"]
+    assert {"gnntrain/strategies/graph_parallel/stale.py", "gnntrain/comm/communicator.py",
+            "gnntrain/launch/spawn.py", "gnntrain/validation.py"} <= set(code)
+    assert "gnntrain/strategies/minibatch/p3.py" not in code
+    assert all((REPO / path).is_file() for path in code)

@@ -38,6 +38,7 @@ from gnntrain.engine.recorder import RunRecorder, closed_after
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
+from gnntrain.provenance import loaded_code
 from gnntrain.strategies import strategy_class
 
 ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
@@ -227,7 +228,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | No
         loop.strategy.finish()
         if recorder is not None:
             figures = {**summarize(records, warmup), "early_stop": stop.to_dict() if stop else None,
-                       "total_wall_time": time.perf_counter() - wall_start}
+                       "total_wall_time": time.perf_counter() - wall_start, "code": loaded_code()}
             with interrupts_deferred():
                 summary = recorder.complete(figures)
     return summary

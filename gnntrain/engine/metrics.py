@@ -150,6 +150,9 @@ SUMMARY_FIELDS: dict[str, str] = {
     "mean_strategy_metrics": "Of `strategy_metrics`, per figure.",
     "early_stop": "Why and when `train.patience` or `train.target` stopped the run (null where it ran all its epochs).",
     "total_wall_time": "Seconds of the training loop (null until the run completes).",
+    "code": "The package's files the run's processes had loaded when it completed, rank 0's and its launcher's "
+            "(`gnntrain.provenance`; null until then): a table built from the run is stale only when one of "
+            "them changes (`make check-tables`).",
     "wandb": "Only where W&B is on: the W&B run's id, project, group and name.",
     "error": "Only in a run that did not complete: the one-line error.",
     "error_file": "Only where a worker raised: `error.txt`, which holds its error line and traceback.",

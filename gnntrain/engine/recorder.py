@@ -52,7 +52,7 @@ class RunRecorder:
             self.sinks.append(wandb_sink)
             facts["wandb"] = wandb_sink.identity()
         write_summary(self.run_dir, {**facts, "status": "running", **summarize(kept, self.warmup),
-                                     "total_wall_time": None})
+                                     "total_wall_time": None, "code": None})
         self.sinks.append(ConsoleProgress(run.train.epochs, self.run_dir))
 
     @property

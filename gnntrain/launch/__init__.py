@@ -35,6 +35,7 @@ from gnntrain.launch.rank import WorkerFn, run_rank, start_rank_process
 from gnntrain.launch.spawn import spawn_and_join
 from gnntrain.memory_estimate import check_fits, estimate_job
 from gnntrain.parallel.mesh import Layout
+from gnntrain.provenance import export_launcher_code
 from gnntrain.strategies import loads_parts, strategy_class
 
 __all__ = ["WorkerFn", "job_layout", "launch", "leave_torchrun_world", "resolve_world_size", "under_torchrun"]
@@ -102,6 +103,7 @@ def launch(run: RootConfig, fn: WorkerFn) -> Any:
     """Run ``fn(run, ctx, job)`` on every rank; returns rank 0's result in the torchrun case
     (the spawned workers' results stay in their processes: they write to the run dir)."""
     adopt_submitit_tasks()
+    export_launcher_code()
     if run.run_dir and int(os.environ.get("RANK", 0)) == 0:  # before any rank can fail: they meet first
         forget_worker_error(Path(run.run_dir))
     world_size = resolve_world_size(run)
