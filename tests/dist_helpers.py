@@ -208,7 +208,7 @@ def ring_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_d
 
 
 def exchanges_in_flight(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:
-    """Three all-to-alls with different row counts per peer (some none), all in flight before the
+    """On a communicator whose gloo all-to-alls post receives first (as over a network): three all-to-alls with different row counts per peer (some none), all in flight before the
     first is waited for, waited for last to first; writes what each delivered, and the order in
     which the first one posted its receives and sends (``dist.irecv`` / ``dist.isend`` calls),
     to ``<trace_dir>/rank<r>.pt``."""
@@ -221,7 +221,7 @@ def exchanges_in_flight(run: RootConfig, ctx: WorkerContext, job: JobData, *, tr
             return call(tensor, peer, *args, **kwargs)
         return post
 
-    comm = Communicator.of_world(ctx, CommMeter())
+    comm = Communicator(ctx.rank, ctx.world_size, ctx.device, None, CommMeter(), receives_first=True)
     world, me = ctx.world_size, ctx.rank
     rows = lambda p, q, i: (p + 2 * q + i) % 3  # noqa: E731 - rows p sends q in exchange i
     dist.irecv, dist.isend = recording("recv", irecv), recording("send", isend)
@@ -315,3 +315,5 @@ def gloo_all_to_all_moves(rank: int, dtype: torch.dtype, port: int, moved: objec
     except RuntimeError:
         if rank == 0:
             moved.value = 0
+    finally:  # a process leaving with its gloo group alive can abort in gloo's threads' teardown
+        dist.destroy_process_group()

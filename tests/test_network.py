@@ -77,9 +77,9 @@ def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path)
 
 
 def test_all_to_alls_on_gloo_post_receives_first_and_match_in_flight(tmp_path: Path) -> None:
-    """gloo: an all-to-all posts every receive before any send (so its receive notices do not
-    queue behind its data, :mod:`gnntrain.comm.communicator`), and three all-to-alls in flight at
-    once, waited for in reverse, each deliver their own rows."""
+    """gloo, ranks over a network: an all-to-all posts every receive before any send (so its
+    receive notices do not queue behind its data, :mod:`gnntrain.comm.communicator`), and three
+    all-to-alls in flight at once, waited for in reverse, each deliver their own rows."""
     api.run(make_run("cluster.world_size=3", "dataset.num_nodes=200"),
             partial(exchanges_in_flight, trace_dir=str(tmp_path)))
     rows = lambda p, q, i: (p + 2 * q + i) % 3  # noqa: E731 - as in the helper

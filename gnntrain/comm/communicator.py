@@ -11,8 +11,9 @@ on CUDA events on the current stream, where waiting on a transfer mostly makes t
 not the host. A transfer *starts* where its data is ready (the stream reaches the call), is
 *reached* where the rank (its stream) gets to the wait, *resumes* where it goes on, and
 *completes* where the backend finished it: on NCCL an event on a watch stream that waits for the
-work, elsewhere the host time the work finished (its future's callback; gloo's point-to-point
-works have no future, so a thread of the transfer's own waits for them and marks it).
+work, elsewhere the host time the work finished (its future's callback, or the thread that
+posted a receive-first all-to-all; other gloo point-to-point works have no future: the end of
+the wait).
 Exposed time is reached to resumed, plus start to where posting the transfer returned (gloo's
 point-to-point writes what the socket takes before it returns); time in flight is start to
 completion, no earlier than an emulated link's completion
@@ -31,12 +32,15 @@ receive, and that notice travels on the same connection as the data. gloo's own 
 arrived puts all its data on the connection first, and its own notice reaches the peer only
 behind it: the two directions of a full-duplex link take turns. Over a shaped link
 (``network.mode=kernel``, 0.2 Gbit/s) back-to-back exchanges of 870 KB each way took 2.0x the
-link's time, against 1.05x with every receive posted first. So on gloo an all-to-all runs as
-point-to-point transfers, all receives posted before any send, by a thread of its own (as gloo
-runs its collectives off the rank's thread; the n-th all-to-all of a group has its own tag on
-every rank, so its messages match whatever order the threads post in), and every
-point-to-point transfer posts its receives first. An all-to-all's dtypes are still checked as a
-collective's, as on NCCL, where it stays one ``all_to_all_single``.
+link's time, against 1.05x with every receive posted first. So where ranks reach each other
+over a network (``receives_first``: kernel-shaped links, or workers on other machines), an
+all-to-all on gloo runs as point-to-point transfers, all receives posted before any send, by a
+thread of its own (as gloo runs its collectives off the rank's thread; the n-th all-to-all of a
+group has its own tag on every rank, so its messages match whatever order the threads post in).
+Between the processes of one machine gloo's collective stays: there the handoffs between
+threads cost more than they save (an exchange over loopback took 500-850 us against 340-460).
+Every point-to-point transfer posts its receives first. An all-to-all's dtypes are checked as a
+collective's either way, as on NCCL, where it stays one ``all_to_all_single``.
 
 Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
 when the stream reaches the transfer, not when the host queues it (the host may be far ahead);
@@ -92,21 +96,25 @@ class Communicator:
         if ctx.mesh is None:
             return cls(0, 1, ctx.device, None, meter)
         return cls(ctx.mesh.get_local_rank(axis), ctx.mesh[axis].size(), ctx.device, ctx.mesh.get_group(axis),
-                   meter, ctx.network)
+                   meter, ctx.network, ctx.over_network)
 
     @classmethod
     def of_world(cls, ctx: WorkerContext, meter: CommMeter) -> Communicator:
         """The communicator over every rank of the job."""
-        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network)
+        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network, ctx.over_network)
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
-                 meter: CommMeter | None = None, network: EmulatedNetwork | None = None) -> None:
+                 meter: CommMeter | None = None, network: EmulatedNetwork | None = None,
+                 receives_first: bool = False) -> None:
+        """``receives_first``: run gloo's all-to-alls as point-to-point transfers, receives posted
+        first (the module docstring; for ranks that reach each other over a network)."""
         self.rank = rank
         self.world_size = world_size
         self.device = device
         self.group = group
         self.meter = meter if meter is not None else CommMeter()
         self.network = network
+        self.receives_first = receives_first
         self.clock: Clock = clock_of(device)
         self.job_backend = str(dist.get_backend()) if dist.is_initialized() else None
         """The job's backend, whose dtypes every transfer is checked against, with peers or not
@@ -121,7 +129,8 @@ class Communicator:
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
         group = dist.new_group(backend=dist.get_backend())
-        return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network)
+        return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network,
+                            self.receives_first)
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -153,7 +162,7 @@ class Communicator:
         works, post, landed = [], None, []
         if self.world_size == 1:
             recv.copy_(send)
-        elif self.backend == "nccl":
+        elif self.backend == "nccl" or not self.receives_first:
             works = [dist.all_to_all_single(recv, send, recv_splits, send_splits, group=self.group, async_op=True)]
         else:
             sent, arriving = send.split(send_splits), recv.split(recv_splits)
@@ -334,7 +343,6 @@ class InFlight:
         try:
             futures = [work.get_future() for work in works]
         except RuntimeError:  # gloo's point-to-point works have no future
-            self.waiter = _Waiter(lambda: works, self._mark_completed)
             return
         torch.futures.collect_all(futures).then(self._mark_completed)
 
@@ -369,12 +377,12 @@ class InFlight:
 
 
 class _Waiter:
-    """A thread that runs ``post`` (which posts a transfer and returns its works), waits for the
-    works and calls ``done`` when they have finished. Posting here keeps gloo's point-to-point
-    writes, which copy what the socket takes before they return, off the rank's own thread, as
-    gloo's collectives are; and works with no future (gloo's point-to-point) get their completion
-    marked when it happens, not when the rank gets to wait. Each work is waited for once: here,
-    not by the rank. A low-level thread (``_thread``): it starts in about 30 us, a
+    """A thread that runs ``post`` (which posts a receive-first all-to-all and returns its works),
+    waits for the works and calls ``done`` when they have finished. Posting here keeps gloo's
+    point-to-point writes, which copy what the socket takes before they return, off the rank's
+    own thread, as gloo's collectives are; and the works, which have no future, get their
+    completion marked when it happens, not when the rank gets to wait. Each work is waited for
+    once: here, not by the rank. A low-level thread (``_thread``): it starts in about 30 us, a
     ``threading.Thread`` in 100."""
 
     def __init__(self, post: Callable[[], list], done: Callable[[Any], None]) -> None:

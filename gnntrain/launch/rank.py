@@ -92,7 +92,8 @@ def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: 
     """
     device = start_rank_process(run, rank, world_size, local_rank, local_workers, init_method)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend),
-                        EmulatedNetwork.from_config(run.network, rank))
+                        EmulatedNetwork.from_config(run.network, rank),
+                        over_network=run.network.mode == "kernel" or local_workers < world_size)
     result = fn(run, ctx, job)
     dist.barrier()  # no rank tears its connections down while a peer still uses them
     if init_method != "env://":

@@ -51,6 +51,10 @@ class WorkerContext:
     """The job's device mesh (None only in single-process tests, which build no process group)."""
     network: EmulatedNetwork | None = None
     """The rank's emulated network links (None: the real transport)."""
+    over_network: bool = False
+    """Whether some of the job's ranks reach each other over a network (kernel-shaped links, or
+    workers on other machines): gloo's all-to-alls then post their receives first
+    (:mod:`gnntrain.comm.communicator`)."""
 
     def mesh_axes(self) -> dict[str, int]:
         """Axis name -> size of the mesh (``{}`` without one)."""
