@@ -14,10 +14,8 @@ not the host. A transfer *starts* where its data is ready (the stream reaches th
 work, elsewhere the host time the work finished (its future's callback, or the thread that
 posted a receive-first all-to-all; other gloo point-to-point works have no future: the end of
 the wait).
-Exposed time is reached to resumed, plus start to where posting the transfer returned (gloo's
-point-to-point writes what the socket takes before it returns); time in flight is start to
-completion, no earlier than an emulated link's completion
-(:meth:`~gnntrain.comm.meter.CommMeter.record_span`).
+Exposed time is reached to resumed; time in flight is start to completion, no earlier than an
+emulated link's completion (:meth:`~gnntrain.comm.meter.CommMeter.record_span`).
 
 Point-to-point. NCCL batches a transfer's sends and receives (``batch_isend_irecv``, one NCCL
 group); gloo runs them one by one (its coalescing path takes no CUDA tensors), and since gloo's
@@ -322,7 +320,6 @@ class InFlight:
                  decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
                  stamp: torch.Tensor | None = None, landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
                  post: Callable[[], list] | None = None) -> None:
-        self.posted = comm.clock.mark()
         self.comm, self.recv, self.send, self.works, self.kind = comm, recv, send, works, kind
         self.started = started
         self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
@@ -370,8 +367,7 @@ class InFlight:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
             not_before = max(not_before, arrival)
-        self.comm.meter.record_span(self.kind, clock, self.started, reached, clock.mark(), self.completed, not_before,
-                                    self.posted)
+        self.comm.meter.record_span(self.kind, clock, self.started, reached, clock.mark(), self.completed, not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

@@ -4,8 +4,7 @@ Every transfer goes through :class:`gnntrain.comm.communicator.Communicator`, wh
 at the call site the payload bytes this rank hands to the network (rows x width x element
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
 (``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
-compute (blocked in its wait, and in posting a transfer where posting blocks: gloo's
-point-to-point writes to the socket before it returns). ``total_s`` is the time the operation was in flight, which differs from ``wait_s`` once
+compute. ``total_s`` is the time the operation was in flight, which differs from ``wait_s`` once
 operations overlap with compute. Both come from marks on the device's timeline
 (:mod:`gnntrain.clock`; :meth:`CommMeter.record_span`): on a CUDA device the device's times,
 read once the device has passed them (:meth:`CommMeter.settle`).
@@ -108,28 +107,24 @@ class CommMeter:
         self.total_s[key] += wait_s if total_s is None else total_s
 
     def record_span(self, kind: str, clock: Any, started: Any, reached: Any, resumed: Any,
-                    completed: Any = None, not_before: float = 0.0, posted: Any = None) -> None:
+                    completed: Any = None, not_before: float = 0.0) -> None:
         """An operation timed by marks of ``clock`` (:class:`gnntrain.clock.Clock`): its data
-        was ready at ``started``, posting it returned at ``posted`` (None: at once), the rank
-        (its stream, on CUDA) reached its wait at ``reached`` and went on at ``resumed``; the
-        backend completed it at ``completed`` (None: at ``resumed``), no earlier than the host
-        time ``not_before`` (an emulated link's completion). Exposed: ``started -> posted``
-        (gloo's point-to-point writes what the socket takes before it returns) plus ``reached
-        -> resumed``; in flight: ``started -> completed``. Counted now where every mark is a
-        host time (a CPU), by :meth:`settle` otherwise."""
+        was ready at ``started``, the rank (its stream, on CUDA) reached its wait at ``reached``
+        and went on at ``resumed``; the backend completed it at ``completed`` (None: at
+        ``resumed``), no earlier than the host time ``not_before`` (an emulated link's
+        completion). Exposed: ``reached -> resumed``; in flight: ``started -> completed``.
+        Counted now where every mark is a host time (a CPU), by :meth:`settle` otherwise."""
         key = self._prefix + kind
         self.record(kind, 0, 0.0, 0.0)  # a kind only received is listed, as every rank lists the same kinds
-        self._spans.append((key, clock, started, posted, reached, resumed, completed, not_before))
-        if all(isinstance(m, float) for m in (started, posted, reached, resumed, completed) if m is not None):
+        self._spans.append((key, clock, started, reached, resumed, completed, not_before))
+        if all(isinstance(m, float) for m in (started, reached, resumed, completed) if m is not None):
             self.settle()
 
     def settle(self) -> None:
         """Add the times of the operations recorded since the last call; on a device, waits
         until the device has passed their marks."""
-        for key, clock, started, posted, reached, resumed, completed, not_before in self._spans:
+        for key, clock, started, reached, resumed, completed, not_before in self._spans:
             self.wait_s[key] += clock.seconds(reached, resumed)
-            if posted is not None:
-                self.wait_s[key] += clock.seconds(started, posted)
             done = max(clock.host_time(resumed if completed is None else completed), not_before)
             self.total_s[key] += max(done - clock.host_time(started), 0.0)
         self._spans.clear()
