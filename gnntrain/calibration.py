@@ -13,17 +13,20 @@ batch size, fan-out) and its own defaults for the rest (so a method's knobs, 16-
 them, never change the link), always at seed :data:`PROBE_SEED`: the link belongs to the
 setting, so every seed and every method of a sweep runs under the same one.
 
-A probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline in the run's
-setting (its workload keys, :func:`gnntrain.config.keys.setting`: dataset, model, workers,
-partition, precision and optimizer; every other key at its default) under the preset network,
-and measures per epoch the
-compute time ``C`` (epoch less exposed communication), the exposed communication ``X`` and,
-within it, the links' busy time ``B`` (bytes on the wire / bandwidth); the rest, ``X - B`` (latency, the
-real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
-overlap nothing, so with every bandwidth scaled by ``f`` the exposed communication is
-``X - B + B / f``, and asking it to be the share ``s`` of the epoch, ``s C / (1 - s)``, gives
+The share is the *communication share* every paper quotes (:attr:`EpochRecord.comm_time
+<gnntrain.engine.metrics.EpochRecord.comm_time>`): exposed ``data`` communication over the
+epoch, all-reduces apart. A probe of ``network.probe_epochs`` epochs (the first excluded) runs
+the baseline in the run's setting (its workload keys, :func:`gnntrain.config.keys.setting`:
+dataset, model, workers, partition, precision and optimizer; every other key at its default)
+under the preset network, and measures per epoch the compute time ``C``, the exposed ``data``
+communication ``X`` and the other categories' ``Y``, and within each the links' busy time
+``B`` and ``B'`` (bytes on the wire / bandwidth); the rest, ``X - B`` and ``Y - B'`` (latency,
+the real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
+overlap nothing, so with every bandwidth scaled by ``f`` the epoch is
+``K + (B + B') / f`` with ``K = C + X - B + Y - B'``, and asking ``X - B + B / f`` to be the
+share ``s`` of it gives
 
-    f = B / (s C / (1 - s) - (X - B)).
+    f = (B (1 - s) - s B') / (s K - (X - B)).
 
 A probe under the calibrated link measures the share reached; where it misses by more than
 :data:`TOLERANCE`, the bandwidth is solved again from that probe, at most :data:`CORRECTIONS`
@@ -135,8 +138,8 @@ def _setting_key(run: RootConfig, baseline: dict) -> str:
 
 
 def _share(summary: dict) -> float:
-    """The exposed communication's share of a probe's epoch."""
-    return (summary["mean_epoch_time"] - summary["mean_compute_time"]) / summary["mean_epoch_time"]
+    """The communication share of a probe's epoch (``data``'s exposed time over the epoch)."""
+    return summary["comm_share"]
 
 
 def _kept_or_default(section: Any, prefix: str, kept: tuple[str, ...]) -> Any:
@@ -174,16 +177,21 @@ def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> dict:
 
 def _solve(summary: dict, run: RootConfig) -> dict:
     share = run.network.calibrate_share
-    compute, busy, epoch = (summary[f"mean_{k}"] for k in ("compute_time", "link_busy_time", "epoch_time"))
-    if busy <= 0:
+    compute, epoch = summary["mean_compute_time"], summary["mean_epoch_time"]
+    exposed, busy = summary["mean_comm_time_by_category"], summary["mean_link_busy_time_by_category"]
+    data_busy, other_busy = busy.get("data", 0.0), sum(v for k, v in busy.items() if k != "data")
+    if data_busy <= 0:
         raise ConfigError(f"network.calibrate_share={share}: {summary['strategy']} moves no bytes in this setting "
                           f"(cluster.world_size={summary['world_size']}); valid: a setting with 2 or more workers")
-    fixed = (epoch - compute) - busy
-    room = share * compute / (1 - share) - fixed
-    if room <= 0:
+    fixed = exposed.get("data", 0.0) - data_busy
+    other_fixed = sum(v for k, v in exposed.items() if k != "data") - other_busy
+    room = share * (compute + fixed + other_fixed) - fixed
+    need = data_busy * (1 - share) - share * other_busy
+    if room <= 0 or need <= 0:
         raise ConfigError(f"network.calibrate_share={share} is out of reach: communication that does not depend on "
                           f"the bandwidth (latency, the real transfer, waits) already takes {fixed * 1e3:.2f} ms of a "
-                          f"{epoch * 1e3:.2f} ms epoch; valid: a larger share or a smaller network.latency_us")
-    return {"share": share, "scale": busy / room, "compute_s": compute, "link_busy_s": busy,
-            "fixed_comm_s": fixed, "preset_bandwidth_gbps": run.network.bandwidth_gbps,
+                          f"{epoch * 1e3:.2f} ms epoch, and all-reduces {other_busy * 1e3:.2f} ms of link time; "
+                          "valid: a larger share or a smaller network.latency_us")
+    return {"share": share, "scale": need / room, "compute_s": compute, "link_busy_s": data_busy,
+            "other_link_busy_s": other_busy, "fixed_comm_s": fixed, "preset_bandwidth_gbps": run.network.bandwidth_gbps,
             "probe_epoch_s": epoch}

@@ -220,7 +220,7 @@ def named_figures(figures: dict, scale: float = 1.0) -> str | None:
 
 
 def figures(summary: dict) -> dict:
-    """The summary figures of one run, in table units (ms, MB)."""
+    """The summary figures of one run, in table units (ms, MiB)."""
     ms = lambda s: None if s is None else s * 1e3  # noqa: E731
     strategy_metrics = dict(summary.get("mean_strategy_metrics", {}))
     emulated = (summary.get("network") or {}).get("emulated", False)
@@ -229,12 +229,13 @@ def figures(summary: dict) -> dict:
         "workers": summary["world_size"], "network": network_label(summary),
         "epoch_ms": ms(summary["mean_epoch_time"]),
         "compute_ms": ms(summary["mean_compute_time"]),
-        "comm_exposed_ms": ms(summary["mean_comm_time"]),
-        "comm_total_ms": ms(summary["mean_comm_total_time"]),
+        "comm_share": summary["mean_comm_time"] / summary["mean_epoch_time"],
+        "comm_split_ms": named_figures({part: summary.get(f"mean_comm_{part}_time_by_category", {}).get("data", 0.0)
+                                        for part in ("wait", "transfer", "hidden")}, 1e3),
         "link_busy_ms": ms(summary.get("mean_link_busy_time")) if emulated else None,
         "reduce_exposed_ms": ms(summary["mean_reduce_time"]),
-        "MB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
-        "MB_by_kind": named_figures(summary.get("mean_comm_bytes_by_kind", {}), 2**-20),
+        "MiB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
+        "MiB_by_kind": named_figures(summary.get("mean_comm_bytes_by_kind", {}), 2**-20),
         "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
         "peak_mem_mb": summary["peak_mem_mb"],
         "peak_tensor_mb": summary.get("peak_tensor_mb"),
@@ -278,15 +279,18 @@ RUN_COLUMNS = {
     "seed": "The run's `seed`.",
     "strategy": "The run's strategy.",
     "epoch_ms": "Mean epoch time over the steady epochs (`summary.json`'s `mean_epoch_time`), ms.",
-    "comm_exposed_ms": "Exposed `data` communication per epoch (`mean_comm_time`), ms.",
-    "comm_total_ms": "Seconds the `data` transfers were in flight per epoch, overlapped or not "
-                     "(`mean_comm_total_time`), ms.",
+    "comm_share": "The communication share: exposed `data` communication per epoch, mean over ranks "
+                  "(`mean_comm_time`), over `epoch_ms`: the share each paper quotes and the calibration targets.",
+    "comm_split_ms": "`data` communication per epoch, mean over ranks, ms, the largest first: `wait` (blocked while "
+                     "no transfer could move, a peer not there yet: imbalance) and `transfer` (blocked while one "
+                     "moved) add up to the exposed time; `transfer` and `hidden` (moving while the rank computed) "
+                     "to the time in flight (`summary.json`'s `mean_comm_*_time_by_category`).",
     "link_busy_ms": "Under an emulated network: the links' busy time per epoch, bytes on the wire / bandwidth "
                     "(`mean_link_busy_time`), ms; empty on the real transport.",
     "reduce_exposed_ms": "Exposed `sync` communication per epoch (`mean_reduce_time`), ms.",
-    "MB_per_epoch": "Training bytes per epoch, all kinds (`mean_comm_bytes_per_epoch`), MB.",
-    "MB_by_kind": "MB per epoch of each traffic kind that moved bytes (`mean_comm_bytes_by_kind`), "
-                  "`kind=MB`, the largest first.",
+    "MiB_per_epoch": "Training bytes per epoch, all kinds (`mean_comm_bytes_per_epoch`), MiB.",
+    "MiB_by_kind": "MiB per epoch of each traffic kind that moved bytes (`mean_comm_bytes_by_kind`), "
+                   "`kind=MiB`, the largest first.",
     "best_val": "Best validation score.",
     "test_at_best_val": "Test score at the epoch of the best validation score.",
     "peak_mem_mb": "Peak memory, max over epochs and ranks (`summary.json`'s `peak_mem_mb`): on cpu the "
@@ -295,7 +299,7 @@ RUN_COLUMNS = {
                       "on cuda as `peak_mem_mb`, on cpu measured in the last warm-up epoch; empty where "
                       "no epoch measured it.",
     "saved_for_backward_mb": "Graph-parallel strategies: the most any rank's forward kept for backward, "
-                             "mean over the steady epochs (the strategy figure), MB: a part of "
+                             "mean over the steady epochs (the strategy figure), MiB: a part of "
                              "`peak_tensor_mb`.",
     "strategy_metrics": "The strategy's other figures, mean over the steady epochs (`mean_strategy_metrics`, "
                         "e.g. `projected_rows`), `name=value`.",
@@ -335,7 +339,7 @@ def resolve_target(text: str, runs: list[Run]) -> float:
 
 
 GROUPED = ("epochs_to_target", "s_to_target", "s_to_target_after_epoch1", "best_val", "test_at_best_val",
-           "epoch_ms", "comm_exposed_ms", "link_busy_ms", "MB_per_epoch", "peak_mem_mb", "peak_tensor_mb",
+           "epoch_ms", "comm_share", "link_busy_ms", "MiB_per_epoch", "peak_mem_mb", "peak_tensor_mb",
            "saved_for_backward_mb")
 """The per-run figures a group reports as mean and interval."""
 GROUP_COLUMNS = {

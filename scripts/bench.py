@@ -190,7 +190,7 @@ def compare_model(args, name: str) -> dict:
     print(f"{name:6s} vs PyG {PYG_PATH[name]:10s}: ours {row['ours_epoch_s'] * 1e3:8.1f} ms/epoch, PyG "
           f"{row['pyg_epoch_s'] * 1e3:8.1f}; ours/PyG {ratio['median']:.3f} [{ratio['min']:.3f}, {ratio['max']:.3f}]; "
           f"peak RSS ours/PyG {memory['median']:.2f} [{memory['min']:.2f}, {memory['max']:.2f}]; kept for backward "
-          f"{row['saved_for_backward_mb']['ours']:.0f} / {row['saved_for_backward_mb']['pyg']:.0f} MB", flush=True)
+          f"{row['saved_for_backward_mb']['ours']:.0f} / {row['saved_for_backward_mb']['pyg']:.0f} MiB", flush=True)
     for side, phases in row["phase_s"].items():
         print(f"       {side:4s} " + ", ".join(f"{phase} {s * 1e3:.1f} ms" for phase, s in phases.items()), flush=True)
     return row
@@ -211,7 +211,7 @@ def vanilla_two_workers(args, single: dict) -> dict:
                        f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"])
     ratio = summary["mean_epoch_time"] / single_epoch_s
     print(f"vanilla {args.models[0]}, 2 workers: {summary['mean_epoch_time'] * 1e3:.1f} ms/epoch "
-          f"(comm {summary['mean_comm_time'] * 1e3:.1f} ms, {summary['mean_comm_bytes_per_epoch'] / 2**20:.1f} MB); "
+          f"(comm {summary['mean_comm_time'] * 1e3:.1f} ms, {summary['mean_comm_bytes_per_epoch'] / 2**20:.1f} MiB); "
           f"2 workers / 1 process = {ratio:.3f}", flush=True)
     return {"epoch_s": summary["mean_epoch_time"], "comm_s": summary["mean_comm_time"],
             "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"], "ratio_over_single_process": ratio,

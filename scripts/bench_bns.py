@@ -33,7 +33,7 @@ def row_of(name: str, summary: dict) -> dict:
 
 def line_of(row: dict, base: dict) -> str:
     return (f"{row['strategy']:8s} p={row['p']:<5} {compare_figures(row, base, 'p=1')}, masks "
-            f"{row['sample_index_bytes_per_epoch'] / 2**10:.1f} KB, peak mem {row['peak_mem_mb']:.0f} MB "
+            f"{row['sample_index_bytes_per_epoch'] / 2**10:.1f} KB, peak mem {row['peak_mem_mb']:.0f} MiB "
             f"({row['peak_mem_mb'] / base['peak_mem_mb']:.2f}x p=1), sampling {100 * row['sampling_share']:.1f}% "
             f"of the epoch, {row['dropped_edges']:.0f} edges dropped")
 

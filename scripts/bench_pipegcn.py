@@ -32,7 +32,7 @@ def row_of(name: str, summary: dict) -> dict:
 def line_of(row: dict, base: dict) -> str:
     return (f"{row['workers']} workers, {row['strategy']:8s} {row['epochs_per_s']:.2f} epochs/s (exposed comm "
             f"{row['exposed_comm_s'] * 1e3:.1f} ms of {row['comm_total_s'] * 1e3:.1f} ms in flight), "
-            f"{row['comm_bytes_per_epoch'] / 2**20:.1f} MB/epoch")
+            f"{row['comm_bytes_per_epoch'] / 2**20:.1f} MiB/epoch")
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ setting:
    target.
 3. **Table**: per link and strategy, the training seconds and epochs to the target (mean and
    95% t-interval over the seeds that reached it, with how many did), the best test score at the
-   best validation epoch, MB moved per training epoch, peak memory and the chosen setting, read by
+   best validation epoch, MiB moved per training epoch, peak memory and the chosen setting, read by
    :mod:`gnntrain.report` from the runs' own records (the same rule as ``train.target``); a
    one-line verdict per link; ``accuracy_vs_time_<link>.png`` plots every run's validation score
    against its training seconds (log axis).
@@ -246,20 +246,20 @@ def table(rows: list[dict], plan: Plan) -> str:
              "the preset's whole epoch budget. Time to target: training seconds (evaluation left out; the "
              "links emulated, so their time is the emulated time) to the first evaluation at or above the "
              "target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). Test: the "
-             "test score at the best validation epoch. MB/epoch: every byte moved per training epoch.", ""]
+             "test score at the best validation epoch. MiB/epoch: every byte moved per training epoch.", ""]
     for link in LINKS[scale]:
         at_link = [r for r in rows if r["link"] == link]
         if not at_link:
             continue
         lines += [f"## {link} link: {at_link[0]['network']}", "",
                   "| strategy | family | time to target (s) | epochs to target | reached | test (%) | epoch (ms) "
-                  "| MB/epoch | peak MB | setting |",
+                  "| MiB/epoch | peak MiB | setting |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(at_link, key=lambda r: (r["s_to_target"] is None, r["s_to_target"] or 0.0)):
             lines.append(f"| {r['strategy']} | {r['family']} | {ci(r, 's_to_target')} | "
                          f"{ci(r, 'epochs_to_target', digits=1)} | {r['reached']} | "
                          f"{ci(r, 'test_at_best_val', 100, 1)} | {ci(r, 'epoch_ms', digits=1)} | "
-                         f"{r['MB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` |")
+                         f"{r['MiB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` |")
         lines += ["", f"Verdict ({link}): {verdict(at_link)}.", ""]
     return "\n".join(lines)
 

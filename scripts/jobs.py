@@ -104,7 +104,7 @@ def compare_figures(row: dict, base: dict, baseline: str) -> str:
     """:func:`epoch_figures` of ``row`` in words, with speed and halo bytes relative to ``base``."""
     return (f"epoch {row['epoch_time_s'] * 1e3:7.1f} ms ({base['epoch_time_s'] / row['epoch_time_s']:.2f}x "
             f"{baseline}'s speed), exposed comm {row['exposed_comm_s'] * 1e3:6.1f} ms, halo "
-            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MB/epoch "
+            f"{row['halo_bytes_per_epoch'] / 2**20:7.2f} MiB/epoch "
             f"({row['halo_bytes_per_epoch'] / max(base['halo_bytes_per_epoch'], 1):.3f}x {baseline})")
 
 

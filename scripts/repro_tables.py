@@ -2,8 +2,10 @@
 
 Every number is read from a run's ``summary.json`` or ``metrics.jsonl``. Throughput is epochs
 per second over the steady epochs (the first ``train.warmup_epochs`` excluded); ``s`` is
-vanilla's exposed communication share of its epoch, ``(epoch - compute) / epoch``; hiding all
-communication could at best give ``1 / max(s, 1 - s)``.
+the baseline's communication share (``summary.json``'s ``comm_share``: exposed ``data``
+communication over the epoch, all-reduces apart, mean over ranks, as each paper defines its
+share: :attr:`gnntrain.engine.metrics.EpochRecord.comm_time`); hiding all of it could at best
+give ``1 / max(s, 1 - s)``.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ def throughput(run: Run | None) -> float | None:
 
 
 def share(run: Run) -> float:
+    """The run's communication share (module docstring)."""
     s = run.summary
-    return (s["mean_epoch_time"] - s["mean_compute_time"]) / s["mean_epoch_time"]
+    return s["mean_comm_time"] / s["mean_epoch_time"]
 
 
 def test_score(run: Run | None) -> float | None:
@@ -177,15 +180,15 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
         rows.append({"p": p, "epoch ms": fmt(run.summary["mean_epoch_time"] * 1e3, ".1f"),
                      "throughput vs p=1": fmt(throughput(run) / throughput(full), ".2f", "x"),
                      "comm share of epoch": fmt(share(run), ".2f"),
-                     "MB / epoch": fmt(run.summary["mean_comm_bytes_per_epoch"] / 2**20, ".1f"),
-                     "saved for backward MB (largest part)": fmt(saved(run), ".1f"),
+                     "MiB / epoch": fmt(run.summary["mean_comm_bytes_per_epoch"] / 2**20, ".1f"),
+                     "saved for backward MiB (largest part)": fmt(saved(run), ".1f"),
                      "memory saved vs p=1": fmt((1 - saved(run) / saved(full)) * 100, ".0f", "%"),
-                     "peak RSS MB": fmt(run.summary["peak_mem_mb"], ".0f")})
+                     "peak RSS MiB": fmt(run.summary["peak_mem_mb"], ".0f")})
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     runs_by_p = [one(speed, strategy__p=p) for p in ps]
     labels = [str(p) for p in ps]
     axes[0].bar(labels, [r.summary["mean_comm_bytes_per_epoch"] / 2**20 for r in runs_by_p])
-    axes[0].set_ylabel("MB sent per epoch")
+    axes[0].set_ylabel("MiB sent per epoch")
     axes[1].bar(labels, [r.summary["mean_epoch_time"] * 1e3 for r in runs_by_p])
     axes[1].set_ylabel("epoch time (ms)")
     for ax in axes:
@@ -203,7 +206,7 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
                             select(acc_edges, strategy__name="dropedge"))):
         halo = sum(run.summary["mean_comm_bytes_by_kind"].get(k, 0) for k in ("halo_fwd", "halo_bwd"))
         bns_halo = sum(bns_01.summary["mean_comm_bytes_by_kind"].get(k, 0) for k in ("halo_fwd", "halo_bwd"))
-        t9.append({"method (p=0.1)": name, "halo MB / epoch": fmt(halo / 2**20, ".2f"),
+        t9.append({"method (p=0.1)": name, "halo MiB / epoch": fmt(halo / 2**20, ".2f"),
                    "halo vs BNS": fmt(halo / bns_halo, ".1f", "x"),
                    "epoch time vs BNS": fmt(run.summary["mean_epoch_time"] / bns_01.summary["mean_epoch_time"], ".2f", "x"),
                    f"test acc (%), {acc[0].summary['dataset']}": _mean_sd(_scores(acc)),
@@ -323,7 +326,7 @@ def _adaqp_speed(workers: int, by: dict[str, list[Run]]) -> str:
                      else "1x / 1x" if method == "Vanilla" else "-",
                      "exposed comm ms": fmt(mean(r.summary["mean_comm_time"] for r in rs) * 1e3, ".1f"),
                      "compute ms (codec included)": fmt(mean(r.summary["mean_compute_time"] for r in rs) * 1e3, ".1f"),
-                     "MB / epoch": fmt(mean(r.summary["mean_comm_bytes_per_epoch"] for r in rs) / 2**20, ".2f"),
+                     "MiB / epoch": fmt(mean(r.summary["mean_comm_bytes_per_epoch"] for r in rs) / 2**20, ".2f"),
                      "mean bits": fmt(mean(wire_bits(r) for r in rs), ".2f"),
                      "s per reassignment (solve)": "-" if reassign is None else
                      f"{reassign:.3f} ({_metric(rs, 'solve_time'):.3f})",
@@ -597,7 +600,7 @@ HOPGNN_ALL_TARGET = 1.4
 """All's speed-up over DGL that the CPU-sized ablation must reach (the paper's 2.14x, Sec. 7.3)."""
 NON_LINK_TARGET = 1.1
 """HopGNN's time off the links may exceed DGL's by at most this factor, or the table gives the reason."""
-MB = 1e6
+MIB = 2**20
 
 
 def hopgnn(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
@@ -619,7 +622,7 @@ def hopgnn(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
 
 def _fetched(run: Run) -> float:
     kinds = run.summary["mean_comm_bytes_by_kind"]
-    return (kinds.get("feat_fetch", 0) + kinds.get("label_fetch", 0)) / MB
+    return (kinds.get("feat_fetch", 0) + kinds.get("label_fetch", 0)) / MIB
 
 
 def _off_link(run: Run) -> float:
@@ -652,8 +655,8 @@ def _hopgnn_ablation(runs: dict[str, list[Run]], out: Path) -> str:
                      "off-link vs DGL": fmt(_off_link(run) / _off_link(dgl), ".2f", "x"),
                      "rows computed vs DGL": fmt(metrics["projected_rows"] / dgl.summary["mean_strategy_metrics"]
                                                  ["projected_rows"], ".2f", "x"),
-                     "fetched MB/epoch": fmt(_fetched(run), ".1f"),
-                     "migrated MB/epoch": fmt(s["mean_comm_bytes_by_kind"].get("model_migrate", 0) / MB, ".2f"),
+                     "fetched MiB/epoch": fmt(_fetched(run), ".1f"),
+                     "migrated MiB/epoch": fmt(s["mean_comm_bytes_by_kind"].get("model_migrate", 0) / MIB, ".2f"),
                      "miss rate": fmt(metrics.get("miss_rate"), ".3f"),
                      "time steps": fmt(metrics.get("time_steps"), ".2g"),
                      "comm share": fmt(share(run) * 100, ".0f", "%"),
@@ -723,14 +726,14 @@ def _hopgnn_hidden(runs: dict[str, list[Run]]) -> str:
                 rows.append({"model": f"{model}({hidden})", "system": label,
                              "epoch ms": fmt(run.summary["mean_epoch_time"] * 1e3, ".0f"),
                              "speed-up vs DGL": fmt(speed[model, hidden, label], ".2f", "x"),
-                             "MB/epoch": fmt(run.summary["mean_comm_bytes_per_epoch"] / MB, ".1f"),
+                             "MiB/epoch": fmt(run.summary["mean_comm_bytes_per_epoch"] / MIB, ".1f"),
                              "features+labels": fmt(_fetched(run), ".1f"),
-                             "partials+topology": fmt(sum(kinds.get(k, 0) for k in FIG11_PARTIALS) / MB, ".1f"),
-                             "models": fmt(kinds.get("model_migrate", 0) / MB, ".2f"),
+                             "partials+topology": fmt(sum(kinds.get(k, 0) for k in FIG11_PARTIALS) / MIB, ".1f"),
+                             "models": fmt(kinds.get("model_migrate", 0) / MIB, ".2f"),
                              "comm share": fmt(share(run) * 100, ".0f", "%")})
     return ("## HopGNN Fig. 11 (shape): DGL, P3, Naive and HopGNN at hidden 16 and 128\n\nSame setting as Fig. 13 "
             "(each model's link calibrated to its own DGL's 60% share); HopGNN with pre-gathering and merging. "
-            "MB/epoch: every byte moved in training (features, labels, ids, partial activations or aggregations and "
+            "MiB/epoch: every byte moved in training (features, labels, ids, partial activations or aggregations and "
             "their gradients, topology, models, gradient all-reduce), by the main kinds. The paper (Sec. 7.2, Figs. 11 "
             "and 12, shallow and deep models together): HopGNN 1.3-3.1x over DGL and 1.2-4.2x over P3; Naive up to "
             "1.62x slower than DGL (GCN(16), Products); P3 1.2x slower than DGL with GAT(128) on IN, where HopGNN is "

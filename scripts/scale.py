@@ -93,7 +93,7 @@ def run_step(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
                        estimate_parts_mb=summary["memory_estimate"],
                        epoch_peaks_gib=[r["peak_mem_mb"] / 1024 for r in records])
             print(f"{'':>9} {strategy:>8} on {workers}: epoch {row['epoch_time_s']:7.2f} s (first "
-                  f"{row['first_epoch_s']:.1f}), {row['comm_bytes_per_epoch'] / 2**20:8.1f} MB/epoch, peak per rank "
+                  f"{row['first_epoch_s']:.1f}), {row['comm_bytes_per_epoch'] / 2**20:8.1f} MiB/epoch, peak per rank "
                   f"{row['peak_rank_gib']:5.2f} GiB, estimated {row['estimated_peak_rank_gib']:5.2f} "
                   f"({row['estimate_over_measured']:.2f}x)", flush=True)
         step["training"].append(row)

@@ -120,7 +120,7 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
     res = run([GNNTRAIN, f"model={model}", "model.layers=3", "model.hidden=12", "train.epochs=5",
                "train.eval_every=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "epoch 5/5" in res.stdout and "MB/epoch" in res.stdout
+    assert "epoch 5/5" in res.stdout and "MiB/epoch" in res.stdout
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5]

@@ -13,6 +13,7 @@ import pytest
 from conftest import train_records
 from gnntrain import api
 from gnntrain.clock import clock_of
+from gnntrain.comm import timeline
 from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.config import one_line
 from gnntrain.engine.metrics import EpochRecord
@@ -37,6 +38,26 @@ def _records(tmp_path, name: str) -> list[dict]:
                          f"strategy={name}", *norm, *SETTINGS.get(name, []))
 
 
+def _times_add_up(r: dict) -> None:
+    """docs/results.md's identities on one record: per category exposed = wait + transfer and in
+    flight = transfer + hidden, every part >= 0 and each at most the epoch; compute plus exposed
+    time is the mean epoch (at most the epoch); each rank's own figures likewise."""
+    tolerance = 1e-9
+    wait, transfer, hidden = (r[f"comm_{part}_time_by_category"] for part in ("wait", "transfer", "hidden"))
+    for c in r["comm_time_by_category"]:
+        assert min(wait[c], transfer[c], hidden[c]) >= 0
+        assert r["comm_time_by_category"][c] == pytest.approx(wait[c] + transfer[c], abs=tolerance)
+        assert r["comm_total_time_by_category"][c] == pytest.approx(transfer[c] + hidden[c], abs=tolerance)
+        assert max(r["comm_time_by_category"][c], r["comm_total_time_by_category"][c]) <= r["epoch_time"] + tolerance
+    ranks = r["per_rank"]
+    assert r["compute_time"] + sum(r["comm_time_by_category"].values()) <= r["epoch_time"] + tolerance
+    assert r["epoch_time"] == max(ranks["epoch_time"])
+    for rank, epoch in enumerate(ranks["epoch_time"]):
+        exposed = ranks["comm_wait_time"][rank] + ranks["comm_transfer_time"][rank]
+        assert ranks["compute_time"][rank] + exposed <= epoch + tolerance
+        assert ranks["comm_transfer_time"][rank] + ranks["comm_hidden_time"][rank] <= epoch + tolerance
+
+
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST else pytest.mark.slow) for n in METHODS])
 def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path) -> None:
     for r in _records(tmp_path, name):
@@ -45,6 +66,7 @@ def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path)
         assert r["comm_time"] == exposed["data"] and r["comm_total_time"] == in_flight["data"]
         assert r["reduce_time"] == exposed["sync"]
         assert 0 <= r["compute_time"] <= r["epoch_time"]
+        _times_add_up(r)
         assert r["comm_bytes_by_category"] == {c: int(b) for c, b in by_category(
             {**r["comm_bytes_by_kind"], "eval_halo_fwd": r["eval_comm_bytes"]}).items()}
         training = {c: b for c, b in r["comm_bytes_by_category"].items() if c in exposed}
@@ -149,6 +171,9 @@ class _Mark:
     def __init__(self, ms: float) -> None:
         self.ms = ms
 
+    def query(self) -> bool:
+        return True
+
 
 class _DeviceClock:
     """A stand-in for a CUDA device's clock (:class:`gnntrain.clock.Clock`) over :class:`_Mark` marks."""
@@ -160,20 +185,31 @@ class _DeviceClock:
         return mark.ms / 1e3
 
 
+KEY = ((0, 1), -1, -1, (0, 0))
+"""A collective's key on the channel of ranks 0 and 1."""
+
+
+def _waited(meter: CommMeter, kind: str, clock, started, reached, resumed, completed=None, not_before=0.0,
+            keys=(KEY,)) -> None:
+    posting = meter.post(kind, keys, clock, started)
+    meter.record_span(posting, reached, resumed, completed, not_before)
+
+
 def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_completion_as_in_flight() -> None:
     meter, clock = CommMeter(), _DeviceClock()
-    meter.record("halo_fwd", 100, 0.0)
-    meter.record_span("halo_fwd", clock, _Mark(0.0), _Mark(30.0), _Mark(40.0), _Mark(38.0))
+    meter.record("halo_fwd", 100)
+    _waited(meter, "halo_fwd", clock, _Mark(0.0), _Mark(30.0), _Mark(40.0), _Mark(38.0))
     with meter.tagged("eval_"):
-        meter.record_span("halo_fwd", clock, _Mark(50.0), _Mark(50.0), _Mark(55.0))
+        _waited(meter, "halo_fwd", clock, _Mark(50.0), _Mark(50.0), _Mark(55.0), keys=())
     assert meter.wait_s["halo_fwd"] == 0.0  # nothing counted before the device has caught up
     meter.settle()
     assert meter.bytes["halo_fwd"] == 100
-    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.total_s["halo_fwd"] == pytest.approx(0.038)
-    assert meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005) == meter.total_s["eval_halo_fwd"]
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005)
     meter.settle()  # each operation counts once
-    assert meter.total_s["halo_fwd"] == pytest.approx(0.038)
-    meter.record_span("allreduce", clock, _Mark(0.0), _Mark(0.0), _Mark(1.0))
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.010)
+    data = meter.account((0.0, 0.045))["data"]
+    assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.010, 0.030))
+    _waited(meter, "allreduce", clock, _Mark(0.0), _Mark(0.0), _Mark(1.0))
     meter.reset()
     meter.settle()
     assert meter.wait_s["allreduce"] == 0.0
@@ -181,12 +217,48 @@ def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_
 
 def test_an_emulated_links_completion_bounds_the_time_in_flight_from_below() -> None:
     meter = CommMeter()
-    meter.record_span("halo_fwd", _DeviceClock(), _Mark(0.0), _Mark(5.0), _Mark(6.0), _Mark(4.0), not_before=0.020)
+    _waited(meter, "halo_fwd", _DeviceClock(), _Mark(0.0), _Mark(5.0), _Mark(6.0), _Mark(4.0), not_before=0.020)
     meter.settle()
-    assert meter.total_s["halo_fwd"] == pytest.approx(0.020) and meter.wait_s["halo_fwd"] == pytest.approx(0.001)
+    data = meter.account((0.0, 0.1))["data"]
+    assert data.in_flight == pytest.approx(0.020) and meter.wait_s["halo_fwd"] == pytest.approx(0.001)
 
 
 def test_host_timed_operations_count_at_once() -> None:
     meter = CommMeter()
-    meter.record_span("halo_fwd", clock_of("cpu"), 1.0, 3.0, 3.5, 2.0)
-    assert meter.wait_s["halo_fwd"] == pytest.approx(0.5) and meter.total_s["halo_fwd"] == pytest.approx(1.0)
+    _waited(meter, "halo_fwd", clock_of("cpu"), 1.0, 3.0, 3.5, 2.0)
+    assert meter.wait_s["halo_fwd"] == pytest.approx(0.5)
+    data = meter.account((0.0, 10.0))["data"]
+    assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.5, 1.0))  # moving 1-2 s, blocked 3-3.5 s
+
+
+def test_waiting_for_a_later_peer_is_wait_not_transfer() -> None:
+    """Rank 0 reaches the exchange at 1 s, its peer's data is ready at 3 s, it completes at 4 s:
+    2 s waiting for the peer, 1 s of transfer; nothing hidden."""
+    meter, clock = CommMeter(), clock_of("cpu")
+    _waited(meter, "halo_fwd", clock, 1.0, 1.0, 4.0, 4.0)
+    mine = meter.stamps()
+    assert mine == {KEY: 1.0} and meter.stamps() == {}  # each start is told once
+    meter.learn(0, [mine, {KEY: 3.5, ((0, 1), 1, 0, (0, 0)): 9.0, ((2, 3), -1, -1, (0, 0)): 9.0}], [0.0, 0.5])
+    data = meter.account((0.0, 5.0))["data"]
+    assert (data.wait, data.transfer, data.hidden) == pytest.approx((2.0, 1.0, 0.0))
+    assert meter._peer_started == {((0, 1), 1, 0, (0, 0)): 8.5}  # the used start is forgotten, another channel's never kept
+
+
+def test_a_transfer_across_the_epochs_end_counts_in_each_epoch_for_its_part_inside_it() -> None:
+    """Posted at 1 s in an epoch ending at 2 s, completed at 2.5 s, waited for at 3 s in the next
+    epoch (2-4 s): 1 s hidden in the first, 0.5 s hidden in the second, and no wait or transfer."""
+    meter, clock = CommMeter(), clock_of("cpu")
+    posting = meter.post("halo_fwd", (KEY,), clock, 1.0)
+    first = meter.account((0.0, 2.0))["data"]
+    assert (first.wait, first.transfer, first.hidden) == pytest.approx((0.0, 0.0, 1.0))
+    posting.completed = 2.5
+    meter.record_span(posting, 3.0, 3.0)
+    second = meter.account((2.0, 4.0))["data"]
+    assert (second.wait, second.transfer, second.hidden) == pytest.approx((0.0, 0.0, 0.5))
+    assert meter.account((4.0, 6.0))["data"].in_flight == 0.0
+
+
+def test_overlapping_transfers_count_the_time_covered_once() -> None:
+    split = timeline.split([(2.0, 3.0)], [(0.0, 2.5), (1.0, 4.0), (8.0, 12.0)], (0.0, 10.0))
+    assert (split.wait, split.transfer, split.hidden) == pytest.approx((0.0, 1.0, 5.0))  # [0, 4] and [8, 10]
+    assert split.in_flight <= 10.0

@@ -177,12 +177,17 @@ def test_calibration_probes_the_baseline_as_defined_whatever_the_method_knobs() 
 
 
 def test_solve_inverts_the_share() -> None:
-    """A probe with compute C, busy B and fixed exposed time X - B: the scaled link gives share s."""
+    """A probe with compute C, data's exposed time X (busy B of it) and all-reduces' Y (busy B'):
+    with every bandwidth scaled, data's exposed time is the share s of the epoch."""
     setting = make_run("network=eth10g", "network.calibrate_share=0.6", "network.bandwidth_gbps=10.0")
-    probe = {"mean_compute_time": 0.1, "mean_link_busy_time": 0.002, "mean_epoch_time": 0.105, "world_size": 2}
+    compute, data, data_busy, sync, sync_busy = 0.1, 0.003, 0.002, 0.0015, 0.001
+    probe = {"mean_compute_time": compute, "mean_epoch_time": compute + data + sync, "world_size": 2,
+             "mean_comm_time_by_category": {"data": data, "sync": sync, "control": 0.0},
+             "mean_link_busy_time_by_category": {"data": data_busy, "sync": sync_busy, "control": 0.0}}
     scale = calibration._solve(probe, setting)["scale"]
-    exposed = (0.105 - 0.1 - 0.002) + 0.002 / scale
-    assert exposed / (0.1 + exposed) == pytest.approx(0.6)
+    exposed = (data - data_busy) + data_busy / scale
+    reduced = (sync - sync_busy) + sync_busy / scale
+    assert exposed / (compute + exposed + reduced) == pytest.approx(0.6)
 
 
 @pytest.mark.parametrize("overrides, message", [

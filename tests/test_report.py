@@ -54,7 +54,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def named(cell: str) -> dict[str, float]:
-    """A ``name=value ...`` cell (``MB_by_kind``, ``strategy_metrics``) as a dict."""
+    """A ``name=value ...`` cell (``MiB_by_kind``, ``strategy_metrics``) as a dict."""
     return {name: float(value) for name, value in (pair.split("=") for pair in cell.split())}
 
 
@@ -75,9 +75,12 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
     for row in rows:
         summary = json.loads((sweep / row["run"] / "summary.json").read_text())
         assert float(row["epoch_ms"]) == pytest.approx(summary["mean_epoch_time"] * 1e3)
-        assert float(row["comm_exposed_ms"]) == pytest.approx(summary["mean_comm_time"] * 1e3)
-        assert float(row["MB_per_epoch"]) == pytest.approx(summary["mean_comm_bytes_per_epoch"] / 2**20)
-        by_kind = named(row["MB_by_kind"])
+        assert float(row["comm_share"]) == pytest.approx(summary["mean_comm_time"] / summary["mean_epoch_time"])
+        split = named(row["comm_split_ms"] or "")
+        exposed = sum(split.get(part, 0.0) for part in ("wait", "transfer"))
+        assert exposed == pytest.approx(summary["mean_comm_time"] * 1e3, rel=1e-3, abs=1e-3)
+        assert float(row["MiB_per_epoch"]) == pytest.approx(summary["mean_comm_bytes_per_epoch"] / 2**20)
+        by_kind = named(row["MiB_by_kind"])
         assert by_kind["halo_fwd"] == pytest.approx(summary["mean_comm_bytes_by_kind"]["halo_fwd"] / 2**20, rel=1e-3)
         assert set(by_kind) == {k for k, b in summary["mean_comm_bytes_by_kind"].items() if b}
         assert float(row["test_at_best_val"]) == pytest.approx(summary["test_at_best_val"])

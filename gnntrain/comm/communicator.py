@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -59,7 +60,7 @@ import torch.distributed as dist
 
 from gnntrain.clock import Clock, Mark, clock_of
 from gnntrain.comm.dtypes import check_sendable
-from gnntrain.comm.meter import CommMeter
+from gnntrain.comm.meter import CommMeter, Posting
 from gnntrain.comm.network import EmulatedNetwork, Hold
 
 if TYPE_CHECKING:
@@ -71,6 +72,11 @@ EXCHANGE_TAGS = 2**20
 be in flight at once)."""
 _EXCHANGES_STARTED: dict[Any, int] = {}
 """Per process group (None: the default one), how many all-to-alls gloo has started in it."""
+_POSTED: dict[tuple, int] = {}
+"""Per channel and message direction (or collective), how many operations this process has
+posted: the n-th has the same key on every rank taking part (:meth:`Communicator.keys_of`)."""
+_SIDE_CHANNELS = [0]
+"""How many side channels this process has made (every rank makes them in the same order)."""
 
 
 def payload_bytes(t: torch.Tensor) -> int:
@@ -103,9 +109,10 @@ class Communicator:
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
                  meter: CommMeter | None = None, network: EmulatedNetwork | None = None,
-                 receives_first: bool = False) -> None:
+                 receives_first: bool = False, lane: int = 0) -> None:
         """``receives_first``: run gloo's all-to-alls as point-to-point transfers, receives posted
-        first (the module docstring; for ranks that reach each other over a network)."""
+        first (the module docstring; for ranks that reach each other over a network). ``lane``:
+        0, or which side channel over the same ranks this is (:meth:`keys_of`)."""
         self.rank = rank
         self.world_size = world_size
         self.device = device
@@ -113,6 +120,7 @@ class Communicator:
         self.meter = meter if meter is not None else CommMeter()
         self.network = network
         self.receives_first = receives_first
+        self.lane = lane
         self.clock: Clock = clock_of(device)
         self.job_backend = str(dist.get_backend()) if dist.is_initialized() else None
         """The job's backend, whose dtypes every transfer is checked against, with peers or not
@@ -127,8 +135,9 @@ class Communicator:
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
         group = dist.new_group(backend=dist.get_backend())
+        _SIDE_CHANNELS[0] += 1
         return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network,
-                            self.receives_first)
+                            self.receives_first, _SIDE_CHANNELS[0])
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -141,6 +150,26 @@ class Communicator:
         """The process group's backend (``nccl``, ``gloo``); None without peers."""
         return str(dist.get_backend(self.group)) if self.world_size > 1 else None
 
+    def keys_of(self, sends: list[int] | None = None, recvs: list[int] = ()) -> tuple:
+        """The keys under which the meter matches an operation about to be posted with the same
+        operation on its peers (:meth:`gnntrain.comm.meter.CommMeter.learn`): a collective's
+        ``(channel, -1, -1, (lane, n))`` for the n-th collective of this group (``sends`` None),
+        else ``(channel, source, destination, (lane, n))`` per message, for the n-th message
+        from that world rank to that one in this group, which both ends count alike. The channel
+        is the group's world ranks."""
+        if self.world_size == 1:
+            return ()
+        channel = tuple(self.world_ranks)
+        me = self._global(self.rank)
+        ends = [(-1, -1)] if sends is None else ([(me, self._global(q)) for q in sends]
+                                                 + [(self._global(q), me) for q in recvs])
+        keys = []
+        for source, destination in ends:
+            counter = (self.lane, channel, source, destination)
+            n = _POSTED[counter] = _POSTED.get(counter, -1) + 1
+            keys.append((channel, source, destination, (self.lane, n)))
+        return tuple(keys)
+
     def all_to_all_start(self, send: torch.Tensor, send_splits: list[int], recv_splits: list[int],
                          kind: str, decode: Callable[[torch.Tensor], torch.Tensor] | None = None,
                          into: torch.Tensor | None = None) -> InFlight:
@@ -152,8 +181,9 @@ class Communicator:
         check_sendable(self.job_backend, send.dtype, kind)
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:])) if into is None else into
         send = send.contiguous()
-        self.meter.record(kind, payload_bytes(send), 0.0, 0.0)
+        self.meter.record(kind, payload_bytes(send))
         started = self.clock.mark()
+        posting = self.meter.post(kind, self.keys_of(), self.clock, started)
         row = payload_bytes(send[:1]) if send.shape[0] else 0
         hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
                                    {q: n * row for q, n in enumerate(recv_splits)})
@@ -169,7 +199,7 @@ class Communicator:
             post, landed = self._point_to_point([(q, sent[q]) for q in peers if send_splits[q]],
                                                 [(q, arriving[q]) for q in peers if recv_splits[q]], kind,
                                                 self._next_exchange_tag())
-        return InFlight(self, recv, send, works, kind, started, decode, hold, landed=landed, post=post)
+        return InFlight(self, recv, send, works, kind, posting, decode, hold, landed=landed, post=post)
 
     def _next_exchange_tag(self) -> int:
         """The tag of the next all-to-all on gloo in this process group: every rank of the group
@@ -186,13 +216,15 @@ class Communicator:
         into each ``(peer, buffer)`` of ``recvs`` (peers are ranks of this group). The sent
         payload bytes are counted now; waiting returns the list of receive buffers."""
         sends = [(peer, t.contiguous()) for peer, t in sends]
-        self.meter.record(kind, sum(payload_bytes(t) for _, t in sends), 0.0, 0.0)
+        self.meter.record(kind, sum(payload_bytes(t) for _, t in sends))
         started = self.clock.mark()
+        posting = self.meter.post(kind, self.keys_of([q for q, _ in sends], [q for q, _ in recvs]), self.clock,
+                                  started)
         hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
         post, landed = self._point_to_point(sends, recvs, kind)
         works = post()
-        return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, started, hold=hold,
+        return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, posting, hold=hold,
                         landed=landed)
 
     def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
@@ -207,12 +239,13 @@ class Communicator:
         emulated networks run."""
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
-        self.meter.record(kind, nbytes, 0.0, 0.0)
+        self.meter.record(kind, nbytes)
         started = self.clock.mark()
+        posting = self.meter.post(kind, self.keys_of([peer]), self.clock, started)
         hold = self._hold_exchange(started, {peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
         works = self._point_to_point([(peer, t) for t in tensors + stamp], [], kind)[0]()
-        return InFlight(self, None, tensors + stamp, works, kind, started, hold=hold)
+        return InFlight(self, None, tensors + stamp, works, kind, posting, hold=hold)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
@@ -222,9 +255,10 @@ class Communicator:
         if self.network is not None and self.world_size > 1:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
         started = self.clock.mark()
+        posting = self.meter.post(kind, self.keys_of([], [peer]), self.clock, started)
         post, landed = self._point_to_point([], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])], kind)
         works = post()
-        return InFlight(self, buffers, None, works, kind, started, stamp=stamp, landed=landed)
+        return InFlight(self, buffers, None, works, kind, posting, stamp=stamp, landed=landed)
 
     def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                         kind: str, tag: int = 0) -> tuple[Callable[[], list], list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -281,9 +315,10 @@ class Communicator:
         time is exposed and in flight alike."""
         check_sendable(self.job_backend, t.dtype, kind)
         if self.world_size == 1:
-            self.meter.record(kind, 0, 0.0)
+            self.meter.record(kind, 0)
             return t
         started = self.clock.mark()
+        posting = self.meter.post(kind, self.keys_of(), self.clock, started)
         dist.all_reduce(t, op=op, group=self.group)
         not_before = 0.0
         if self.network is not None:
@@ -291,8 +326,8 @@ class Communicator:
             hold.wait()
             not_before = hold.ready_at
             self.meter.record_link(kind, hold.busy_s, hold.latency_s)
-        self.meter.record(kind, payload_bytes(t), 0.0, 0.0)
-        self.meter.record_span(kind, self.clock, started, started, self.clock.mark(), None, not_before)
+        self.meter.record(kind, payload_bytes(t))
+        self.meter.record_span(posting, started, self.clock.mark(), None, not_before)
         return t
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
@@ -308,6 +343,37 @@ class Communicator:
             dist.all_reduce(t, op=op, group=self.group)
         return t
 
+    def gather_untracked(self, t: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``t`` (same shape everywhere), stacked in rank order; telemetry, not
+        counted."""
+        if self.world_size == 1:
+            return t.unsqueeze(0)
+        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        dist.all_gather(out, t.contiguous(), group=self.group)
+        return torch.stack(out)
+
+    def gather_objects_untracked(self, obj: Any) -> list:
+        """Every rank's picklable ``obj``, in rank order; telemetry, not counted."""
+        if self.world_size == 1:
+            return [obj]
+        out: list = [None] * self.world_size
+        dist.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def host_clock_offsets(self, rounds: int = 9) -> list[float]:
+        """Per rank of the group, its host clock (``perf_counter``) less this rank's: 0 where
+        every rank runs on one machine (one clock for all its processes); else the median over
+        ``rounds`` of the clocks read just after a barrier, accurate to about the barrier's
+        one-way latency."""
+        if len(set(self.gather_objects_untracked(socket.gethostname()))) == 1:
+            return [0.0] * self.world_size
+        readings = []
+        for _ in range(rounds):
+            dist.barrier(group=self.group)
+            now = torch.tensor([time.perf_counter()], dtype=torch.float64, device=self.device)
+            readings.append(self.gather_untracked(now)[:, 0] - now[0])
+        return torch.stack(readings).median(dim=0).values.tolist()
+
 
 class InFlight:
     """A transfer started by :meth:`Communicator.all_to_all_start`, :meth:`~Communicator.p2p_start`,
@@ -316,14 +382,15 @@ class InFlight:
     ``stamp``: the sender's emulated arrival time on a one-sided receive; ``landed``: host
     buffers to copy to the device tensors once the works are done."""
 
-    def __init__(self, comm: Communicator, recv: Any, send: Any, works: list, kind: str, started: Mark,
+    def __init__(self, comm: Communicator, recv: Any, send: Any, works: list, kind: str, posting: Posting,
                  decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
                  stamp: torch.Tensor | None = None, landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
                  post: Callable[[], list] | None = None) -> None:
         self.comm, self.recv, self.send, self.works, self.kind = comm, recv, send, works, kind
-        self.started = started
+        self.posting = posting
+        if hold is not None:
+            posting.not_before = hold.ready_at
         self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
-        self.completed: Mark | None = None
         self.waiter: _Waiter | None = None
         if post is not None:
             self.waiter = _Waiter(post, self._mark_completed)
@@ -335,7 +402,7 @@ class InFlight:
             with torch.cuda.stream(watch):
                 for work in works:
                     work.wait()
-                self.completed = comm.clock.mark()
+                posting.completed = comm.clock.mark()
             return
         try:
             futures = [work.get_future() for work in works]
@@ -344,7 +411,7 @@ class InFlight:
         torch.futures.collect_all(futures).then(self._mark_completed)
 
     def _mark_completed(self, _: Any) -> None:
-        self.completed = time.perf_counter()
+        self.posting.completed = time.perf_counter()
 
     def wait(self) -> Any:
         """What arrived; counts the time blocked here (the host's, or on CUDA the stream's) as
@@ -367,7 +434,7 @@ class InFlight:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
             not_before = max(not_before, arrival)
-        self.comm.meter.record_span(self.kind, clock, self.started, reached, clock.mark(), self.completed, not_before)
+        self.comm.meter.record_span(self.posting, reached, clock.mark(), None, not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

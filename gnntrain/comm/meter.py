@@ -36,8 +36,13 @@ pipeline stages, feature fetching, model migration, gradient all-reduce) in
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Iterator
+
+from gnntrain.comm import timeline
+from gnntrain.comm.timeline import Split
 
 KIND_CATEGORIES: dict[str, str] = {
     "halo_fwd": "data",
@@ -89,45 +94,142 @@ def by_category(per_kind: dict[str, float], categories: tuple[str, ...] = CATEGO
     return sums
 
 
+@dataclass(eq=False)
+class Posting:
+    """One operation of a timed category as the meter follows it: its ``keys`` (one per message
+    or collective it takes part in, the same on every rank taking part: ``(channel, source,
+    destination, n)``, :meth:`gnntrain.comm.communicator.Communicator.keys_of`), marks of
+    ``clock`` where its data was ready (``started``), where the rank reached its wait and went
+    on (set by :meth:`CommMeter.record_span`), and where the backend completed it (set by
+    whoever learns it first)."""
+
+    kind: str
+    keys: tuple
+    clock: Any
+    started: Any
+    reached: Any = None
+    resumed: Any = None
+    completed: Any = None
+    not_before: float = 0.0
+    stamped: bool = False
+
+    @property
+    def waited(self) -> bool:
+        return self.resumed is not None
+
+    def completed_at(self) -> float | None:
+        """The host time of the backend's completion, None while unknown (not yet happened, or
+        a work that tells no one)."""
+        mark = self.completed
+        if mark is None or (not isinstance(mark, float) and not mark.query()):
+            return None
+        return self.clock.host_time(mark)
+
+
+TIMED_CATEGORIES = (*TRAINING_CATEGORIES, "diag")
+"""The categories whose time is split into wait, transfer and hidden (evaluation's is not timed:
+it runs outside the epoch)."""
+
+
 class CommMeter:
     def __init__(self) -> None:
         self.bytes: dict[str, int] = defaultdict(int)
         self.wait_s: dict[str, float] = defaultdict(float)
-        self.total_s: dict[str, float] = defaultdict(float)
         self.link_busy_s: dict[str, float] = defaultdict(float)
         self.link_latency_s: dict[str, float] = defaultdict(float)
         self._prefix = ""
-        self._spans: list[tuple] = []
+        self._unsettled: list[Posting] = []
+        self._open: list[Posting] = []
+        self._peer_started: dict[tuple, float] = {}
 
-    def record(self, kind: str, nbytes: int, wait_s: float, total_s: float | None = None) -> None:
+    def record(self, kind: str, nbytes: int, wait_s: float = 0.0) -> None:
         key = self._prefix + kind
         category(key)
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
-        self.total_s[key] += wait_s if total_s is None else total_s
 
-    def record_span(self, kind: str, clock: Any, started: Any, reached: Any, resumed: Any,
-                    completed: Any = None, not_before: float = 0.0) -> None:
-        """An operation timed by marks of ``clock`` (:class:`gnntrain.clock.Clock`): its data
-        was ready at ``started``, the rank (its stream, on CUDA) reached its wait at ``reached``
-        and went on at ``resumed``; the backend completed it at ``completed`` (None: at
-        ``resumed``), no earlier than the host time ``not_before`` (an emulated link's
-        completion). Exposed: ``reached -> resumed``; in flight: ``started -> completed``.
-        Counted now where every mark is a host time (a CPU), by :meth:`settle` otherwise."""
+    def post(self, kind: str, keys: tuple, clock: Any, started: Any) -> Posting:
+        """An operation of ``kind`` whose data is ready at the mark ``started``; followed until
+        it has been waited for and accounted in an epoch (:meth:`account`)."""
         key = self._prefix + kind
-        self.record(kind, 0, 0.0, 0.0)  # a kind only received is listed, as every rank lists the same kinds
-        self._spans.append((key, clock, started, reached, resumed, completed, not_before))
-        if all(isinstance(m, float) for m in (started, reached, resumed, completed) if m is not None):
+        self.record(kind, 0)  # a kind only received is listed, as every rank lists the same kinds
+        posting = Posting(key, keys, clock, started)
+        if category(key) in TIMED_CATEGORIES:
+            self._open.append(posting)
+        return posting
+
+    def record_span(self, posting: Posting, reached: Any, resumed: Any, completed: Any = None,
+                    not_before: float = 0.0) -> None:
+        """The wait on ``posting``: the rank (its stream, on CUDA) reached it at ``reached`` and
+        went on at ``resumed``; the backend completed it at ``completed`` (None: unknown, the
+        end of the wait), no earlier than the host time ``not_before`` (an emulated link's
+        completion). Its exposed time ``reached -> resumed`` is added to :attr:`wait_s` now
+        where every mark is a host time (a CPU), by :meth:`settle` otherwise."""
+        posting.reached, posting.resumed = reached, resumed
+        posting.not_before = max(posting.not_before, not_before)
+        if completed is not None:
+            posting.completed = completed
+        self._unsettled.append(posting)
+        if all(isinstance(m, float) for m in (reached, resumed)):
             self.settle()
 
     def settle(self) -> None:
-        """Add the times of the operations recorded since the last call; on a device, waits
+        """Add the exposed times of the waits recorded since the last call; on a device, waits
         until the device has passed their marks."""
-        for key, clock, started, reached, resumed, completed, not_before in self._spans:
-            self.wait_s[key] += clock.seconds(reached, resumed)
-            done = max(clock.host_time(resumed if completed is None else completed), not_before)
-            self.total_s[key] += max(done - clock.host_time(started), 0.0)
-        self._spans.clear()
+        for posting in self._unsettled:
+            self.wait_s[posting.kind] += posting.clock.seconds(posting.reached, posting.resumed)
+        self._unsettled.clear()
+
+    def stamps(self) -> dict[tuple, float]:
+        """The host times at which this rank's operations posted since the last call had their
+        data ready, per key: what its peers need to place their transfers (:meth:`learn`)."""
+        fresh = {}
+        for posting in self._open:
+            if not posting.stamped:
+                posting.stamped = True
+                at = posting.clock.host_time(posting.started)
+                fresh.update(dict.fromkeys(posting.keys, at))
+        return fresh
+
+    def learn(self, rank: int, stamps: list[dict[tuple, float]], offsets: list[float]) -> None:
+        """Every rank's :meth:`stamps` (``offsets[q]``: rank ``q``'s host clock less this rank's)
+        kept where they concern this rank (a key naming it as source or destination, or a
+        collective of a channel it belongs to)."""
+        for peer, theirs in enumerate(stamps):
+            if peer == rank:
+                continue
+            for key, at in theirs.items():
+                channel, source, destination, _ = key
+                if rank in (source, destination) or (source < 0 and rank in channel):
+                    at -= offsets[peer]
+                    self._peer_started[key] = max(self._peer_started.get(key, at), at)
+
+    def account(self, window: tuple[float, float]) -> dict[str, Split]:
+        """Wait, transfer and hidden time per timed category within ``window`` (host times: the
+        epoch; :mod:`gnntrain.comm.timeline`) of the operations waited for since the last call
+        and of those still in flight; the waited ones are then forgotten. Call after
+        :meth:`learn` has had this epoch's stamps."""
+        exposed: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
+        in_flight: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
+        still_open = []
+        for posting in self._open:
+            clock, name = posting.clock, category(posting.kind)
+            ready = max([clock.host_time(posting.started)] + [self._peer_started.get(k, -math.inf) for k in posting.keys])
+            done = posting.completed_at()
+            if done is None and posting.not_before > 0:
+                done = posting.not_before
+            if posting.waited:
+                reached, resumed = clock.host_time(posting.reached), clock.host_time(posting.resumed)
+                exposed[name].append((reached, resumed))
+                in_flight[name] += [(ready, max(resumed if done is None else done, posting.not_before)),
+                                    (max(reached, ready), resumed)]
+                for key in posting.keys:
+                    self._peer_started.pop(key, None)
+            else:
+                in_flight[name].append((ready, window[1] if done is None else done))
+                still_open.append(posting)
+        self._open = still_open
+        return {c: timeline.split(exposed[c], in_flight[c], window) for c in TIMED_CATEGORIES}
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
@@ -146,9 +248,9 @@ class CommMeter:
             self._prefix = saved
 
     def reset(self) -> None:
+        """Forget the epoch's bytes and times; operations still in flight stay followed."""
         self.bytes.clear()
         self.wait_s.clear()
-        self.total_s.clear()
         self.link_busy_s.clear()
         self.link_latency_s.clear()
-        self._spans.clear()
+        self._unsettled.clear()

@@ -5,8 +5,11 @@ timeline (:mod:`gnntrain.clock`: CUDA events on a GPU, so the epoch ends when th
 done its work, and the communication timed there is read then), and
 count the rows it passes through the model's dense maps (the strategy metric
 ``projected_rows``, :mod:`gnntrain.models.rows`), evaluate every ``train.eval_every`` epochs,
-then sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
-counts) and take the maximum of times and memory, and hand the record to rank 0's recorder
+then split each rank's communication time into waiting for peers, transfer and hidden
+(:mod:`gnntrain.comm.timeline`, placing each transfer by the peers' starts gathered after the
+epoch), sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
+counts), take the maximum of the epoch's time and of memory and the mean of compute and
+communication times, and hand the record to rank 0's recorder
 (:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B, console). The loop knows no strategy:
 what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`), built from the run's
 typed config (:class:`~gnntrain.config.schema.RootConfig`).
@@ -41,6 +44,8 @@ from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.provenance import loaded_code
 from gnntrain.strategies import strategy_class
 
+SPLIT_PARTS = ("wait", "transfer", "hidden")
+"""How a category's communication time splits (:class:`gnntrain.comm.timeline.Split`)."""
 ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
 """Kinds every record lists, 0 where a strategy sent none, so records of different strategies
 line up."""
@@ -55,66 +60,85 @@ class EpochLoop:
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
         self.clock = clock_of(ctx.device)
+        self.clock_offsets = self.world.host_clock_offsets()
 
     def train_epoch(self, epoch: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """Train one epoch; this rank's loss share and its times (seconds)."""
+        """Train one epoch; this rank's loss share and its times (seconds): the epoch, compute,
+        and per training category the communication's wait, transfer and hidden time
+        (:mod:`gnntrain.comm.timeline`), where the peers' starts, gathered after the epoch,
+        place each transfer."""
         self.meter.reset()
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
         self.clock.anchor()
         start = self.clock.mark()
         loss = self.strategy.train_epoch(epoch)
-        epoch_time = self.clock.seconds(start, self.clock.mark())
+        end = self.clock.mark()
+        epoch_time = self.clock.seconds(start, end)
         self.projected_rows = projected_rows.take()
         self.meter.settle()
-        exposed = by_category(self.meter.wait_s)
-        total = by_category(self.meter.total_s)
+        self.meter.learn(self.ctx.rank, self.world.gather_objects_untracked(self.meter.stamps()), self.clock_offsets)
+        splits = self.meter.account((self.clock.host_time(start), self.clock.host_time(end)))
+        busy = by_category(self.meter.link_busy_s, TRAINING_CATEGORIES)
         times = {"epoch_time": epoch_time,
-                 "compute_time": epoch_time - sum(exposed[c] for c in (*TRAINING_CATEGORIES, "diag")),
-                 **{f"comm_time/{c}": exposed[c] for c in TRAINING_CATEGORIES},
-                 **{f"comm_total_time/{c}": total[c] for c in TRAINING_CATEGORIES},
-                 "link_busy_time": sum(by_category(self.meter.link_busy_s, TRAINING_CATEGORIES).values()),
+                 "compute_time": epoch_time - sum(split.exposed for split in splits.values()),
+                 **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
+                 **{f"link_busy/{c}": busy[c] for c in TRAINING_CATEGORIES},
                  "link_latency_time": sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values())}
         return loss, times
 
     def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
                      eval_counts: torch.Tensor | None, eval_time: float, cpu_tensor_peak: float | None) -> EpochRecord:
-        """Aggregate one epoch over ranks: loss, bytes and eval counts summed, times and memory
-        maxed (``cpu_tensor_peak``: this rank's, MiB, where the epoch measured it). This telemetry
-        traffic is not counted as communication."""
+        """Aggregate one epoch over ranks: loss, bytes and eval counts summed; the epoch's time
+        and memory the maximum over ranks; compute and communication times the mean over ranks
+        (a mean keeps their sums: compute plus exposed communication is the mean epoch, at
+        most the epoch) and each rank's in ``per_rank`` (``cpu_tensor_peak``: this rank's,
+        MiB, where the epoch measured it). This telemetry traffic is not counted as
+        communication."""
         kinds = sorted(set(self.meter.bytes) | set(ALWAYS_REPORTED_KINDS))
         sums = [float(loss), self.projected_rows] + [float(self.meter.bytes[k]) for k in kinds]
         if eval_counts is not None:
             sums += eval_counts.tolist()
         peak, peak_reserved = peak_memory_mb(self.ctx.device)
         tensor_peak = peak if self.ctx.device.type == "cuda" else cpu_tensor_peak
-        maxes = list(times.values()) + [eval_time, peak, peak_reserved, -1.0 if tensor_peak is None else tensor_peak]
+        figures = {**times, "eval_time": eval_time, "peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved,
+                   "peak_tensor_mb": -1.0 if tensor_peak is None else tensor_peak}
         as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
         sums = self.world.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
-        maxes = dict(zip([*times, "eval_time", "peak_mem_mb", "peak_mem_reserved_mb", "peak_tensor_mb"],
-                         self.world.reduce_untracked(as_tensor(maxes), dist.ReduceOp.MAX).tolist()))
+        ranks = self.world.gather_untracked(as_tensor(list(figures.values()))).cpu()
+        per_rank = dict(zip(figures, ranks.T.tolist()))
+        maxes = dict(zip(figures, ranks.max(dim=0).values.tolist()))
+        means = dict(zip(figures, ranks.mean(dim=0).tolist()))
 
         by_kind = {k: int(b) for k, b in zip(kinds, sums[2: 2 + len(kinds)])}
         bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
         training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
-        exposed = {c: maxes[f"comm_time/{c}"] for c in TRAINING_CATEGORIES}
-        in_flight = {c: maxes[f"comm_total_time/{c}"] for c in TRAINING_CATEGORIES}
+        parts = {part: {c: means[f"{part}/{c}"] for c in TRAINING_CATEGORIES} for part in SPLIT_PARTS}
+        exposed = {c: parts["wait"][c] + parts["transfer"][c] for c in TRAINING_CATEGORIES}
+        in_flight = {c: parts["transfer"][c] + parts["hidden"][c] for c in TRAINING_CATEGORIES}
+        link_busy = {c: means[f"link_busy/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
         if eval_counts is not None:
             counts = sums[2 + len(kinds):]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
         return EpochRecord(
             epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
-            epoch_time=maxes["epoch_time"], compute_time=maxes["compute_time"], comm_time=exposed["data"],
+            epoch_time=maxes["epoch_time"], compute_time=means["compute_time"], comm_time=exposed["data"],
             comm_total_time=in_flight["data"], reduce_time=exposed["sync"], eval_time=maxes["eval_time"],
             comm_bytes=sum(training.values()),
             comm_bytes_by_kind={k: b for k, b in by_kind.items() if category(k) != "eval"},
             comm_bytes_by_category=bytes_by_category,
             comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
+            comm_wait_time_by_category=parts["wait"], comm_transfer_time_by_category=parts["transfer"],
+            comm_hidden_time_by_category=parts["hidden"],
             eval_comm_bytes=bytes_by_category["eval"],
-            link_busy_time=maxes["link_busy_time"], link_latency_time=maxes["link_latency_time"],
+            link_busy_time=sum(link_busy.values()), link_busy_time_by_category=link_busy,
+            link_latency_time=means["link_latency_time"],
             peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
             peak_tensor_mb=maxes["peak_tensor_mb"] if maxes["peak_tensor_mb"] >= 0 else None,
+            per_rank={"epoch_time": per_rank["epoch_time"], "compute_time": per_rank["compute_time"],
+                      **{f"comm_{part}_time": per_rank[f"{part}/data"] for part in SPLIT_PARTS},
+                      **{f"reduce_{part}_time": per_rank[f"{part}/sync"] for part in SPLIT_PARTS}},
             strategy_metrics={"projected_rows": sums[1], **self.strategy.epoch_metrics()},
         )
 

@@ -1,8 +1,9 @@
 """Per-epoch records and the summary of a run (written by :mod:`gnntrain.engine.recorder`).
 
 The results contract: each epoch appends one JSON object to ``metrics.jsonl`` (flushed at
-once, so a crashed job keeps the epochs it completed). Times are the maximum over ranks
-(seconds), bytes the sum over ranks of payload bytes sent, memory the maximum over ranks.
+once, so a crashed job keeps the epochs it completed). The epoch's time is the maximum over
+ranks (seconds), its parts (compute, communication) the mean over ranks, bytes the sum over
+ranks of payload bytes sent, memory the maximum over ranks.
 Communication is reported per category (:mod:`gnntrain.comm.meter`: ``data``, ``sync``,
 ``control``), with the same meaning for every strategy. For multilabel datasets the
 ``*_acc`` fields hold F1-micro.
@@ -19,7 +20,8 @@ from typing import Any, Optional
 @dataclass
 class EpochRecord:
     """One epoch of a run: one line of ``metrics.jsonl``, one W&B step (nested dicts flattened
-    as ``comm_bytes/<kind or category>``, ``comm_time/<category>``, ``comm_total_time/<category>``)."""
+    as ``comm_bytes/<kind or category>``, ``comm_time/<category>``, ``comm_total_time/<category>``,
+    ``comm_wait_time/<category>``, ...; ``per_rank`` as ``per_rank/<figure>/<rank>``)."""
 
     epoch: int
     """The epoch, from 1."""
@@ -37,20 +39,25 @@ class EpochRecord:
     where the device starts the epoch's work to where it has done it (a transfer still in
     flight on another stream, such as a stale exchange, is not waited for: as on a CPU)."""
     compute_time: float
-    """``epoch_time`` less the exposed communication of every category."""
+    """``epoch_time`` less the exposed communication of every category, mean over ranks (each
+    rank's own epoch less its exposed time; ``per_rank`` has each)."""
     comm_time: float
-    """Exposed ``data`` communication: seconds a rank waited on the traffic its method moves to
-    compute (halo rows, stage activations; their gradients), max over ranks: on a CPU the
-    seconds the host was blocked, on a GPU the seconds the device's stream stalled
-    (:mod:`gnntrain.comm.communicator`)."""
+    """Exposed ``data`` communication, the traffic a method moves to compute (halo rows, stage
+    activations; their gradients), mean over ranks: seconds a rank was blocked on it (on a CPU
+    the host, on a GPU the device's stream), the sum of ``comm_wait_time_by_category`` and
+    ``comm_transfer_time_by_category`` for ``data`` (:mod:`gnntrain.comm.timeline`). Its share
+    of ``epoch_time`` is the *communication share* the calibration targets and every table
+    quotes: each paper's communication time over its epoch (PipeGCN Table 2, BNS-GCN Sec. 4.2,
+    AdaQP Sec. 2.2, GNNPipe Table 1, HopGNN Sec. 3.1), all-reduces apart, averaged over ranks
+    as AdaQP states (the others do not say)."""
     comm_total_time: float
-    """Seconds the ``data`` transfers were in flight, overlapped or not (max over ranks): each
-    from where its data was ready (on a GPU, where the stream reached it) to where the backend
-    completed it (on NCCL an event after the work, elsewhere its completion), no earlier than
-    an emulated link's completion."""
+    """Seconds ``data`` transfers were in flight within the epoch, mean over ranks: the time
+    covered by at least one of them, from where the last rank taking part had its data ready
+    to where it completed; the sum of ``comm_transfer_time_by_category`` and
+    ``comm_hidden_time_by_category`` for ``data``, at most the epoch."""
     reduce_time: float
     """Exposed ``sync`` communication: seconds a rank waited on gradient all-reduces and
-    cross-rank statistics (max over ranks)."""
+    cross-rank statistics, mean over ranks."""
     eval_time: float
     """Seconds of evaluation after the epoch (0 where none was due), timed as ``epoch_time``."""
     comm_bytes: int
@@ -67,18 +74,29 @@ class EpochRecord:
     """Bytes per category, summed over ranks, every category always (0 where none was sent):
     ``data``, ``sync``, ``control``, ``eval`` (``eval_comm_bytes``) and ``diag`` (the ``diag_`` kinds)."""
     comm_time_by_category: dict[str, float] = field(default_factory=dict)
-    """Exposed seconds per training category (``data``, ``sync``, ``control``), max over ranks."""
+    """Exposed seconds per training category (``data``, ``sync``, ``control``), mean over ranks:
+    wait plus transfer."""
     comm_total_time_by_category: dict[str, float] = field(default_factory=dict)
-    """In-flight seconds per training category, max over ranks."""
+    """In-flight seconds per training category, mean over ranks: transfer plus hidden."""
+    comm_wait_time_by_category: dict[str, float] = field(default_factory=dict)
+    """Per training category, seconds a rank was blocked while none of the category's transfers
+    could move, because a peer had not got there yet (imbalance), mean over ranks."""
+    comm_transfer_time_by_category: dict[str, float] = field(default_factory=dict)
+    """Per training category, seconds a rank was blocked while a transfer moved, mean over ranks."""
+    comm_hidden_time_by_category: dict[str, float] = field(default_factory=dict)
+    """Per training category, seconds a transfer moved while the rank was not blocked on the
+    category (it computed), mean over ranks."""
     eval_comm_bytes: int = 0
     """Bytes sent by evaluation, summed over ranks."""
     link_busy_time: float = 0.0
     """Under an emulated network: seconds the rank's links spent moving its training bytes
-    (bytes on the wire / bandwidth, :func:`gnntrain.comm.network.wire`), max over ranks; 0 on
+    (bytes on the wire / bandwidth, :func:`gnntrain.comm.network.wire`), mean over ranks; 0 on
     the real transport."""
+    link_busy_time_by_category: dict[str, float] = field(default_factory=dict)
+    """``link_busy_time`` per training category."""
     link_latency_time: float = 0.0
     """Under an emulated network: seconds of latency terms of the rank's training transfers,
-    max over ranks."""
+    mean over ranks."""
     peak_mem_mb: float = 0.0
     """Peak memory in the epoch (evaluation included), max over ranks: CPU, the peak resident
     set; GPU, the peak the caching allocator handed to tensors."""
@@ -91,6 +109,10 @@ class EpochRecord:
     ``peak_mem_mb``; CPU, measured in the last warm-up epoch only (``train.warmup_epochs``; live
     tensors at its start plus the most allocated above them, :mod:`gnntrain.engine.peak_memory`),
     null in the others and where ``train.warmup_epochs=0``."""
+    per_rank: dict[str, list[float]] = field(default_factory=dict)
+    """Each rank's figures, in rank order: ``epoch_time``, ``compute_time``, and the wait,
+    transfer and hidden time of ``data`` (``comm_wait_time``, ``comm_transfer_time``,
+    ``comm_hidden_time``) and of ``sync`` (``reduce_wait_time``, ...) communication."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""
@@ -144,6 +166,11 @@ SUMMARY_FIELDS: dict[str, str] = {
     "mean_comm_bytes_by_category": "Of `comm_bytes_by_category`, per category.",
     "mean_comm_time_by_category": "Of `comm_time_by_category`, per category.",
     "mean_comm_total_time_by_category": "Of `comm_total_time_by_category`, per category.",
+    "mean_comm_wait_time_by_category": "Of `comm_wait_time_by_category`, per category.",
+    "mean_comm_transfer_time_by_category": "Of `comm_transfer_time_by_category`, per category.",
+    "mean_comm_hidden_time_by_category": "Of `comm_hidden_time_by_category`, per category.",
+    "mean_link_busy_time_by_category": "Of `link_busy_time_by_category`, per category.",
+    "comm_share": "`mean_comm_time / mean_epoch_time`: the communication share (`comm_time`).",
     "peak_mem_mb": "Largest `peak_mem_mb` of any epoch.",
     "peak_mem_reserved_mb": "Largest `peak_mem_reserved_mb` of any epoch.",
     "peak_tensor_mb": "Largest `peak_tensor_mb` of any epoch that has one; null where none does.",
@@ -158,6 +185,13 @@ SUMMARY_FIELDS: dict[str, str] = {
     "error_file": "Only where a worker raised: `error.txt`, which holds its error line and traceback.",
 }
 """``summary.json``'s fields, in the order written (docs/results.md's table)."""
+
+
+def share(records: list[EpochRecord]) -> float | None:
+    """The communication share of ``records``: their mean ``comm_time`` over their mean
+    ``epoch_time`` (null without epochs)."""
+    epoch = sum(r.epoch_time for r in records)
+    return sum(r.comm_time for r in records) / epoch if epoch > 0 else None
 
 
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
@@ -192,7 +226,10 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
         **{f"mean_{field}": {k: mean([getattr(r, field).get(k, 0) for r in steady])
                              for k in sorted({k for r in steady for k in getattr(r, field)})}
            for field in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
-                         "comm_total_time_by_category")},
+                         "comm_total_time_by_category", "comm_wait_time_by_category",
+                         "comm_transfer_time_by_category", "comm_hidden_time_by_category",
+                         "link_busy_time_by_category")},
+        "comm_share": share(steady),
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
         "peak_mem_reserved_mb": max((r.peak_mem_reserved_mb for r in records), default=None),
         "peak_tensor_mb": max((r.peak_tensor_mb for r in records if r.peak_tensor_mb is not None), default=None),

@@ -152,10 +152,11 @@ class WandbSink:
 
     def log(self, record: EpochRecord) -> None:
         row = record.to_dict()
-        for key in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
-                    "comm_total_time_by_category"):
+        for key in [k for k in row if k.endswith(("_by_kind", "_by_category"))]:
             prefix = key.removesuffix("_by_kind").removesuffix("_by_category")
             row.update({f"{prefix}/{k}": v for k, v in row.pop(key).items()})
+        row.update({f"per_rank/{name}/{rank}": v for name, values in row.pop("per_rank").items()
+                    for rank, v in enumerate(values)})
         row.update(row.pop("strategy_metrics"))
         self.wandb_run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
 
@@ -245,7 +246,7 @@ class ConsoleProgress:
     def status(r: EpochRecord) -> str:
         val = "  -   " if r.val_acc is None else f"{r.val_acc:.4f}"
         return (f"loss {r.loss:.4f}  val {val}  {r.epoch_time * 1e3:7.1f} ms/epoch  "
-                f"{r.comm_bytes / 2**20:8.2f} MB/epoch")
+                f"{r.comm_bytes / 2**20:8.2f} MiB/epoch")
 
     def log(self, record: EpochRecord) -> None:
         if self.progress is not None:
@@ -262,7 +263,7 @@ class ConsoleProgress:
         print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
               f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
               f"{'and ' + str(s['examination_epochs']) + ' examination ' if s['examination_epochs'] else ''}"
-              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MB/epoch; results in {self.run_dir}",
+              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MiB/epoch; results in {self.run_dir}",
               flush=True)
 
     def close(self, exit_code: int = 0) -> None:
