@@ -79,7 +79,8 @@ def locality_table(graphs: list[str]) -> list[dict]:
                 row[f"R_micro {layers}L (%)"] = round(100 * r_micro, 1)
                 row[f"R_sub {layers}L (%)"] = round(100 * r_sub, 1)
             arxiv, products, r_sub = PAPER[parts]
-            row.update({"paper R_micro 2L/10L: Arxiv": arxiv, "Products": products, "paper R_sub": r_sub})
+            row.update({"paper R_micro 2L/10L: Arxiv": arxiv, "paper R_micro 2L/10L: Products": products,
+                        "paper R_sub": r_sub})
             rows.append(row)
     return rows
 

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
+from share_curves import curve_section, curve_sweeps  # noqa: E402
 from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
 """Where the real graphs are read from when ``GNNTRAIN_DATA`` is unset (as the tests do)."""
 
-ADAQP_SPEED = ["experiment=adaqp_table4", "seed=0,1,2"]
+ADAQP_SPEED = ["experiment=adaqp_table4"]
 ADAQP_2M2D = ["cluster.world_size=4", "network=two_level", "network.calibrate_share=0.75"]
 ADAQP_CORA = ["experiment=accuracy", "seed=0,1,2"]
 ADAQP_VANILLA = ["strategy=vanilla", "strategy.halo_dtype=null,bfloat16"]
@@ -117,6 +118,29 @@ SWEEPS: dict[str, dict[str, list[str]]] = {
         "accuracy_minibatch": [*HOPGNN_ACCURACY, "strategy=minibatch,p3,hopgnn,naive,lo", "strategy.batch_size=choice(64)"],
     },
 }
+REPEATS = 3
+"""How many times each speed sweep runs (seeds 0, 1, ...), in interleaved rounds (:func:`planned`)."""
+SPEED: dict[str, tuple[str, ...]] = {
+    "pipegcn": ("speed_2parts", "speed_4parts"),
+    "bns": ("speed_bns", "speed_edges"),
+    "adaqp": ("2m1d_vanilla", "2m1d_adaqp", "2m2d_vanilla", "2m2d_adaqp"),
+    "gnnpipe": ("time_graph", "time_pipe"),
+    "hopgnn": ("fig13_dgl", "fig13_mg", "fig13_pg", "fig13_all", "fig11_hidden16", "fig11_hidden16_hopgnn",
+               "fig11_gat_baselines", "fig11_hidden128", "fig11_hidden128_hopgnn"),
+}
+"""The sweeps whose runs give a table's speed figures: each runs :data:`REPEATS` times (and so do
+the share curve's, :mod:`share_curves`)."""
+
+
+def sweeps_of(paper: str, scale: str = "small") -> dict[str, list[str]]:
+    """The paper's sweeps: :data:`SWEEPS`, and at ``scale=small`` its share curve's (whose links
+    are calibrated; a paper-sized build runs on its cluster's one network)."""
+    return {**SWEEPS[paper], **(curve_sweeps(paper) if scale == "small" else {})}
+
+
+def speed_sweeps(paper: str) -> set[str]:
+    """The paper's sweeps that run in interleaved rounds: :data:`SPEED` and its curve's."""
+    return {*SPEED[paper], *curve_sweeps(paper)}
 SAME_LINK = {"adaqp": {"cora_vanilla": "2m2d_vanilla", "cora_adaqp": "2m2d_vanilla"}}
 """Sweeps run under exactly the (calibrated) link of another sweep's runs, passed as numbers."""
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
@@ -138,10 +162,13 @@ def paper_sized(overrides: list[str]) -> list[str] | None:
 
 
 def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -> list[Sweep]:
-    """The paper's sweeps at ``scale``, in the order they run; a :data:`SAME_LINK` sweep's link is
+    """The paper's sweeps at ``scale``, in the order they run: the others first, then the speed
+    sweeps (:data:`SPEED`) in :data:`REPEATS` rounds, each round running every one of them once
+    at its seed (``<sweep>/repeat<r>``), so that the systems a speed-up compares run side by
+    side, interleaved, whatever the machine does meanwhile. A :data:`SAME_LINK` sweep's link is
     added only when it runs. Skipped: all with ``tables_only``, those ``only`` leaves out."""
-    sweeps = []
-    for name, overrides in SWEEPS[paper].items():
+    steady, rounds = [], []
+    for name, overrides in sweeps_of(paper, scale).items():
         if scale == "paper":
             overrides = paper_sized(overrides)
             if overrides is None:
@@ -149,8 +176,11 @@ def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -
         source = SAME_LINK.get(paper, {}).get(name)
         skipped = ("--tables-only: its runs are read" if tables_only
                    else "--only: its existing runs are read" if only is not None and name not in only else None)
-        sweeps.append(Sweep(name, overrides, f"the link of {source}'s runs" if source else None, skipped))
-    return sweeps
+        if name in speed_sweeps(paper):
+            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, f"seed={r}"], None, skipped)) for r in range(REPEATS)]
+        else:
+            steady.append(Sweep(name, overrides, f"the link of {source}'s runs" if source else None, skipped))
+    return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])]
 
 
 def main() -> None:
@@ -168,9 +198,10 @@ def main() -> None:
     if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
     only = args.only.split(",") if args.only else None
-    unknown = set(only or []) - set(SWEEPS[args.paper])
+    known = sweeps_of(args.paper, args.scale)
+    unknown = set(only or []) - set(known)
     if unknown:
-        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(SWEEPS[args.paper])}")
+        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(known)}")
     runs_root = REPO / "multirun" / "repro" / args.paper / args.scale
     out = args.out or REPO / "results" / args.paper / ("" if args.scale == "small" else "paper")
     plan = planned(args.paper, args.scale, only, args.tables_only)
@@ -186,7 +217,7 @@ def main() -> None:
         sweeps[sweep.name] = [*sweep.overrides, *link]
         if sweep.skipped is None:
             launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
-    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in sweeps}
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known if (runs_root / name).is_dir()}
     every = [run for name in sweeps for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
@@ -197,7 +228,7 @@ def main() -> None:
               f"metrics.jsonl (all runs: runs.csv). Sweeps: "
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    text = TABLES[args.paper](runs, out, args.scale)
+    text = TABLES[args.paper](runs, out, args.scale) + "\n" + curve_section(args.paper, runs, out)
     (out / "table.md").write_text(f"{header}\n\n{text}")
     write_manifest(out / "table.md", [run.summary for run in every])
     print(text)

@@ -190,6 +190,45 @@ def test_solve_inverts_the_share() -> None:
     assert exposed / (compute + exposed + reduced) == pytest.approx(0.6)
 
 
+def _fake_probe(machine: dict, probed: list[float]):
+    """A probe of a baseline computing ``machine["compute"]`` s an epoch and moving 10 ms of data
+    at the preset bandwidth (nothing else): its summary at each bandwidth scale, which it records."""
+    def probe(run, baseline, scale: float, name: str) -> dict:
+        probed.append(scale)
+        compute, data = machine["compute"], 0.010 / scale
+        return {"mean_compute_time": compute, "mean_epoch_time": compute + data, "comm_share": data / (compute + data),
+                "mean_comm_time_by_category": {"data": data}, "mean_link_busy_time_by_category": {"data": data},
+                "strategy": "vanilla", "world_size": 2}
+    return probe
+
+
+def test_a_cached_link_is_rechecked_by_each_sweep_and_calibrated_again_when_off(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's first job probes the cached link once; where the machine has since slowed so
+    that the share is more than 0.03 off, it calibrates again and the cache keeps the new link.
+    The sweep's later jobs (the same process) probe nothing."""
+    machine, probed = {"compute": 0.040}, []
+    monkeypatch.setattr(calibration, "_probe", _fake_probe(machine, probed))
+    monkeypatch.setattr(calibration, "_CHECKED", set())
+    setting = replace(make_run(*SMALL, "network=eth10g", "network.calibrate_share=0.6",
+                               f"partition.cache_dir={tmp_path}"), run_dir=str(tmp_path / "run"))
+    first = calibration.calibrated(setting).network.calibration
+    assert first["reached_share"] == pytest.approx(0.6) and first["rechecks"] == 0 and len(probed) == 2
+    calibration.calibrated(setting)
+    assert len(probed) == 2, "a sweep's later jobs trust the link its first job checked"
+
+    calibration._CHECKED.clear()  # the next sweep
+    calibration.calibrated(setting)
+    assert len(probed) == 3 and probed[-1] == first["scale"], "one probe under the cached link, which holds"
+
+    calibration._CHECKED.clear()
+    machine["compute"] = 0.080  # the machine is busier: the same link now gives a share of 0.43
+    again = calibration.calibrated(setting).network.calibration
+    assert len(probed) == 5 and again["rechecks"] == 2 and again["corrections"] == 1
+    assert again["reached_share"] == pytest.approx(0.6) and again["scale"] == pytest.approx(first["scale"] / 2)
+    assert json.loads(next((tmp_path / "calibration").glob("*.json")).read_text())["scale"] == again["scale"]
+
+
 @pytest.mark.parametrize("overrides, message", [
     (("network.calibrate_share=0.5",), "without an emulated network"),
     (("network=eth10g", "network.calibrate_share=1.5"), "in (0, 1)"),

@@ -54,13 +54,22 @@ def listed(out: str) -> tuple[dict[str, int], list[str], int]:
     return sweeps, jobs, int(total.group(1))
 
 
+def repro_order(paper: str) -> list[str]:
+    """The folders a build runs, in order: the sweeps that give no speed figure, then each speed
+    sweep (the share curve's among them) once per round, round after round (interleaved repeats)."""
+    speed, sweeps = repro.speed_sweeps(paper), repro.sweeps_of(paper)
+    assert set(repro.SPEED[paper]) < speed and any(name.startswith("curve_") for name in speed)
+    return ([name for name in sweeps if name not in speed]
+            + [f"{name}/repeat{r}" for r in range(repro.REPEATS) for name in sweeps if name in speed])
+
+
 @pytest.mark.parametrize("paper", list(repro.SWEEPS))
 def test_repro_dry_run_lists_every_sweep_and_job_and_starts_nothing(paper, monkeypatch, capsys) -> None:
     folders = (REPO / "results" / paper, REPO / "multirun" / "repro" / paper)
     before = snapshot(*folders)
     out, seconds = dry_run(monkeypatch, capsys, repro, paper)
     sweeps, jobs, total = listed(out)
-    assert list(sweeps) == list(repro.SWEEPS[paper])
+    assert list(sweeps) == repro_order(paper)
     assert total == len(jobs) == sum(sweeps.values())
     assert all(job.rsplit("/", 1)[0] in sweeps for job in jobs)
     assert "estimated wall time" in out
@@ -70,15 +79,16 @@ def test_repro_dry_run_lists_every_sweep_and_job_and_starts_nothing(paper, monke
 
 def test_the_estimate_sums_the_recorded_wall_times_and_names_the_jobs_without_one(tmp_path, monkeypatch,
                                                                                    capsys) -> None:
-    write_csv([{"run": "speed_2parts/0", sweep_plan.WALL: 72.0}, {"run": "speed_2parts/1", sweep_plan.WALL: None},
+    write_csv([{"run": "speed_2parts/repeat0/0", sweep_plan.WALL: 72.0},
+               {"run": "speed_2parts/repeat0/1", sweep_plan.WALL: None},
                {"run": "accuracy_vanilla/0", sweep_plan.WALL: 3.0}], tmp_path / "runs.csv")
     out, _ = dry_run(monkeypatch, capsys, repro, "pipegcn", "--out", str(tmp_path),
                      "--only", "speed_2parts,accuracy_vanilla")
-    assert "   speed_2parts/0: strategy=vanilla: 1m12s recorded" in out
-    assert "   speed_2parts/1: strategy=pipegcn: no recorded time" in out
-    assert "== speed_4parts: not run (--only: its existing runs are read)" in out
-    assert "3 jobs in 2 sweeps; estimated wall time 1m15s" in out
-    assert "for 2 of 3 jobs" in out and "no recorded time for 1 of 3 jobs" in out
+    assert "   speed_2parts/repeat0/0: strategy=vanilla: 1m12s recorded" in out
+    assert "   speed_2parts/repeat0/1: strategy=pipegcn: no recorded time" in out
+    assert "== speed_4parts/repeat0: not run (--only: its existing runs are read)" in out
+    assert "7 jobs in 4 sweeps; estimated wall time 1m15s" in out
+    assert "for 2 of 7 jobs" in out and "no recorded time for 5 of 7 jobs" in out
     assert [path.name for path in tmp_path.iterdir()] == ["runs.csv"]
 
 
@@ -87,11 +97,17 @@ def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkey
     before = snapshot(*folders)
     out, seconds = dry_run(monkeypatch, capsys, compare, "--strategies", "vanilla", "bns")
     named = re.findall(r"^== (\S+): ", out, re.M)
-    assert named == ["tune/vanilla/0", "runs/fast/vanilla", "runs/slow/vanilla",
-                     "tune/bns/0", "tune/bns/1", "tune/bns/2", "runs/fast/bns", "runs/slow/bns"]
+    assert named == ["tune/fast/vanilla/0", "runs/fast/vanilla", "tune/slow/vanilla/0", "runs/slow/vanilla",
+                     "tune/fast/bns/0", "tune/fast/bns/1", "tune/fast/bns/2", "runs/fast/bns",
+                     "tune/slow/bns/0", "tune/slow/bns/1", "tune/slow/bns/2", "runs/slow/bns"]
     sweeps, jobs, total = listed(out)
     assert total == len(jobs) == sum(sweeps.values())
-    assert "<the setting tuning chooses>" in out
+    tuned = {name: n for name, n in sweeps.items() if name.startswith("tune/")}
+    assert sum(n for name, n in tuned.items() if "/vanilla/" in name) == 2 * compare.TUNING_BUDGET
+    assert sum(n for name, n in tuned.items() if "/bns/" in name) == 2 * compare.TUNING_BUDGET, \
+        "every strategy gets the same tuning budget under each link"
+    assert f"seed={compare.TUNING_SEED}" in out and compare.TUNING_SEED not in range(3)
+    assert "<the setting tuning chooses there>" in out
     assert snapshot(*folders) == before
     assert seconds < SECONDS
 

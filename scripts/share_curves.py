@@ -1,0 +1,131 @@
+"""The share as a curve: each paper's headline speed-up over its baseline at several link speeds.
+
+A table calibrates the link so that the baseline spends the paper's communication share ``s``
+of its epoch communicating, and that share fixes what a method can gain: hiding all
+communication gives at most ``1 / max(s, 1 - s)``, removing it all ``1 / (1 - s)``. One
+calibrated point says little about where the paper's figure sits; so ``make repro-<paper>``
+also runs the baseline and the method under links calibrated to each of :data:`SHARES`
+(``curve_<percent>_base`` and ``_method`` sweeps, in the interleaved rounds of every speed
+sweep), and :func:`curve_section` plots the speed-up (median of the rounds, with its 95%
+interval) against the share the baseline's runs reached, both bounds, and the paper's own point
+(its share and speed-up, each quoted with its source).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from repro_tables import share, speedup, timed_from  # noqa: E402
+
+from gnntrain.report import Run, markdown  # noqa: E402
+
+SHARES = (0.3, 0.45, 0.6, 0.75, 0.9)
+"""The baseline communication shares the curve's links are calibrated to."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One paper's headline comparison, run at every share of :data:`SHARES`."""
+
+    setting: tuple[str, ...]
+    """Overrides of the setting (the headline table's preset and size)."""
+    base: tuple[str, ...]
+    """Overrides that make the baseline."""
+    method: tuple[str, ...]
+    """Overrides that make the method."""
+    label: str
+    """The method over the baseline, in words."""
+    paper_share: float
+    paper_speedup: float
+    paper_source: str
+    """Where the paper's share and speed-up are quoted from."""
+
+
+CURVES: dict[str, Curve] = {
+    "pipegcn": Curve(("experiment=pipegcn_table4", "cluster.world_size=2"), ("strategy=vanilla",),
+                     ("strategy=pipegcn",), "PipeGCN over vanilla, 2 partitions", 0.6583, 1.91,
+                     "Reddit, 2 partitions: share 65.83% (Table 2), speed-up 1.91x (Table 4)"),
+    "bns": Curve(("experiment=bns_table4",), ("strategy.p=1",), ("strategy.p=0.1",), "BNS-GCN p=0.1 over p=1",
+                 0.67, 3.92, "Reddit: share up to 67% (Fig. 5, Sec. 4.2); speed-up 0.777 / 0.198 s = 3.92x at 8 "
+                             "partitions (Table 11, computed here)"),
+    "adaqp": Curve(("experiment=adaqp_table4",), ("strategy=vanilla",),
+                   ("strategy=adaqp", "strategy.assign=adaptive", "strategy.bits=2", "strategy.overlap=true"),
+                   "AdaQP adaptive over vanilla, 2 workers", 0.6678, 2.27,
+                   "Reddit 2M-1D: share 66.78% (Table 1), speed-up 2.27x (Table 4)"),
+    "gnnpipe": Curve(("experiment=gnnpipe_table3", "model=gcn"), ("strategy=vanilla",),
+                     ("strategy=gnnpipe", "strategy.graph_parallel=1"), "GNNPipe (pipeline) over graph parallelism, GCN",
+                     0.665, 2.03, "share 66.5% on average (Fig. 8, Sec. 4.6), speed-up 2.03x on average "
+                                  "(geometric mean, Sec. 4.2)"),
+    "hopgnn": Curve(("experiment=hopgnn_fig13", "model=gat"), ("strategy=minibatch",),
+                    ("strategy=hopgnn", "strategy.merge=true"), "HopGNN (All) over DGL, GAT", 0.503, 2.14,
+                    "GAT on Products: share 50.3% (Sec. 7.2), speed-up up to 2.14x (Fig. 13, Sec. 7.3)"),
+}
+
+
+def percent(s: float) -> int:
+    return round(s * 100)
+
+
+def curve_sweeps(paper: str) -> dict[str, list[str]]:
+    """The sweeps of ``paper``'s curve: per share, the baseline's and the method's."""
+    curve = CURVES[paper]
+    sweeps = {}
+    for s in SHARES:
+        link = f"network.calibrate_share={s}"
+        sweeps[f"curve_{percent(s)}_base"] = [*curve.setting, link, *curve.base]
+        sweeps[f"curve_{percent(s)}_method"] = [*curve.setting, link, *curve.method]
+    return sweeps
+
+
+def curve_section(paper: str, runs: dict[str, list[Run]], out: Path) -> str:
+    """The curve's plot (``share_curve.png``) and table; empty where its runs are missing."""
+    curve = CURVES[paper]
+    points = []
+    for s in SHARES:
+        base, method = runs.get(f"curve_{percent(s)}_base", []), runs.get(f"curve_{percent(s)}_method", [])
+        if base and method:
+            points.append((s, base, method))
+    if not points:
+        return ""
+    start = timed_from([r for _, base, method in points for r in base + method])
+    rows, xs, ratios = [], [], []
+    for s, base, method in points:
+        reached = mean(share(r) for r in base)
+        ratio = speedup(base, method, start)
+        xs.append(reached)
+        ratios.append(ratio)
+        rows.append({"calibrated to": f"{s:.2f}", "baseline share reached": f"{reached:.2f}",
+                     "speed-up": str(ratio), "hide-all bound 1/max(s,1-s)": f"{1 / max(reached, 1 - reached):.2f}x",
+                     "remove-all bound 1/(1-s)": f"{1 / (1 - reached):.2f}x"})
+    _plot(curve, xs, ratios, out / "share_curve.png")
+    return (f"## The share as a curve: {curve.label}\n\nThe baseline and the method under links calibrated to "
+            f"baseline shares {', '.join(f'{s:.2f}' for s in SHARES)} (same setting as the headline table, "
+            f"epochs {start} on timed, interleaved rounds); the speed-up against the share the baseline's runs "
+            f"reached, with both bounds and the paper's point ({curve.paper_source}).\n\n{markdown(rows)}\n"
+            f"![share curve](share_curve.png)\n")
+
+
+def _plot(curve: Curve, xs: list[float], ratios: list, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    lows = [r.median - (r.bounds[0] if r.bounds else r.median) for r in ratios]
+    highs = [(r.bounds[1] if r.bounds else r.median) - r.median for r in ratios]
+    ax.errorbar(xs, [r.median for r in ratios], yerr=[lows, highs], marker="o", capsize=3, label="ours (95% interval)")
+    grid = [0.2 + i * 0.75 / 100 for i in range(101)]
+    ax.plot(grid, [1 / max(s, 1 - s) for s in grid], "--", label="hide all: 1/max(s, 1-s)")
+    ax.plot(grid, [1 / (1 - s) for s in grid], ":", label="remove all: 1/(1-s)")
+    ax.plot([curve.paper_share], [curve.paper_speedup], "*", markersize=13, label="the paper")
+    ax.set_ylim(0.5, max(4.5, curve.paper_speedup * 1.2))
+    ax.set_xlabel("baseline communication share s")
+    ax.set_ylabel("speed-up over the baseline")
+    ax.set_title(curve.label, fontsize="medium")
+    ax.legend(fontsize="small", loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
