@@ -156,3 +156,26 @@ def _graph_with_edges(full: LocalGraph, src: torch.Tensor, dst: torch.Tensor, we
     assert int(keep.sum()) == key.numel(), "every sampled edge is an edge of the graph"
     scale = torch.where(keep, weight[order][position], 1.0).to(full.in_degree.dtype)
     return sampled_graph(full, keep, scale, torch.zeros(0, dtype=torch.bool), full.send_index, full.send_splits)
+
+
+def test_a_rank_that_keeps_no_halo_row_still_runs_its_part_of_the_backward_exchange(tmp_path) -> None:
+    """At p = 0.01 on 4 parts of a small graph, rank 1's second layer keeps no halo row (every
+    peer sends it none) while its peers still await the gradients of the rows they send it: its
+    empty halo must stay in the autograd graph, or it skips the backward exchange and the job
+    hangs until the collective timeout."""
+    from conftest import train_records
+
+    records = train_records(tmp_path, "experiment=bns_table4", "strategy.p=0.01", "dataset.num_nodes=1500",
+                            "model.hidden=32", "train.epochs=2", "network.calibrate_share=null",
+                            "network.bandwidth_gbps=10", "cluster.timeout_s=30")
+    assert [r["epoch"] for r in records] == [1, 2]
+
+
+def test_an_empty_exchanged_halo_stays_in_the_autograd_graph() -> None:
+    from gnntrain.models.gnn import source_rows
+
+    inner = torch.randn(3, 2, requires_grad=True)
+    halo = torch.zeros(0, 2, requires_grad=True)
+    source_rows(inner, halo).sum().backward()
+    assert halo.grad is not None and halo.grad.shape == (0, 2)
+    assert source_rows(inner, torch.zeros(0, 2)) is inner, "no copy where no halo could be"

@@ -139,8 +139,11 @@ class MessagePassingLayer(nn.Module):
 
 def source_rows(inner: torch.Tensor, halo: torch.Tensor) -> torch.Tensor:
     """The rows of every local source, inner then halo: ``inner`` itself where there is no
-    halo row (a single part, a sampled block), so no copy of the inner rows is made."""
-    return torch.cat([inner, halo]) if halo.shape[0] else inner
+    halo row and none could be (a single part, a sampled block), so no copy of the inner rows is
+    made. An empty halo that came through an exchange stays in the autograd graph: its backward
+    is the rank's part of a collective (it still receives its sent rows' gradients), which every
+    rank must run even where it received no row (a boundary-sampled epoch keeping none)."""
+    return torch.cat([inner, halo]) if halo.shape[0] or halo.requires_grad else inner
 
 
 def squared_weight_sums(graph: LocalGraph, aggregation: Aggregation, scale: float = 1.0) -> torch.Tensor:
