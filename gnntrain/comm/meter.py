@@ -4,10 +4,12 @@ Every transfer goes through :class:`gnntrain.comm.communicator.Communicator`, wh
 at the call site the payload bytes this rank hands to the network (rows x width x element
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
 (``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
-compute. ``total_s`` is the time the operation was in flight, which differs from ``wait_s`` once
-operations overlap with compute. Both come from marks on the device's timeline
-(:mod:`gnntrain.clock`; :meth:`CommMeter.record_span`): on a CUDA device the device's times,
-read once the device has passed them (:meth:`CommMeter.settle`).
+compute. Each operation is followed from where its data was ready to its completion
+(:class:`Posting`); after the epoch, with the peers' starts (:meth:`CommMeter.learn`), its time
+splits into waiting for peers, transfer and hidden (:meth:`CommMeter.account`,
+:mod:`gnntrain.comm.timeline`). Every time comes from marks on the device's timeline
+(:mod:`gnntrain.clock`): on a CUDA device the device's times, read once the device has passed
+them (:meth:`CommMeter.settle`).
 
 Every kind belongs to one *category*, declared once, so that a time or byte count means the
 same thing whichever strategy produced it: the kinds of the shared mechanisms (halo exchange,
