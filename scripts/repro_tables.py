@@ -48,6 +48,11 @@ def timed_from(runs: list[Run]) -> int:
     for run in runs:
         examined = [r.epoch for r in run.records if r.strategy_metrics.get("examination")]
         last = max(last, run.config.get("train.warmup_epochs", 0), *examined)
+    short = [run for run in runs if not run.records or run.records[-1].epoch <= last]
+    if short:
+        raise ValueError(f"{short[0].path} ends at epoch {short[0].records[-1].epoch if short[0].records else 0}: a "
+                         f"table times every run from epoch {last + 1} (after every run's warm-up and examination "
+                         "epochs), so each needs epochs after that")
     return last + 1
 
 
