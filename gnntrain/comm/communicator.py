@@ -327,7 +327,7 @@ class Communicator:
             not_before = hold.ready_at
             self.meter.record_link(kind, hold.busy_s, hold.latency_s)
         self.meter.record(kind, payload_bytes(t))
-        self.meter.record_span(posting, started, self.clock.mark(), None, not_before)
+        self.meter.record_span(posting, started, self.clock.mark(), not_before)
         return t
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
@@ -434,7 +434,7 @@ class InFlight:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
             not_before = max(not_before, arrival)
-        self.comm.meter.record_span(self.posting, reached, clock.mark(), None, not_before)
+        self.comm.meter.record_span(self.posting, reached, clock.mark(), not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
 

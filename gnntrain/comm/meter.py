@@ -160,17 +160,14 @@ class CommMeter:
             self._open.append(posting)
         return posting
 
-    def record_span(self, posting: Posting, reached: Any, resumed: Any, completed: Any = None,
-                    not_before: float = 0.0) -> None:
+    def record_span(self, posting: Posting, reached: Any, resumed: Any, not_before: float = 0.0) -> None:
         """The wait on ``posting``: the rank (its stream, on CUDA) reached it at ``reached`` and
-        went on at ``resumed``; the backend completed it at ``completed`` (None: unknown, the
-        end of the wait), no earlier than the host time ``not_before`` (an emulated link's
-        completion). Its exposed time ``reached -> resumed`` is added to :attr:`wait_s` now
-        where every mark is a host time (a CPU), by :meth:`settle` otherwise."""
+        went on at ``resumed``; the transfer completed no earlier than the host time
+        ``not_before`` (an emulated link's completion). Its exposed time ``reached -> resumed`` is
+        added to :attr:`wait_s` now where every mark is a host time (a CPU), by :meth:`settle`
+        otherwise."""
         posting.reached, posting.resumed = reached, resumed
         posting.not_before = max(posting.not_before, not_before)
-        if completed is not None:
-            posting.completed = completed
         self._unsettled.append(posting)
         if all(isinstance(m, float) for m in (reached, resumed)):
             self.settle()
