@@ -13,9 +13,11 @@ batch size, fan-out) and its own defaults for the rest (so a method's knobs, 16-
 them, never change the link), always at seed :data:`PROBE_SEED`: the link belongs to the
 setting, so every seed and every method of a sweep runs under the same one.
 
-The share is the *communication share* every paper quotes (:attr:`EpochRecord.comm_time
-<gnntrain.engine.metrics.EpochRecord.comm_time>`): exposed ``data`` communication over the
-epoch, all-reduces apart. A probe of ``network.probe_epochs`` epochs (the first excluded) runs
+The share is the *communication share* a paper quotes: by default (``network.calibrate_traffic=
+data``) exposed ``data`` communication over the epoch, all-reduces apart (:attr:`EpochRecord.comm_time
+<gnntrain.engine.metrics.EpochRecord.comm_time>`), as PipeGCN, BNS-GCN, AdaQP and HopGNN define
+theirs; with ``training``, every training category's, as GNNPipe's Table 1 counts its baseline's
+communication (below, ``X`` and ``B`` are then those of every category and ``Y = B' = 0``). A probe of ``network.probe_epochs`` epochs (the first excluded) runs
 the baseline in the run's setting (its workload keys, :func:`gnntrain.config.keys.setting`:
 dataset, model, workers, partition, precision and optimizer; every other key at its default)
 under the preset network, and measures per epoch the compute time ``C``, the exposed ``data``
@@ -52,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from gnntrain.cache import cache_folder
+from gnntrain.comm.meter import TRAINING_CATEGORIES
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays, setting
 from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootConfig, typed
@@ -90,8 +93,8 @@ def calibrated(run: RootConfig) -> RootConfig:
     elif path.exists():
         cached = json.loads(path.read_text())
         reached = _probe(run, baseline, cached["scale"], "recheck")
-        print(f"network: the cached link reaches {baseline['name']} communication share {_share(reached):.3f} now "
-              f"(target {share:g}){'; calibrating again' if abs(_share(reached) - share) > TOLERANCE else ''}",
+        print(f"network: the cached link reaches {baseline['name']} communication share {_share(reached, run):.3f} now "
+              f"(target {share:g}){'; calibrating again' if abs(_share(reached, run) - share) > TOLERANCE else ''}",
               flush=True)
         result = {**_corrected(run, baseline, cached, reached, "recalibrated"), "rechecks": cached.get("rechecks", 0) + 1}
         _store(path, result)
@@ -117,11 +120,11 @@ def _corrected(run: RootConfig, baseline: dict, result: dict, reached: dict, nam
     share = run.network.calibrate_share
     result = dict(result)
     correction = 0
-    while abs(_share(reached) - share) > TOLERANCE and correction < CORRECTIONS:
+    while abs(_share(reached, run) - share) > TOLERANCE and correction < CORRECTIONS:
         correction += 1
         result["scale"] *= _solve(reached, run)["scale"]
         reached = _probe(run, baseline, result["scale"], f"{name}_{correction}")
-    return {**result, "reached_share": _share(reached), "check_epoch_s": reached["mean_epoch_time"],
+    return {**result, "reached_share": _share(reached, run), "check_epoch_s": reached["mean_epoch_time"],
             "corrections": correction}
 
 
@@ -165,9 +168,14 @@ def _setting_key(run: RootConfig, baseline: dict) -> str:
     return f"{run.dataset.name}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
-def _share(summary: dict) -> float:
-    """The communication share of a probe's epoch (``data``'s exposed time over the epoch)."""
-    return summary["comm_share"]
+def _counted(run: RootConfig) -> tuple[str, ...]:
+    """The categories whose exposed time the share counts (``network.calibrate_traffic``)."""
+    return ("data",) if run.network.calibrate_traffic == "data" else TRAINING_CATEGORIES
+
+
+def _share(summary: dict, run: RootConfig) -> float:
+    """The communication share of a probe's epoch, of the traffic ``network.calibrate_traffic`` names."""
+    return summary["comm_share" if run.network.calibrate_traffic == "data" else "training_comm_share"]
 
 
 def _kept_or_default(section: Any, prefix: str, kept: tuple[str, ...]) -> Any:
@@ -207,12 +215,14 @@ def _solve(summary: dict, run: RootConfig) -> dict:
     share = run.network.calibrate_share
     compute, epoch = summary["mean_compute_time"], summary["mean_epoch_time"]
     exposed, busy = summary["mean_comm_time_by_category"], summary["mean_link_busy_time_by_category"]
-    data_busy, other_busy = busy.get("data", 0.0), sum(v for k, v in busy.items() if k != "data")
+    counted = _counted(run)
+    data_busy = sum(v for k, v in busy.items() if k in counted)
+    other_busy = sum(v for k, v in busy.items() if k not in counted)
     if data_busy <= 0:
         raise ConfigError(f"network.calibrate_share={share}: {summary['strategy']} moves no bytes in this setting "
                           f"(cluster.world_size={summary['world_size']}); valid: a setting with 2 or more workers")
-    fixed = exposed.get("data", 0.0) - data_busy
-    other_fixed = sum(v for k, v in exposed.items() if k != "data") - other_busy
+    fixed = sum(v for k, v in exposed.items() if k in counted) - data_busy
+    other_fixed = sum(v for k, v in exposed.items() if k not in counted) - other_busy
     room = share * (compute + fixed + other_fixed) - fixed
     need = data_busy * (1 - share) - share * other_busy
     if room <= 0 or need <= 0:

@@ -188,6 +188,10 @@ def test_solve_inverts_the_share() -> None:
     exposed = (data - data_busy) + data_busy / scale
     reduced = (sync - sync_busy) + sync_busy / scale
     assert exposed / (compute + exposed + reduced) == pytest.approx(0.6)
+    every = replace(setting, network=replace(setting.network, calibrate_traffic="training"))
+    scale = calibration._solve(probe, every)["scale"]
+    exposed = (data - data_busy) + data_busy / scale + (sync - sync_busy) + sync_busy / scale
+    assert exposed / (compute + exposed) == pytest.approx(0.6), "GNNPipe's share counts the all-reduces too"
 
 
 def _fake_probe(machine: dict, probed: list[float]):

@@ -44,6 +44,7 @@ WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
 Backend = choices("Backend", "gloo", "nccl")
 NetworkMode = choices("NetworkMode", "emulated", "kernel")
+SharedTraffic = choices("SharedTraffic", "data", "training")
 Device = choices("Device", "cpu", "cuda")
 PrepareScope = choices("PrepareScope", "node", "job")
 
@@ -272,6 +273,8 @@ class NetworkConfig:
     """Latency within a machine in microseconds."""
     calibrate_share: Optional[float] = None
     """Scale the bandwidths so that the calibration baseline spends this share of its epoch in exposed communication."""
+    calibrate_traffic: SharedTraffic = SharedTraffic.data
+    """What that communication is: data (the traffic a method moves to compute, all-reduces apart: PipeGCN's, BNS-GCN's, AdaQP's and HopGNN's shares) or training (every training category, gradient all-reduces included: GNNPipe's, whose Table 1 does not set them apart)."""
     calibrate_against: Optional[str] = None
     """The strategy calibration probes; null: the baseline of the run's family (vanilla, or minibatch for mini-batches)."""
     probe_epochs: int = 6

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from gnntrain.comm.meter import TRAINING_CATEGORIES
+
 
 @dataclass
 class EpochRecord:
@@ -171,6 +173,8 @@ SUMMARY_FIELDS: dict[str, str] = {
     "mean_comm_hidden_time_by_category": "Of `comm_hidden_time_by_category`, per category.",
     "mean_link_busy_time_by_category": "Of `link_busy_time_by_category`, per category.",
     "comm_share": "`mean_comm_time / mean_epoch_time`: the communication share (`comm_time`).",
+    "training_comm_share": "The exposed time of every training category (`data`, `sync`, `control`) over the epoch, "
+                           "means over the steady epochs: the share `network.calibrate_traffic=training` targets.",
     "peak_mem_mb": "Largest `peak_mem_mb` of any epoch.",
     "peak_mem_reserved_mb": "Largest `peak_mem_reserved_mb` of any epoch.",
     "peak_tensor_mb": "Largest `peak_tensor_mb` of any epoch that has one; null where none does.",
@@ -187,11 +191,12 @@ SUMMARY_FIELDS: dict[str, str] = {
 """``summary.json``'s fields, in the order written (docs/results.md's table)."""
 
 
-def share(records: list[EpochRecord]) -> float | None:
-    """The communication share of ``records``: their mean ``comm_time`` over their mean
-    ``epoch_time`` (null without epochs)."""
+def share(records: list[EpochRecord], categories: tuple[str, ...] = ("data",)) -> float | None:
+    """The communication share of ``records``: the mean exposed time of ``categories`` over the
+    mean ``epoch_time`` (null without epochs)."""
     epoch = sum(r.epoch_time for r in records)
-    return sum(r.comm_time for r in records) / epoch if epoch > 0 else None
+    exposed = sum(r.comm_time_by_category.get(c, 0.0) for r in records for c in categories)
+    return exposed / epoch if epoch > 0 else None
 
 
 def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
@@ -230,6 +235,7 @@ def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
                          "comm_transfer_time_by_category", "comm_hidden_time_by_category",
                          "link_busy_time_by_category")},
         "comm_share": share(steady),
+        "training_comm_share": share(steady, TRAINING_CATEGORIES),
         "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
         "peak_mem_reserved_mb": max((r.peak_mem_reserved_mb for r in records), default=None),
         "peak_tensor_mb": max((r.peak_tensor_mb for r in records if r.peak_tensor_mb is not None), default=None),
