@@ -29,7 +29,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ("scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py",
-           "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
+           "scripts/share_curves.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
 MEASURED = ("gnntrain", "conf", *SCRIPTS)
 """What a table measures where it lists no code of its own: the whole package."""
 TABLES = ("results/*/table.md", "results/model_zoo.md")
