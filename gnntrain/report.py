@@ -280,7 +280,8 @@ RUN_COLUMNS = {
     "strategy": "The run's strategy.",
     "epoch_ms": "Mean epoch time over the steady epochs (`summary.json`'s `mean_epoch_time`), ms.",
     "comm_share": "The communication share: exposed `data` communication per epoch, mean over ranks "
-                  "(`mean_comm_time`), over `epoch_ms`: the share each paper quotes and the calibration targets.",
+                  "(`mean_comm_time`), over `epoch_ms` (`summary.json`'s `comm_share`; `training_comm_share` counts "
+                  "every training category, as `network.calibrate_traffic=training` does).",
     "comm_split_ms": "`data` communication per epoch, mean over ranks, ms, the largest first: `wait` (blocked while "
                      "no transfer could move, a peer not there yet: imbalance) and `transfer` (blocked while one "
                      "moved) add up to the exposed time; `transfer` and `hidden` (moving while the rank computed) "
