@@ -100,9 +100,10 @@ def timing_note(runs: list[Run], start: int) -> str:
     """What a table's speed figures time, in one sentence."""
     rounds = sorted({r.config.get("seed") for r in runs})
     last = max(r.records[-1].epoch for r in runs)
+    counted = f"{len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}"
     return (f"Speed: epochs {start}-{last} of every run (each run's warm-up and examination epochs fall before "
-            f"them), {len(rounds)} interleaved rounds (seeds {', '.join(str(x) for x in rounds)}); a speed-up is the "
-            f"median of its per-round ratios [95% interval of their mean].")
+            f"them), {counted} (seeds {', '.join(str(x) for x in rounds)}); a speed-up is the median of its "
+            f"per-round ratios [95% interval of their mean].")
 
 
 def share_cell(runs: list[Run]) -> str:
@@ -870,7 +871,7 @@ def _fig11_verdict(speed: dict[tuple[str, int, str], Ratio]) -> str:
           if label == "P3" and h == 128 and (m, 16, "P3") in speed}
     slower = [(m, h) for (m, h), v in naive.items() if (v.bounds or (v.median,) * 2)[1] < 1]
     lines = [f"- Naive slower than DGL somewhere (paper: not always faster; slower: the whole interval below 1): "
-             f"{', '.join(f'{m}({h}) {v}' for (m, h), v in naive.items())}; {_met(bool(slower))}."]
+             f"{', '.join(f'{m}({h}) {v}' for (m, h), v in naive.items())}; {_met(bool(slower))}."] if naive else []
     lines += [f"- P3 loses ground from hidden 16 to 128 ({m}: {a} -> {b} DGL): {_met(b.median < a.median)} (medians)."
               for m, (a, b) in p3.items()]
     return "Shape targets:\n\n" + "\n".join(lines)
