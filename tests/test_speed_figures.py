@@ -28,7 +28,7 @@ def _run(seed: int, times: list[float], examined: tuple[int, ...] = (), warmup: 
                for e, t in enumerate(times, start=1)]
     steady = [t for e, t in enumerate(times, start=1) if e > warmup and e not in examined]
     summary = {"mean_epoch_time": sum(steady) / len(steady), "mean_comm_time": comm * sum(steady) / len(steady),
-               "network": {"calibration": None if target is None else {"share": target}}}
+               "comm_share": comm, "network": {"calibration": None if target is None else {"share": target}}}
     return Run(Path(f"/runs/{seed}"), summary, {"seed": seed, "train.warmup_epochs": warmup}, records)
 
 
