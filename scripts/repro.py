@@ -218,7 +218,7 @@ def main() -> None:
         if sweep.skipped is None:
             launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
     runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known if (runs_root / name).is_dir()}
-    every = [run for name in sweeps for run in runs[name]]
+    every = [run for name in runs for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
     (out / "runs.md").write_text(markdown(rows))
