@@ -70,13 +70,20 @@ if TYPE_CHECKING:
 EXCHANGE_TAGS = 2**20
 """How many tags an all-to-all's point-to-point transfers on gloo cycle through (more than can
 be in flight at once)."""
-_EXCHANGES_STARTED: dict[Any, int] = {}
-"""Per process group (None: the default one), how many all-to-alls gloo has started in it."""
 _POSTED: dict[tuple, int] = {}
 """Per channel and message direction (or collective), how many operations this process has
 posted: the n-th has the same key on every rank taking part (:meth:`Communicator.keys_of`)."""
 _SIDE_CHANNELS = [0]
 """How many side channels this process has made (every rank makes them in the same order)."""
+
+
+def exchange_tag(keys: tuple) -> int:
+    """The tag of an all-to-all on gloo posted as point-to-point transfers, from its collective
+    key (:meth:`Communicator.keys_of`): the n-th collective of a group has the same key on every
+    rank, so its messages carry the same tag everywhere and match one another whatever order the
+    threads posting them run in (tag 0 is other point-to-point traffic's)."""
+    _, _, _, (_, n) = keys[0]
+    return 1 + n % EXCHANGE_TAGS
 
 
 def payload_bytes(t: torch.Tensor) -> int:
@@ -183,7 +190,8 @@ class Communicator:
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send))
         started = self.clock.mark()
-        posting = self.meter.post(kind, self.keys_of(), self.clock, started)
+        keys = self.keys_of()
+        posting = self.meter.post(kind, keys, self.clock, started)
         row = payload_bytes(send[:1]) if send.shape[0] else 0
         hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
                                    {q: n * row for q, n in enumerate(recv_splits)})
@@ -198,17 +206,8 @@ class Communicator:
             peers = [q for q in range(self.world_size) if q != self.rank]
             post, landed = self._point_to_point([(q, sent[q]) for q in peers if send_splits[q]],
                                                 [(q, arriving[q]) for q in peers if recv_splits[q]], kind,
-                                                self._next_exchange_tag())
+                                                exchange_tag(keys))
         return InFlight(self, recv, send, works, kind, posting, decode, hold, landed=landed, post=post)
-
-    def _next_exchange_tag(self) -> int:
-        """The tag of the next all-to-all on gloo in this process group: every rank of the group
-        starts its all-to-alls in the same order (whichever communicator of the group starts
-        them), so the n-th has the same tag everywhere, and its messages match one another
-        whatever order the threads posting them run in (tag 0 is other point-to-point
-        traffic's)."""
-        count = _EXCHANGES_STARTED[self.group] = _EXCHANGES_STARTED.get(self.group, 0) + 1
-        return 1 + count % EXCHANGE_TAGS
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
