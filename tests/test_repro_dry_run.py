@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import compare  # noqa: E402
+import share_curves  # noqa: E402
 import repro  # noqa: E402
 import sweep_plan  # noqa: E402
 
@@ -124,3 +126,19 @@ def test_a_builds_rows_record_each_jobs_wall_time(tmp_path) -> None:
     assert 0 < float(row[sweep_plan.WALL]) < elapsed
     text = sweep_plan.dry_run("tiny", [sweep_plan.Sweep("tiny", overrides)], tmp_path, tmp_path / "runs.csv")
     assert "1 job in 1 sweep; estimated wall time" in text and "for 1 of 1 jobs" in text
+
+
+@pytest.mark.parametrize("paper", [p for p, curve in share_curves.CURVES.items() if curve.headline is not None])
+def test_a_curve_point_at_the_headline_share_reads_the_headline_sweeps(paper) -> None:
+    """The headline's sweeps are the curve's point at their share: same setting, baseline and
+    method, and the preset calibrated to that share; that point runs no sweep of its own."""
+    curve = share_curves.CURVES[paper]
+    share, base, method = curve.headline
+    sweeps = repro.sweeps_of(paper)
+    assert curve.sweeps_at(share) == (base, method)
+    assert set(sweeps[base]) == {*curve.setting, *curve.base}
+    assert set(sweeps[method]) == {*curve.setting, *curve.method}
+    preset = next(o.split("=")[1] for o in curve.setting if o.startswith("experiment="))
+    assert yaml.safe_load((REPO / "conf" / "experiment" / f"{preset}.yaml").read_text())["network"][
+        "calibrate_share"] == share
+    assert not any(name.startswith(f"curve_{share_curves.percent(share)}_") for name in sweeps)
