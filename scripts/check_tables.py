@@ -4,11 +4,19 @@
 
 Every table's header says which make target built it and at which commit ("Built by `make
 <target>` ... at commit <sha>"). A table is *stale* when, between that commit and ``HEAD``, the
-code of a file it measures changed: the package (``gnntrain/``), the configs (``conf/``) and the
-scripts that run and tabulate the sweeps. Of the package, only the files the table's runs
-executed count where the table lists them (``<table>.code.json``, written with the table from
-the runs' ``summary.json``: :mod:`gnntrain.provenance`); a table without that list measures the
-whole package. Python files are compared
+code of a file it measures changed. What it measures is listed beside it (``<table>.code.json``,
+:func:`write_manifest`), each list read from what ran:
+
+- ``files``: the package files its runs executed (their ``summary.json`` ``code``:
+  :mod:`gnntrain.provenance`);
+- ``conf``: the config files Hydra composed for its runs (``conf/config.yaml`` and the file of
+  each group option chosen, from each run's ``.hydra/hydra.yaml``);
+- ``scripts``: the scripts the build imported to run and tabulate them (this checker aside:
+  it only writes the list).
+
+A table without the list, or a list without an entry (runs recorded before it), measures the
+whole of that part: the package (``gnntrain/``), the configs (``conf/``), every table script
+(:data:`SCRIPTS`). Python files are compared
 as their syntax trees with docstrings dropped and YAML files as their parsed values, so an edit
 to a docstring or a comment does not make a table stale; any other change does. The check is
 conservative: a change to a module every run imports (a model's base class, the launcher) marks
@@ -24,14 +32,16 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from gnntrain.report import Run
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ("scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py",
            "scripts/share_curves.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
-MEASURED = ("gnntrain", "conf", *SCRIPTS)
-"""What a table measures where it lists no code of its own: the whole package."""
 TABLES = ("results/*/table.md", "results/model_zoo.md")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
 BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
@@ -47,24 +57,49 @@ def manifest(table: Path) -> Path:
     return table.with_name(table.stem + ".code.json")
 
 
-def write_manifest(table: Path, summaries: list[dict]) -> None:
-    """Beside ``table``, the package files its runs executed (the union of their summaries'
-    ``code``, :mod:`gnntrain.provenance`); none where a run does not list its code, so that the
-    check measures the whole package."""
-    path = manifest(table)
-    if summaries and all("code" in s for s in summaries):
-        path.write_text(json.dumps({"files": sorted({f for s in summaries for f in s["code"]})}, indent=0) + "\n")
-    else:
-        path.unlink(missing_ok=True)
+def composed_configs(run_dir: Path, repo: Path = REPO) -> list[str] | None:
+    """The config files Hydra composed for the run in ``run_dir``: ``conf/config.yaml`` and the
+    file of each config group option it chose (``hydra.runtime.choices``; options the package
+    registers in code have no file, Hydra's own groups are not ours); None where the run saved
+    no Hydra config."""
+    saved = run_dir / ".hydra" / "hydra.yaml"
+    if not saved.is_file():
+        return None
+    choices = yaml.safe_load(saved.read_text())["hydra"]["runtime"]["choices"]
+    files = [f"conf/{group}/{option}.yaml" for group, option in choices.items()
+             if option is not None and not group.startswith("hydra/")]
+    return ["conf/config.yaml", *(f for f in files if (repo / f).is_file())]
+
+
+def imported_scripts(repo: Path = REPO) -> list[str]:
+    """The files under ``scripts/`` this process has imported, the checker aside."""
+    scripts, own = repo / "scripts", Path(__file__).resolve()
+    files = {Path(module.__file__).resolve() for module in list(sys.modules.values())
+             if getattr(module, "__file__", None)}
+    return sorted(str(f.relative_to(repo)) for f in files if f.is_relative_to(scripts) and f != own)
+
+
+def write_manifest(table: Path, runs: list[Run]) -> None:
+    """Beside ``table``, what its build measures: the package files its runs executed (the union
+    of their summaries' ``code``), the config files they composed (:func:`composed_configs`) and
+    the scripts this build imported (:func:`imported_scripts`). A list is left out where a run
+    does not record its part, so that the check measures the whole of it."""
+    code = [run.summary.get("code") for run in runs]
+    conf = [composed_configs(run.path) for run in runs]
+    lists = {"scripts": imported_scripts()}
+    if runs and None not in code:
+        lists["files"] = sorted({f for files in code for f in files})
+    if runs and None not in conf:
+        lists["conf"] = sorted({f for files in conf for f in files})
+    manifest(table).write_text(json.dumps(lists, indent=0) + "\n")
 
 
 def measured(table: Path) -> tuple[str, ...]:
-    """The paths whose code a table measures: the configs, the scripts, and the package files its
-    runs executed where it lists them (:func:`write_manifest`), else the whole package."""
+    """The paths whose code a table measures: the lists beside it (:func:`write_manifest`), the
+    whole of a part it does not list."""
     path = manifest(table)
-    if not path.exists():
-        return MEASURED
-    return ("conf", *SCRIPTS, *json.loads(path.read_text())["files"])
+    lists = json.loads(path.read_text()) if path.exists() else {}
+    return (*lists.get("scripts", SCRIPTS), *lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",)))
 
 
 def built(text: str) -> tuple[str | None, str | None]:
@@ -103,7 +138,7 @@ def normalised(path: str, text: str | None) -> object:
     return text
 
 
-def changed_code(commit: str, paths: tuple[str, ...] = MEASURED, repo: Path = REPO) -> list[str]:
+def changed_code(commit: str, paths: tuple[str, ...], repo: Path = REPO) -> list[str]:
     """The files under ``paths`` whose code differs between ``commit`` and HEAD."""
     names = git("diff", "--name-only", commit, "HEAD", "--", *paths, repo=repo).split()
     return [name for name in names

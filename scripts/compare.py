@@ -326,7 +326,7 @@ def main() -> None:
                                   out / f"accuracy_vs_time_{link}.png", log_time=True)
     text = table(groups, plan)
     (out / "table.md").write_text(text)
-    write_manifest(out / "table.md", [run.summary for link_runs in curves.values() for run, _ in link_runs])
+    write_manifest(out / "table.md", [run for link_runs in curves.values() for run, _ in link_runs])
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the accuracy-vs-time plots beside them")
 

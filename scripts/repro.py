@@ -230,7 +230,7 @@ def main() -> None:
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
     text = TABLES[args.paper](runs, out, args.scale) + "\n" + curve_section(args.paper, runs, out)
     (out / "table.md").write_text(f"{header}\n\n{text}")
-    write_manifest(out / "table.md", [run.summary for run in every])
+    write_manifest(out / "table.md", every)
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the figures in {out}")
 

@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from conftest import make_cfg
 from gnntrain import api
+from gnntrain.report import Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from check_tables import REPO, built, changed_code, measured, tables, write_manifest  # noqa: E402
+import sweep_plan  # noqa: E402
+from check_tables import REPO, built, changed_code, composed_configs, measured, tables, write_manifest  # noqa: E402
 
 
 def _commit(repo: Path, files: dict[str, str]) -> str:
@@ -56,14 +59,43 @@ def test_a_table_listing_its_runs_code_is_stale_only_when_that_code_changed(tmp_
     built_at = _commit(tmp_path, {"gnntrain/ran.py": "X = 1\n", "gnntrain/unused.py": "Y = 1\n"})
     table = tmp_path / "results" / "t" / "table.md"
     table.parent.mkdir(parents=True)
-    write_manifest(table, [{"code": ["gnntrain/ran.py"]}, {"code": []}])
+    write_manifest(table, [Run(tmp_path / "a", {"code": ["gnntrain/ran.py"]}), Run(tmp_path / "b", {"code": []})])
     assert measured(table)[-1] == "gnntrain/ran.py" and "gnntrain/unused.py" not in measured(table)
     _commit(tmp_path, {"gnntrain/unused.py": "Y = 2\n"})
     assert changed_code(built_at, measured(table), tmp_path) == []
     _commit(tmp_path, {"gnntrain/ran.py": "X = 2\n"})
     assert changed_code(built_at, measured(table), tmp_path) == ["gnntrain/ran.py"]
-    write_manifest(table, [{"code": ["gnntrain/ran.py"]}, {}])  # a run from before the lists: the whole package
+    # a run from before the lists: the whole package
+    write_manifest(table, [Run(tmp_path / "a", {"code": ["gnntrain/ran.py"]}), Run(tmp_path / "b", {})])
     assert "gnntrain" in measured(table)
+
+
+def _hydra_run(path: Path, choices: dict[str, str | None]) -> Run:
+    """A run folder whose saved Hydra config chose ``choices``."""
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": choices}}}, sort_keys=False))
+    return Run(path, {"code": []})
+
+
+def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_build_imported(tmp_path) -> None:
+    """An edit to another table's preset leaves this table fresh; its own preset's, or a
+    dataset file a run chose, makes it stale; so does a script this build imported, not another."""
+    runs = [_hydra_run(tmp_path / "0", {"experiment": "pipegcn_table4", "dataset": "synthetic", "model": "sage",
+                                        "network": "eth10g", "hydra/launcher": "basic", "hydra/callbacks": None}),
+            _hydra_run(tmp_path / "1", {"experiment": "accuracy", "dataset": "cora", "model": "sage"})]
+    assert composed_configs(runs[0].path) == ["conf/config.yaml", "conf/experiment/pipegcn_table4.yaml",
+                                              "conf/dataset/synthetic.yaml", "conf/network/eth10g.yaml"]
+    assert composed_configs(tmp_path) is None
+    table = tmp_path / "results" / "t" / "table.md"
+    table.parent.mkdir(parents=True)
+    write_manifest(table, runs)
+    paths = measured(table)
+    assert {"conf/experiment/pipegcn_table4.yaml", "conf/experiment/accuracy.yaml", "conf/dataset/cora.yaml",
+            Path(sweep_plan.__file__).resolve().relative_to(REPO).as_posix()} <= set(paths)
+    assert not {"conf", "conf/experiment/hopgnn_fig13.yaml", "scripts/check_tables.py",
+                "scripts/model_zoo.py"} & set(paths)
+    write_manifest(table, [*runs, Run(tmp_path / "no_hydra", {"code": []})])
+    assert "conf" in measured(table)
 
 
 def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
