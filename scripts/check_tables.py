@@ -43,7 +43,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = ("scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py",
            "scripts/share_curves.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
 TABLES = ("results/*/table.md", "results/model_zoo.md")
-BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40})")
+BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40}(?:\+changes)?)")
+UNCOMMITTED = "+changes"
+"""What a header's commit ends with where the build ran code not committed (:func:`jobs.git_commit`)."""
 BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
 
 
@@ -153,6 +155,11 @@ def main() -> int:
         rebuild = f"make {target}" if target else "the make target that builds it (its header names none)"
         if commit is None:
             print(f"{name}: names no commit it was built at; rebuild it: {rebuild}")
+            stale += 1
+            continue
+        if commit.endswith(UNCOMMITTED):
+            print(f"{name}: built at {commit}: from code never committed, which no check can read; rebuild it: "
+                  f"{rebuild}")
             stale += 1
             continue
         changed = changed_code(commit, measured(table))

@@ -22,7 +22,8 @@ Features are row-normalised (``dataset.normalize_features``, the Planetoid YAMLs
 the GCN and GAT papers do, except for FiLM: its 10-layer stack learns next to nothing from
 row-normalised Cora features under this recipe (seed 0, one worker: validation 0.32 at L2 5e-3,
 0.42 at 5e-4, 0.33 at 0, against 0.68 on the raw features), and its paper normalises none of
-its own graphs' features. Cells go to ``results/model_zoo.json`` as they finish; a cell already
+its own graphs' features. Each cell runs into ``multirun/zoo/<cell>/`` (where ``make check-tables``
+reads what it ran) and goes to ``results/model_zoo.json`` as it finishes; a cell already
 there is not run again (``--fresh`` runs all), so an interrupted sweep continues where it
 stopped. ``--jobs 2`` runs two single-process cells at a time (one thread each; scores do not
 depend on timing). ``--table`` only rewrites ``results/model_zoo.md`` from the JSON.
@@ -35,14 +36,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from check_tables import write_manifest
+from jobs import git_commit
+
+from gnntrain.report import Run
+
 RESULTS = Path(__file__).resolve().parents[1] / "results"
+RUNS = RESULTS.parent / "multirun" / "zoo"
+"""Each cell's run folder (:func:`run_dir`): what ``make check-tables`` reads the code and
+configs it ran from."""
 MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
 DATASETS = ["cora", "citeseer"]
 COMMON = ["train.weight_decay=5e-4", "train.epochs=200"]
@@ -80,21 +89,49 @@ def overrides(model: str, dataset: str) -> list[str]:
     return [f"model={model}", f"dataset={dataset}", *settings["*"], *settings.get(dataset, [])]
 
 
+def run_dir(model: str, dataset: str, workers: int, seed: int) -> Path:
+    """Where a cell's run goes (its ``summary.json``, metrics and saved config)."""
+    return RUNS / f"{model}_{dataset}_{workers}w_seed{seed}"
+
+
 def run_cell(model: str, dataset: str, workers: int, seed: int, threads: int) -> dict:
-    with tempfile.TemporaryDirectory() as run_dir:
-        args = [*overrides(model, dataset), f"cluster.world_size={workers}", f"seed={seed}",
-                "strategy=vanilla", "network=none", f"hydra.run.dir={run_dir}"]
-        if threads:
-            args.append(f"cluster.threads_per_worker={threads}")
-        gnntrain = Path(sys.executable).with_name("gnntrain")
-        subprocess.run([str(gnntrain), *args], check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "WANDB_MODE": "disabled"})
-        summary = json.loads((Path(run_dir) / "summary.json").read_text())
-    return {"model": model, "dataset": dataset, "workers": workers, "seed": seed,
+    folder = run_dir(model, dataset, workers, seed)
+    shutil.rmtree(folder, ignore_errors=True)
+    args = [*overrides(model, dataset), f"cluster.world_size={workers}", f"seed={seed}",
+            "strategy=vanilla", "network=none", f"hydra.run.dir={folder}"]
+    if threads:
+        args.append(f"cluster.threads_per_worker={threads}")
+    gnntrain = Path(sys.executable).with_name("gnntrain")
+    subprocess.run([str(gnntrain), *args], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "WANDB_MODE": "disabled"})
+    summary = json.loads((folder / "summary.json").read_text())
+    return {"model": model, "dataset": dataset, "workers": workers, "seed": seed, "commit": git_commit(),
             "overrides": overrides(model, dataset), "epochs": summary["epochs"], "best_epoch": summary["best_epoch"],
             "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
             "mean_epoch_time": summary["mean_epoch_time"],
             "mean_comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"]}
+
+
+def built_at(rows: list[dict]) -> str:
+    """The commit the table measures: its rows' (each cell records the commit it ran at), the
+    oldest where they differ, so that a change since any of them makes the table stale;
+    ``unknown`` where a row records none."""
+    commits = {row.get("commit") for row in rows}
+    if None in commits:
+        return "unknown"
+    changes = "+changes" if any(c.endswith("+changes") for c in commits) else ""
+    clean = sorted({c.removesuffix("+changes") for c in commits})
+    oldest = subprocess.run(["git", "merge-base", "--octopus", *clean], capture_output=True, text=True,
+                            check=True).stdout.strip() if len(clean) > 1 else clean[0]
+    return oldest[:7] + changes
+
+
+def ran(row: dict) -> Run:
+    """The run of a row: its folder and summary where the folder is still there (an empty
+    summary, so the whole package counts, where it is not)."""
+    folder = run_dir(row["model"], row["dataset"], row["workers"], row["seed"])
+    summary = folder / "summary.json"
+    return Run(folder, json.loads(summary.read_text()) if summary.is_file() else {})
 
 
 def _score(rows: list[dict]) -> str:
@@ -178,8 +215,8 @@ def main() -> None:
             finish(row)
     for cell in cells[len(singles):]:
         finish(run_cell(*cell, 0))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    (RESULTS / "model_zoo.md").write_text(table(rows, commit))
+    (RESULTS / "model_zoo.md").write_text(table(rows, built_at(rows)))
+    write_manifest(RESULTS / "model_zoo.md", [ran(row) for row in rows])
     print(f"wrote {args.out} and {RESULTS / 'model_zoo.md'}")
 
 

@@ -15,6 +15,8 @@ from gnntrain.report import Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+import check_tables  # noqa: E402
+import model_zoo  # noqa: E402
 import sweep_plan  # noqa: E402
 from check_tables import REPO, built, changed_code, composed_configs, measured, tables, write_manifest  # noqa: E402
 
@@ -77,9 +79,11 @@ def _hydra_run(path: Path, choices: dict[str, str | None]) -> Run:
     return Run(path, {"code": []})
 
 
-def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_build_imported(tmp_path) -> None:
+def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_build_imported(tmp_path,
+                                                                                          monkeypatch) -> None:
     """An edit to another table's preset leaves this table fresh; its own preset's, or a
     dataset file a run chose, makes it stale; so does a script this build imported, not another."""
+    monkeypatch.delitem(sys.modules, "model_zoo")  # a script this build did not import
     runs = [_hydra_run(tmp_path / "0", {"experiment": "pipegcn_table4", "dataset": "synthetic", "model": "sage",
                                         "network": "eth10g", "hydra/launcher": "basic", "hydra/callbacks": None}),
             _hydra_run(tmp_path / "1", {"experiment": "accuracy", "dataset": "cora", "model": "sage"})]
@@ -109,3 +113,23 @@ def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
             "gnntrain/launch/spawn.py", "gnntrain/validation.py"} <= set(code)
     assert "gnntrain/strategies/minibatch/p3.py" not in code
     assert all((REPO / path).is_file() for path in code)
+
+
+def test_a_table_built_from_uncommitted_code_is_stale(tmp_path, monkeypatch, capsys) -> None:
+    table = tmp_path / "results" / "t" / "table.md"
+    table.parent.mkdir(parents=True)
+    table.write_text("Built by `make repro-t` at commit 4801e10+changes.\n\n| a |\n|---|\n| 1 |\n")
+    assert built(table.read_text()) == ("4801e10+changes", "repro-t")
+    monkeypatch.setattr(check_tables, "tables", lambda: [table])
+    monkeypatch.setattr(check_tables, "REPO", tmp_path)
+    assert check_tables.main() == 1
+    assert "from code never committed" in capsys.readouterr().out
+
+
+def test_the_zoo_table_is_built_at_its_oldest_cell_commit() -> None:
+    """Cells run at different commits: the table measures from the oldest, so a change since
+    any of them makes it stale; a cell that records none makes the commit unknown."""
+    old, new = check_tables.git("rev-list", "--max-count=2", "--abbrev-commit", "HEAD").split()[::-1]
+    assert model_zoo.built_at([{"commit": new}, {"commit": old}]) == old[:7]
+    assert model_zoo.built_at([{"commit": new}, {"commit": f"{old}+changes"}]) == f"{old[:7]}+changes"
+    assert model_zoo.built_at([{"commit": new}, {}]) == "unknown"
