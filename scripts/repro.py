@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
-from share_curves import curve_section, curve_sweeps  # noqa: E402
+from share_curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors  # noqa: E402
 from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
@@ -165,9 +165,10 @@ def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -
     """The paper's sweeps at ``scale``, in the order they run: the others first, then the speed
     sweeps (:data:`SPEED`) in :data:`REPEATS` rounds, each round running every one of them once
     at its seed (``<sweep>/repeat<r>``), so that the systems a speed-up compares run side by
-    side, interleaved, whatever the machine does meanwhile. A :data:`SAME_LINK` sweep's link is
-    added only when it runs. Skipped: all with ``tables_only``, those ``only`` leaves out."""
-    steady, rounds = [], []
+    side, interleaved, whatever the machine does meanwhile; last the :data:`SAME_LINK` sweeps,
+    whose link (that of their source's first run) is added only when they run. Skipped: all with
+    ``tables_only``, those ``only`` leaves out."""
+    steady, rounds, after = [], [], []
     for name, overrides in sweeps_of(paper, scale).items():
         if scale == "paper":
             overrides = paper_sized(overrides)
@@ -178,9 +179,18 @@ def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -
                    else "--only: its existing runs are read" if only is not None and name not in only else None)
         if name in speed_sweeps(paper):
             rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, f"seed={r}"], None, skipped)) for r in range(REPEATS)]
+        elif source:
+            after.append(Sweep(name, overrides, f"the link of {source}'s runs", skipped))
         else:
-            steady.append(Sweep(name, overrides, f"the link of {source}'s runs" if source else None, skipped))
-    return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])]
+            steady.append(Sweep(name, overrides, None, skipped))
+    return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])] + after
+
+
+def unreached_only(sweep_dir: Path) -> bool:
+    """Whether every run of a sweep failed because no link gave its share (a curve's point)."""
+    runs = [p for p in sweep_dir.rglob("summary.json") if "calibration_probe" not in p.parts]
+    errors = failed_errors(sweep_dir)
+    return bool(runs) and len(errors) == len(runs) and all(UNREACHABLE in e for e in errors)
 
 
 def main() -> None:
@@ -216,8 +226,13 @@ def main() -> None:
         link = link_overrides(find_runs(runs_root / source)[0].summary["network"]) if source else []
         sweeps[sweep.name] = [*sweep.overrides, *link]
         if sweep.skipped is None:
-            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
-    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known if (runs_root / name).is_dir()}
+            on_curve = sweep.name.split("/")[0] in curve_sweeps(args.paper)
+            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=not on_curve)
+            failed = [e for e in failed_errors(runs_root / sweep.name) if UNREACHABLE not in e] if on_curve else []
+            if failed:
+                raise SystemExit(f"repro: {sweep.name}: {len(failed)} job(s) failed: {failed[0]}")
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known
+                                  if (runs_root / name).is_dir() and not unreached_only(runs_root / name)}
     every = [run for name in runs for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
@@ -228,7 +243,7 @@ def main() -> None:
               f"metrics.jsonl (all runs: runs.csv). Sweeps: "
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    text = TABLES[args.paper](runs, out, args.scale) + "\n" + curve_section(args.paper, runs, out)
+    text = TABLES[args.paper](runs, out, args.scale) + "\n" + curve_section(args.paper, runs, out, runs_root)
     (out / "table.md").write_text(f"{header}\n\n{text}")
     write_manifest(out / "table.md", every)
     print(text)

@@ -58,11 +58,13 @@ def listed(out: str) -> tuple[dict[str, int], list[str], int]:
 
 def repro_order(paper: str) -> list[str]:
     """The folders a build runs, in order: the sweeps that give no speed figure, then each speed
-    sweep (the share curve's among them) once per round, round after round (interleaved repeats)."""
-    speed, sweeps = repro.speed_sweeps(paper), repro.sweeps_of(paper)
+    sweep (the share curve's among them) once per round, round after round (interleaved repeats),
+    then the sweeps run under another sweep's link (which exists only then)."""
+    speed, sweeps, same = repro.speed_sweeps(paper), repro.sweeps_of(paper), repro.SAME_LINK.get(paper, {})
     assert set(repro.SPEED[paper]) < speed and any(name.startswith("curve_") for name in speed)
-    return ([name for name in sweeps if name not in speed]
-            + [f"{name}/repeat{r}" for r in range(repro.REPEATS) for name in sweeps if name in speed])
+    return ([name for name in sweeps if name not in speed and name not in same]
+            + [f"{name}/repeat{r}" for r in range(repro.REPEATS) for name in sweeps if name in speed]
+            + [name for name in sweeps if name in same])
 
 
 @pytest.mark.parametrize("paper", list(repro.SWEEPS))
