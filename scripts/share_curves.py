@@ -10,7 +10,7 @@ unless :attr:`Curve.shares` says otherwise)
 sweep), and :func:`curve_section` plots the speed-up (median of the rounds, with its 95%
 interval) against the share the baseline's runs reached, both bounds, and the paper's own point
 (its share and speed-up, each quoted with its source). Where the headline table is calibrated to
-one of :data:`SHARES` in the curve's very setting (HopGNN's 0.6), that point reads the headline's
+one of the curve's shares in its very setting (HopGNN's 0.6), that point reads the headline's
 runs (:attr:`Curve.headline`) instead of running them twice.
 
 A share may be out of reach on this machine: where the communication that no bandwidth changes
