@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
-from share_curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors  # noqa: E402
+from share_curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors, link_sources  # noqa: E402
 from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
@@ -174,16 +174,31 @@ def planned(paper: str, scale: str, only: list[str] | None, tables_only: bool) -
             overrides = paper_sized(overrides)
             if overrides is None:
                 continue
-        source = SAME_LINK.get(paper, {}).get(name)
         skipped = ("--tables-only: its runs are read" if tables_only
                    else "--only: its existing runs are read" if only is not None and name not in only else None)
         if name in speed_sweeps(paper):
-            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, f"seed={r}"], None, skipped)) for r in range(REPEATS)]
-        elif source:
-            after.append(Sweep(name, overrides, f"the link of {source}'s runs", skipped))
+            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, f"seed={r}"], linked(paper, f"{name}/repeat{r}"),
+                             skipped)) for r in range(REPEATS)]
+        elif name in SAME_LINK.get(paper, {}):
+            after.append(Sweep(name, overrides, linked(paper, name), skipped))
         else:
             steady.append(Sweep(name, overrides, None, skipped))
     return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])] + after
+
+
+def link_source(paper: str, sweep: str) -> str | None:
+    """The sweep whose first run's link ``sweep`` runs under: a :data:`SAME_LINK` sweep's source,
+    a curve method's baseline in the same round (:func:`share_curves.link_sources`); None for a
+    sweep that calibrates its own."""
+    name, _, repeat = sweep.partition("/")
+    curve = link_sources(paper).get(name)
+    return f"{curve}/{repeat}" if curve else SAME_LINK.get(paper, {}).get(name)
+
+
+def linked(paper: str, sweep: str) -> str | None:
+    """How :func:`planned` names the link of a sweep that takes another's."""
+    source = link_source(paper, sweep)
+    return f"the link of {source}'s runs" if source else None
 
 
 def unreached_only(sweep_dir: Path) -> bool:
@@ -222,7 +237,10 @@ def main() -> None:
     start = time.perf_counter()
     sweeps = {}
     for sweep in plan:
-        source = SAME_LINK.get(args.paper, {}).get(sweep.name)
+        source = link_source(args.paper, sweep.name)
+        if source and (runs_root / source).is_dir() and unreached_only(runs_root / source):
+            print(f"== {sweep.name}: not run: no link reached its baseline's share ({source})", flush=True)
+            continue
         link = link_overrides(find_runs(runs_root / source)[0].summary["network"]) if source else []
         sweeps[sweep.name] = [*sweep.overrides, *link]
         if sweep.skipped is None:

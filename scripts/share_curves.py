@@ -7,7 +7,8 @@ calibrated point says little about where the paper's figure sits; so ``make repr
 also runs the baseline and the method under links calibrated to each of its shares (:data:`SHARES`
 unless :attr:`Curve.shares` says otherwise)
 (``curve_<percent>_base`` and ``_method`` sweeps, in the interleaved rounds of every speed
-sweep), and :func:`curve_section` plots the speed-up (median of the rounds, with its 95%
+sweep; the method runs under exactly the link its baseline's run of the same round had, so that
+each round's ratio compares one link, :func:`link_sources`), and :func:`curve_section` plots the speed-up (median of the rounds, with its 95%
 interval) against the share the baseline's runs reached, both bounds, and the paper's own point
 (its share and speed-up, each quoted with its source). Where the headline table is calibrated to
 one of the curve's shares in its very setting (HopGNN's 0.6), that point reads the headline's
@@ -18,7 +19,8 @@ A share may be out of reach on this machine: where the communication that no ban
 (``gnntrain.calibration``). Such a run fails with that reason; a curve sweep whose runs failed
 only so does not stop the build (:func:`failed_errors`), and the curve states the point's reason
 instead of a speed-up. Where the waits of a paper's setting put its floor near 0.3, its curve
-starts higher (:attr:`Curve.shares`).
+starts higher; where its all-reduce, which slows with the link too, caps the data share below
+0.9, it ends lower (:attr:`Curve.shares`).
 """
 
 from __future__ import annotations
@@ -77,10 +79,12 @@ CURVES: dict[str, Curve] = {
     "pipegcn": Curve(("experiment=pipegcn_table4", "cluster.world_size=2"), ("strategy=vanilla",),
                      ("strategy=pipegcn",), "PipeGCN over vanilla, 2 partitions", 0.6583, 1.91,
                      "Reddit, 2 partitions: share 65.83% (Table 2), speed-up 1.91x (Table 4)"),
-    # 4 workers on 2 cores: p=1 waits for its slowest peer ~0.28 of its epoch, so 0.3 lies at its floor
+    # 4 workers on 2 cores: p=1 waits for its slowest peer ~0.28 of its epoch, so 0.3 lies at its
+    # floor; its gradient all-reduce slows with the link as well, so its data share stays under
+    # ~0.84 however slow the link (0.83 at 0.0059 Gbit/s, 9 s epochs), and 0.9 is out of reach
     "bns": Curve(("experiment=bns_table4",), ("strategy.p=1",), ("strategy.p=0.1",), "BNS-GCN p=0.1 over p=1",
                  0.67, 3.92, "Reddit: share up to 67% (Fig. 5, Sec. 4.2); speed-up 0.777 / 0.198 s = 3.92x at 8 "
-                             "partitions (Table 11, computed here)", shares=(0.35, 0.45, 0.6, 0.75, 0.9)),
+                             "partitions (Table 11, computed here)", shares=(0.35, 0.45, 0.6, 0.7, 0.8)),
     "adaqp": Curve(("experiment=adaqp_table4",), ("strategy=vanilla",),
                    ("strategy=adaqp", "strategy.assign=adaptive", "strategy.bits=2", "strategy.overlap=true"),
                    "AdaQP adaptive over vanilla, 2 workers", 0.6678, 2.27,
@@ -103,18 +107,25 @@ def percent(s: float) -> int:
 
 
 def curve_sweeps(paper: str) -> dict[str, list[str]]:
-    """The sweeps of ``paper``'s curve: per share, the baseline's and the method's (none at the
-    headline's share, whose sweeps the paper's table runs)."""
+    """The sweeps of ``paper``'s curve: per share, the baseline's, calibrated to it, and the
+    method's, whose link comes from the baseline's (:func:`link_sources`); none at the
+    headline's share, whose sweeps the paper's table runs."""
     curve = CURVES[paper]
     sweeps = {}
     for s in curve.shares:
         if curve.headline is not None and curve.headline[0] == s:
             continue
-        link = f"network.calibrate_share={s}"
         base, method = curve.sweeps_at(s)
-        sweeps[base] = [*curve.setting, link, *curve.base]
-        sweeps[method] = [*curve.setting, link, *curve.method]
+        sweeps[base] = [*curve.setting, f"network.calibrate_share={s}", *curve.base]
+        sweeps[method] = [*curve.setting, *curve.method]
     return sweeps
+
+
+def link_sources(paper: str) -> dict[str, str]:
+    """Each curve method sweep and the baseline sweep whose run, in the same round, gives its link."""
+    curve = CURVES[paper]
+    return dict(reversed(curve.sweeps_at(s)) for s in curve.shares
+                if curve.headline is None or curve.headline[0] != s)
 
 
 def failed_errors(sweep_dir: Path) -> list[str]:

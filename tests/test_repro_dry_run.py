@@ -144,3 +144,19 @@ def test_a_curve_point_at_the_headline_share_reads_the_headline_sweeps(paper) ->
     assert yaml.safe_load((REPO / "conf" / "experiment" / f"{preset}.yaml").read_text())["network"][
         "calibrate_share"] == share
     assert not any(name.startswith(f"curve_{share_curves.percent(share)}_") for name in sweeps)
+
+
+@pytest.mark.parametrize("paper", list(repro.SWEEPS))
+def test_a_curve_method_runs_under_its_baselines_link_of_the_same_round(paper) -> None:
+    """Only the baseline's curve sweep calibrates; the method's runs after it in each round,
+    under that round's link, so that each round's ratio compares one link."""
+    sweeps, sources = repro.sweeps_of(paper), share_curves.link_sources(paper)
+    names = [sweep.name for sweep in repro.planned(paper, "small", None, False)]
+    plan = dict(zip(names, repro.planned(paper, "small", None, False)))
+    assert sources
+    for method, base in sources.items():
+        assert not any(o.startswith("network.calibrate_share") for o in sweeps[method])
+        assert any(o.startswith("network.calibrate_share") for o in sweeps[base])
+        for r in range(repro.REPEATS):
+            assert plan[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
+            assert names.index(f"{base}/repeat{r}") < names.index(f"{method}/repeat{r}")
