@@ -40,7 +40,6 @@ their jobs and the wall time those records suggest, and starts nothing (:mod:`sw
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -50,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
-from sweep_plan import Sweep, dry_run, expand, launch, timed_rows  # noqa: E402
+from sweep_plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows  # noqa: E402
 
 from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, write_csv  # noqa: E402
 from gnntrain.strategies import method  # noqa: E402
@@ -123,8 +122,7 @@ class Plan:
 
 def complete(path: Path, jobs: int) -> bool:
     """Whether ``path`` holds ``jobs`` completed runs."""
-    summaries = [json.loads(p.read_text()) for p in path.rglob("summary.json") if "calibration_probe" not in p.parts]
-    return sum(s.get("status") == "completed" for s in summaries) >= jobs
+    return sum(s.get("status") == "completed" for s in run_summaries(path)) >= jobs
 
 
 def skipped(plan: Plan, sweep: Sweep) -> str | None:

@@ -30,7 +30,7 @@ from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
 from repro_tables import PIPEGCN_TABLE2, TABLES  # noqa: E402
 from share_curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors, link_sources  # noqa: E402
-from sweep_plan import Sweep, dry_run, launch, timed_rows  # noqa: E402
+from sweep_plan import Sweep, dry_run, launch, run_summaries, timed_rows  # noqa: E402
 
 from gnntrain.comm.network import link_overrides  # noqa: E402
 from gnntrain.report import Run, find_runs, markdown, write_csv  # noqa: E402
@@ -203,9 +203,9 @@ def linked(paper: str, sweep: str) -> str | None:
 
 def unreached_only(sweep_dir: Path) -> bool:
     """Whether every run of a sweep failed because no link gave its share (a curve's point)."""
-    runs = [p for p in sweep_dir.rglob("summary.json") if "calibration_probe" not in p.parts]
-    errors = failed_errors(sweep_dir)
-    return bool(runs) and len(errors) == len(runs) and all(UNREACHABLE in e for e in errors)
+    summaries = run_summaries(sweep_dir)
+    return bool(summaries) and all(s.get("status") == "failed" and UNREACHABLE in (s.get("error") or "")
+                                   for s in summaries)
 
 
 def main() -> None:

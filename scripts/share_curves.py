@@ -25,7 +25,6 @@ starts higher; where its all-reduce, which slows with the link too, caps the dat
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
@@ -36,6 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from repro_tables import share, speedup, timed_from  # noqa: E402
+from sweep_plan import run_summaries  # noqa: E402
 
 from gnntrain.report import Run, markdown  # noqa: E402
 
@@ -130,9 +130,7 @@ def link_sources(paper: str) -> dict[str, str]:
 
 def failed_errors(sweep_dir: Path) -> list[str]:
     """The errors of the runs under ``sweep_dir`` that failed (their ``summary.json``)."""
-    summaries = (json.loads(path.read_text()) for path in sorted(sweep_dir.rglob("summary.json"))
-                 if "calibration_probe" not in path.parts)
-    return [s.get("error") or "no error recorded" for s in summaries if s.get("status") == "failed"]
+    return [s.get("error") or "no error recorded" for s in run_summaries(sweep_dir) if s.get("status") == "failed"]
 
 
 def curve_section(paper: str, runs: dict[str, list[Run]], out: Path, runs_root: Path) -> str:

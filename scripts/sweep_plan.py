@@ -17,6 +17,7 @@ column of ``runs.csv``); the dry run takes a job's recorded wall time from the r
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -50,6 +51,13 @@ class Sweep:
     """Overrides known only once earlier sweeps have run, in words (they sweep nothing)."""
     skipped: str | None = None
     """Why this build does not run it; None where it does."""
+
+
+def run_summaries(sweep_dir: Path) -> list[dict]:
+    """The ``summary.json`` of every job under ``sweep_dir``, completed or not (calibration
+    probes aside)."""
+    return [json.loads(path.read_text()) for path in sorted(sweep_dir.rglob("summary.json"))
+            if "calibration_probe" not in path.parts]
 
 
 def command(overrides: list[str], out: Path) -> list[str]:
