@@ -19,9 +19,13 @@ setting:
    on this 2-layer model it would train exactly as vanilla does.
 2. **Runs** at each link's chosen setting: seeds 0-2 (none of them the tuning seed) under that
    link (:data:`LINKS`), the preset's whole budget (patience, no target stop), so the best test
-   score is the method's, not the one at the target.
+   score is the method's, not the one at the target. They run in interleaved rounds, one per
+   seed: each round runs every strategy once under each link, so that a slow spell of the
+   machine falls on every strategy alike rather than on the one whose seeds it met.
 3. **Table**: per link and strategy, the training seconds and epochs to the target (mean and
-   95% t-interval over the seeds that reached it, with how many did), the best test score at the
+   95% t-interval over the seeds that reached it, with how many did), the speed-up over vanilla
+   in time to the target (the median of its per-round ratios and the 95% interval of their mean,
+   :class:`repro_tables.Ratio`, over the rounds where both reached it), the best test score at the
    best validation epoch, MiB moved per training epoch, peak memory and the chosen setting, read by
    :mod:`gnntrain.report` from the runs' own records (the same rule as ``train.target``); a
    one-line verdict per link; ``accuracy_vs_time_<link>.png`` plots every run's validation score
@@ -49,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_tables import write_manifest  # noqa: E402
 from jobs import git_commit  # noqa: E402
+from repro_tables import Ratio  # noqa: E402
 from sweep_plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows  # noqa: E402
 
 from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, write_csv  # noqa: E402
@@ -84,7 +89,10 @@ LINKS = {
 """The two links, fast first."""
 TARGET = {"small": 0.75, "paper": 0.95}
 """The validation score to reach: Cora ~95% of GCN's best validation score (0.79); Reddit's."""
-SEEDS = "0,1,2"
+SEEDS = (0, 1, 2)
+"""The reported seeds, one per round of the final runs."""
+BASELINE = "vanilla"
+"""The strategy every speed-up in time to the target is taken over."""
 
 
 def family(strategy: str) -> str:
@@ -151,10 +159,10 @@ def tune_sweeps(plan: Plan, strategy: str, link: str) -> list[tuple[list[str], S
             for index, knob in enumerate(knobs(strategy, plan.scale))]
 
 
-def final_sweep(plan: Plan, strategy: str, setting: list[str], link: str) -> Sweep:
-    """The strategy's final sweep at ``setting`` under ``link``: every seed."""
-    return Sweep(f"runs/{link}/{strategy}",
-                 [plan.preset(), f"strategy={strategy}", *setting, f"seed={SEEDS}", *LINKS[plan.scale][link]])
+def final_sweep(plan: Plan, strategy: str, setting: list[str], link: str, seed: int) -> Sweep:
+    """The strategy's final run at ``setting`` under ``link`` in the round of ``seed``."""
+    return Sweep(f"runs/{link}/{strategy}/seed{seed}",
+                 [plan.preset(), f"strategy={strategy}", *setting, f"seed={seed}", *LINKS[plan.scale][link]])
 
 
 def tune(plan: Plan, strategy: str, link: str) -> tuple[list[str] | None, list[dict]]:
@@ -201,11 +209,13 @@ def about(strategy: str, link: str, setting: list[str], row: dict) -> dict:
 
 
 def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dict | None, list[dict], list[Run]]:
-    """Seeds 0-2 at ``setting`` under ``link``: their group row (None where none completed), the
-    runs' own rows and the runs."""
-    sweep = final_sweep(plan, strategy, setting, link)
-    run_sweep(plan, sweep)
-    runs, rows = runs_and_rows(plan, sweep)
+    """The final runs at ``setting`` under ``link``, one per round: their group row (None where
+    none completed), the runs' own rows and the runs."""
+    runs, rows = [], []
+    for seed in SEEDS:
+        seed_runs, seed_rows = runs_and_rows(plan, final_sweep(plan, strategy, setting, link, seed))
+        runs += seed_runs
+        rows += seed_rows
     if not rows:
         return None, [], []
     group = {**about(strategy, link, setting, rows[0]), **group_rows(rows, ["seed"])[0]}
@@ -213,14 +223,23 @@ def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dic
 
 
 def planned(plan: Plan, strategies: list[str]) -> list[Sweep]:
-    """Every sweep of the comparison of ``strategies``, in the order they run, each with why it is
-    :func:`skipped`; a final sweep's setting is added once its strategy's tuning has chosen it."""
-    sweeps = []
-    for strategy in strategies:
-        for link in LINKS[plan.scale]:
-            sweeps += [sweep for _, sweep in tune_sweeps(plan, strategy, link)]
-            sweeps.append(replace(final_sweep(plan, strategy, [], link), added="the setting tuning chooses there"))
+    """Every sweep of the comparison of ``strategies``, in the order they run (every tuning sweep,
+    then the final runs round after round), each with why it is :func:`skipped`; a final sweep's
+    setting is added once its strategy's tuning has chosen it."""
+    sweeps = [sweep for strategy in strategies for link in LINKS[plan.scale]
+              for _, sweep in tune_sweeps(plan, strategy, link)]
+    sweeps += [replace(final_sweep(plan, strategy, [], link, seed), added="the setting tuning chooses there")
+               for seed in SEEDS for strategy in strategies for link in LINKS[plan.scale]]
     return [replace(sweep, skipped=skipped(plan, sweep)) for sweep in sweeps]
+
+
+def time_ratio(base: list[dict], rows: list[dict]) -> Ratio | None:
+    """``base``'s training seconds to the target over those of ``rows``, per round (rows paired by
+    seed, where both reached it); None where no round has both."""
+    reached = {row["seed"]: row["s_to_target"] for row in base if row["s_to_target"] is not None}
+    ratios = [reached[row["seed"]] / row["s_to_target"] for row in rows
+              if row["s_to_target"] is not None and row["seed"] in reached]
+    return Ratio(ratios) if ratios else None
 
 
 def ci(row: dict, key: str, scale: float = 1.0, digits: int = 2) -> str:
@@ -261,21 +280,24 @@ def table(rows: list[dict], plan: Plan) -> str:
              f"Preset `{plan.preset()}`; target: validation score {TARGET[scale]}. Each strategy tuned under "
              f"each link at seed {TUNING_SEED} over {TUNING_BUDGET} settings, its knob's values x learning rates "
              f"in [{LEARNING_RATE_RANGE[0]}, {LEARNING_RATE_RANGE[1]}] (the setting that reached the target in the "
-             f"fewest training seconds); then seeds {SEEDS} at that link's setting, with the preset's whole epoch "
-             "budget; GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds (evaluation left out; the "
+             f"fewest training seconds); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
+             "preset's whole epoch budget, in interleaved rounds (one per seed, each running every strategy once "
+             "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds (evaluation left out; the "
              "links emulated, so their time is the emulated time) to the first evaluation at or above the "
-             "target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). Test: the "
+             "target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). x vanilla: "
+             "vanilla's time to target over the strategy's, the median of the per-round ratios [95% interval of "
+             "their mean], over the rounds where both reached it. Test: the "
              "test score at the best validation epoch. MiB/epoch: every byte moved per training epoch.", ""]
     for link in LINKS[scale]:
         at_link = [r for r in rows if r["link"] == link]
         if not at_link:
             continue
         lines += [f"## {link} link: {at_link[0]['network']}", "",
-                  "| strategy | family | time to target (s) | epochs to target | reached | test (%) | epoch (ms) "
-                  "| MiB/epoch | peak MiB | setting |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"| strategy | family | time to target (s) | x {BASELINE} | epochs to target | reached | test (%) "
+                  "| epoch (ms) | MiB/epoch | peak MiB | setting |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(at_link, key=lambda r: (r["s_to_target"] is None, r["s_to_target"] or 0.0)):
-            lines.append(f"| {r['strategy']} | {r['family']} | {ci(r, 's_to_target')} | "
+            lines.append(f"| {r['strategy']} | {r['family']} | {ci(r, 's_to_target')} | {r['x_vanilla'] or '-'} | "
                          f"{ci(r, 'epochs_to_target', digits=1)} | {r['reached']} | "
                          f"{ci(r, 'test_at_best_val', 100, 1)} | {ci(r, 'epoch_ms', digits=1)} | "
                          f"{r['MiB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` |")
@@ -302,19 +324,28 @@ def main() -> None:
                       out / "runs.csv"))
         return
     out.mkdir(parents=True, exist_ok=True)
-    groups, rows = [], []
-    curves: dict[str, list[tuple[Run, str]]] = {link: [] for link in LINKS[args.scale]}
+    groups, rows, settings = [], [], {}
     for strategy in args.strategies:
         for link in LINKS[args.scale]:
             setting, tuning_rows = tune(plan, strategy, link)
             rows.extend(tuning_rows)
-            if setting is None:
-                continue
-            group, run_rows, runs = final(plan, strategy, setting, link)
-            if group is not None:
-                groups.append(group)
-                rows.extend(run_rows)
-                curves[link].extend((run, strategy) for run in runs)
+            if setting is not None:
+                settings[strategy, link] = setting
+    for seed in SEEDS:
+        for (strategy, link), setting in settings.items():
+            run_sweep(plan, final_sweep(plan, strategy, setting, link, seed))
+    curves: dict[str, list[tuple[Run, str]]] = {link: [] for link in LINKS[args.scale]}
+    finals: dict[tuple[str, str], list[dict]] = {}
+    for (strategy, link), setting in settings.items():
+        group, run_rows, runs = final(plan, strategy, setting, link)
+        if group is not None:
+            groups.append(group)
+            finals[strategy, link] = run_rows
+            rows.extend(run_rows)
+            curves[link].extend((run, strategy) for run in runs)
+    for group in groups:
+        base = finals.get((BASELINE, group["link"]))
+        group["x_vanilla"] = time_ratio(base, finals[group["strategy"], group["link"]]) if base else None
     if not groups:
         raise SystemExit(f"compare: no completed runs under {plan.root}")
     write_csv(rows, out / "runs.csv")

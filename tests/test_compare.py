@@ -1,5 +1,6 @@
 """``make compare``'s choices: the tuned setting is the soonest to the target (else the best
-validation score), and each link's verdict names the fastest, the runner-up and who missed."""
+validation score), each link's verdict names the fastest, the runner-up and who missed, and a
+speed-up over vanilla pairs the rounds by seed."""
 
 from __future__ import annotations
 
@@ -32,3 +33,18 @@ def test_every_strategy_has_a_grid_and_the_verdict_ranks_by_time_to_target() -> 
                                      "never reached: lo")
     rows[1]["s_to_target_ci95"] = 1.5
     assert "2.00x ahead of vanilla (their 95% intervals overlap)" in compare.verdict(rows)
+
+
+def test_the_speedup_over_vanilla_pairs_rounds_by_seed_where_both_reached_the_target() -> None:
+    vanilla = [{"seed": 0, "s_to_target": 4.0}, {"seed": 1, "s_to_target": 6.0}, {"seed": 2, "s_to_target": None}]
+    method = [{"seed": 1, "s_to_target": 2.0}, {"seed": 0, "s_to_target": 1.0}, {"seed": 2, "s_to_target": 1.0}]
+    ratio = compare.time_ratio(vanilla, method)
+    assert sorted(ratio.values) == [3.0, 4.0], "seed 2 pairs nothing: vanilla did not reach the target there"
+    assert str(ratio).startswith("3.50x [")
+    assert str(compare.time_ratio(vanilla[:1], method)) == "4.00x (1 round)"
+    assert compare.time_ratio(vanilla[2:], method) is None
+    row = {"strategy": "bns", "family": "graph-parallel", "link": "fast", "network": "ib100", "s_to_target": 1.3,
+           "epochs_to_target": 20.0, "reached": "3/3", "runs": 3, "test_at_best_val": 0.8, "epoch_ms": 9.0,
+           "MiB_per_epoch": 1.0, "peak_mem_mb": 300.0, "setting": "strategy.p=0.1", "x_vanilla": ratio}
+    text = compare.table([row, {**row, "strategy": "lo", "x_vanilla": None}], compare.Plan("small", Path(".")))
+    assert "| bns | graph-parallel | 1.30 | 3.50x [" in text and "| lo | graph-parallel | 1.30 | - |" in text

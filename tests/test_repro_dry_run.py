@@ -101,9 +101,13 @@ def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkey
     before = snapshot(*folders)
     out, seconds = dry_run(monkeypatch, capsys, compare, "--strategies", "vanilla", "bns")
     named = re.findall(r"^== (\S+): ", out, re.M)
-    assert named == ["tune/fast/vanilla/0", "runs/fast/vanilla", "tune/slow/vanilla/0", "runs/slow/vanilla",
-                     "tune/fast/bns/0", "tune/fast/bns/1", "tune/fast/bns/2", "runs/fast/bns",
-                     "tune/slow/bns/0", "tune/slow/bns/1", "tune/slow/bns/2", "runs/slow/bns"]
+    rounds = [f"runs/{link}/{strategy}/seed{seed}" for seed in compare.SEEDS for strategy in ("vanilla", "bns")
+              for link in ("fast", "slow")]
+    assert named == ["tune/fast/vanilla/0", "tune/slow/vanilla/0",
+                     "tune/fast/bns/0", "tune/fast/bns/1", "tune/fast/bns/2",
+                     "tune/slow/bns/0", "tune/slow/bns/1", "tune/slow/bns/2", *rounds], \
+        "every tuning sweep first, then the final runs in interleaved rounds, one seed each"
+    assert len(compare.SEEDS) >= 3
     sweeps, jobs, total = listed(out)
     assert total == len(jobs) == sum(sweeps.values())
     tuned = {name: n for name, n in sweeps.items() if name.startswith("tune/")}
