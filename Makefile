@@ -57,7 +57,8 @@ GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu-check:
 	WANDB_MODE=disabled $(GPU_PYTHON) scripts/gpu_check.py
 
-# Every model with its paper's settings on Cora and CiteSeer, 1/2/4 workers, 5 seeds (results/model_zoo.md).
+# Every model with its paper's settings on Cora and CiteSeer: 1 worker at seeds 0-4, 2 and 4 workers at
+# seed 0 (results/model_zoo.md).
 zoo: install
 	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
 
