@@ -2,8 +2,9 @@
 with 1 worker at seeds 0-4 and with 2 and 4 workers at seed 0 (``make zoo``): the test score at
 the best validation epoch, mean +- sd over the seeds, beside the paper's figure, in
 ``results/model_zoo.md``. The 2- and 4-worker cells train the model the 1-worker cell does
-(vanilla is exact), so one seed sets them beside it; five would make the build about three times
-as long (GCNII on CiteSeer alone takes about 10 min a run at 2 workers on 2 cores).
+(vanilla is exact), so one seed sets them beside it. Five there would make 180 runs instead of 84:
+by the earlier builds' runs on 2 cores, some 4 hours instead of about 80 minutes, most of it GCNII
+(a 1-worker run on CiteSeer took about 7.5 minutes).
 ``--multi-worker-seeds 0 1 2 3 4`` runs them all.
 
 The settings (:data:`SETTINGS`) are the papers' for the Planetoid splits:
