@@ -99,7 +99,8 @@ def test_the_estimate_sums_the_recorded_wall_times_and_names_the_jobs_without_on
 def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkeypatch, capsys) -> None:
     folders = (REPO / "results" / "compare", REPO / "multirun" / "compare")
     before = snapshot(*folders)
-    out, seconds = dry_run(monkeypatch, capsys, compare, "--strategies", "vanilla", "bns")
+    # --fresh: the plan as on a clean checkout, whatever runs an earlier `make compare` left
+    out, seconds = dry_run(monkeypatch, capsys, compare, "--strategies", "vanilla", "bns", "--fresh")
     named = re.findall(r"^== (\S+): ", out, re.M)
     rounds = [f"runs/{link}/{strategy}/seed{seed}" for seed in compare.SEEDS for strategy in ("vanilla", "bns")
               for link in ("fast", "slow")]
