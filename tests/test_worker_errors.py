@@ -152,17 +152,41 @@ def test_a_sweep_under_torchrun_ends_at_a_failed_worker(tmp_path) -> None:
 
 def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> None:
     """Rank 1 stops (SIGSTOP) at epoch 3 with cluster.timeout_s=5: the job ends within the
-    timeout plus 10 s, its one line names rank 1, and no worker is left behind."""
-    start = time.monotonic()
-    res = subprocess.run([str(BIN / "gnntrain"), "dataset.num_nodes=300", "train.epochs=200", "fault.rank=1",
-                          "fault.epoch=3", "fault.stop=true", "cluster.timeout_s=5", f"hydra.run.dir={tmp_path}"],
-                         capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
-    assert time.monotonic() - start < 5 + 10 + 15  # the timeout, 10 s, and the command's own start and stop
-    assert res.returncode == 1
-    assert res.stderr.strip().splitlines()[0].startswith("gnntrain: error: worker rank 1 stopped responding: its process ")
+    timeout plus 10 s of the stop, its one line names rank 1, and no worker is left behind.
+
+    The time is taken from the moment the worker is seen stopped, not from the command's start,
+    which a loaded machine can stretch by tens of seconds before the fault happens at all."""
+    job = subprocess.Popen([str(BIN / "gnntrain"), "dataset.num_nodes=300", "train.epochs=200", "fault.rank=1",
+                            "fault.epoch=3", "fault.stop=true", "cluster.timeout_s=5", f"hydra.run.dir={tmp_path}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "WANDB_MODE": "disabled"})
+    stopped_since: dict[int, float] = {}
+    deadline = time.monotonic() + 120
+    while job.poll() is None and time.monotonic() < deadline:
+        now = time.monotonic()
+        for pid in _stopped_pids():
+            if _parent(pid) == job.pid:
+                stopped_since.setdefault(pid, now)
+        time.sleep(0.05)
+    ended = time.monotonic()
+    job.kill()
+    stderr = job.communicate()[1]
+    first_line = stderr.strip().splitlines()[0]
+    assert job.returncode == 1
+    assert first_line.startswith("gnntrain: error: worker rank 1 stopped responding: its process ")
+    named_pid = int(first_line.split("its process ")[1].split()[0])
+    assert ended - stopped_since[named_pid] < 5 + 10  # the timeout, then the checks and the workers' stop
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
     time.sleep(1)
     assert not [pid for pid in _stopped_pids() if "multiprocessing" in _cmdline(pid)]
+
+
+def _parent(pid: int) -> int | None:
+    """The parent pid of ``pid`` (field 4 of ``/proc/<pid>/stat``), or None once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _stopped_pids() -> list[int]:
