@@ -83,10 +83,11 @@ WHY_BELOW: dict[tuple[str, str], str] = {
     ("gat", "citeseer"): "not explained. Early stopping is not the cause: 600 epochs without it give the same "
                          "71.2 (seeds 0-4, 1 worker). The paper averages 100 runs, and its stopping watches the "
                          "validation loss as well as the accuracy; gnntrain selects on accuracy alone",
-    ("gcnii", "cora"): "not explained. The runs stop at epochs 285-463 on validation accuracy; the authors' code "
+    ("gcnii", "cora"): "not explained. The runs stop at epochs {epochs} on validation accuracy; the authors' code "
                        "stops and selects on the validation loss, which gnntrain does not offer (not measured)",
 }
-"""Where a model stays more than a point below its paper, what was measured of why."""
+"""Where a model stays more than a point below its paper, what was measured of why; ``{epochs}``
+stands for the epochs its 1-worker runs ran, as the table's column gives them."""
 
 
 def overrides(model: str, dataset: str) -> list[str]:
@@ -180,7 +181,7 @@ def table(rows: list[dict], commit: str) -> str:
                 verdict = f"{gap:+.1f}"
                 if gap < -1:
                     verdict += ", more than a point below (see below)"
-                    why = WHY_BELOW.get((model, dataset), "not examined yet")
+                    why = WHY_BELOW.get((model, dataset), "not examined yet").format(epochs=ran)
                     below.append(f"- **{model} on {dataset}** ({gap:+.1f}): {why}.")
             shown = f"{paper} ({source})" if source else paper
             lines.append(f"| {model} | {dataset} | {shown} | {_score(cell[1])} | {_score(cell[2])} | "
