@@ -15,6 +15,7 @@ first moves into its node's network namespace and the store listens on the switc
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import logging
@@ -47,6 +48,12 @@ PR_SET_PDEATHSIG = 1
 FOLLOW_EVERY_S = 0.5
 """How often the launcher passes rank 0's new epochs on to the W&B run."""
 
+STOP_GRACE_S = 5.0
+"""How long the launcher gives its workers to end once the job stops (a failure or Ctrl-C)
+before it kills them: a stopped worker (SIGSTOP) holds a SIGTERM pending, so only the kill ends
+it. After a failure torch's ``join`` waits its grace twice (for the workers to end, then after
+SIGTERM), so it is given half; left unset it waits 30 s after SIGTERM."""
+
 # torch logs each worker it terminates after a failure; the failure is reported in one line here.
 logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
 
@@ -71,9 +78,10 @@ def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: 
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
-    run into a failed job. The config arrives plain and is typed here
-    (:func:`~gnntrain.composition.typed_run`), once this process has imported the plugins whose
-    classes a typed config holds.
+    run into a failed job. A failing worker leaves the same way once torch has written its
+    traceback, so that abort's line cannot come before the job's one-line error. The config
+    arrives plain and is typed here (:func:`~gnntrain.composition.typed_run`), once this
+    process has imported the plugins whose classes a typed config holds.
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
@@ -107,11 +115,17 @@ def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: 
             failed_at[local_rank] = time.monotonic()
             # the launcher's stop may come while the failing worker exits: it then leaves at once, quietly
             signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(128 + signum))
+            atexit.register(_leave, 1)  # once torch has written the traceback and exits: no finalization either
             raise
         # stopped (the error may be a peer's closed connection that came first): sinks are closed
+    _leave(128 + stopped[0] if stopped else 0)
+
+
+def _leave(code: int) -> None:
+    """End this worker with ``code`` without interpreter finalization, its output flushed."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(128 + stopped[0] if stopped else 0)
+    os._exit(code)
 
 
 def rendezvous_store(addr: str, port: int, timeout_s: int) -> dist.TCPStore:
@@ -176,7 +190,7 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
                                        failed_at, network_namespaces))
     frozen = FrozenWorkers(context.processes)
     try:
-        while not context.join(FOLLOW_EVERY_S):
+        while not context.join(FOLLOW_EVERY_S, grace_period=STOP_GRACE_S / 2):
             frozen.check(run.cluster.timeout_s)
             if follower is not None:
                 with interrupts_deferred():
@@ -257,7 +271,7 @@ def _first_failure(failed_at: Any, error_files: list[str], exc: mp.ProcessRaised
         return rank, _TextUnpickler(fh).load()
 
 
-def _stop(workers: list, grace_s: float = 5.0) -> None:
+def _stop(workers: list, grace_s: float = STOP_GRACE_S) -> None:
     """Terminate the workers (SIGTERM), then kill those still alive after ``grace_s``."""
     for worker in workers:
         if worker.is_alive():
