@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_cli import live_processes
 
 from gnntrain.comm.dtypes import COLLECTIVE_DTYPES, check_sendable
 
@@ -164,9 +165,8 @@ def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> Non
     deadline = time.monotonic() + 120
     while job.poll() is None and time.monotonic() < deadline:
         now = time.monotonic()
-        for pid in _stopped_pids():
-            if _parent(pid) == job.pid:
-                stopped_since.setdefault(pid, now)
+        for pid in set(_stopped_pids()) & set(live_processes(parent=job.pid)):
+            stopped_since.setdefault(pid, now)
         time.sleep(0.05)
     ended = time.monotonic()
     job.kill()
@@ -179,14 +179,6 @@ def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> Non
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
     time.sleep(1)
     assert not [pid for pid in _stopped_pids() if "multiprocessing" in _cmdline(pid)]
-
-
-def _parent(pid: int) -> int | None:
-    """The parent pid of ``pid`` (field 4 of ``/proc/<pid>/stat``), or None once it is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def _stopped_pids() -> list[int]:
