@@ -47,7 +47,7 @@ ADAQP_METHODS = ["strategy.assign=fixed,uniform,adaptive", "strategy.bits=2", "s
 """The rows of AdaQP's tables: vanilla with float32 and bfloat16 halos, and AdaQP with its
 central/marginal overlap (the paper's AdaQP) at fixed 2 bits, uniform and adaptive widths."""
 
-BNS_ACCURACY = ["experiment=bns_accuracy", "seed=0,1,2,3,4"]
+BNS_ACCURACY = ["experiment=bns_accuracy", "seed=0,1,2"]
 
 GNNPIPE_ACCURACY = ["experiment=gnnpipe_accuracy", "seed=0,1,2"]
 
@@ -208,6 +208,26 @@ def unreached_only(sweep_dir: Path) -> bool:
                                    for s in summaries)
 
 
+def link_taken(sweep: Sweep, source: str | None, runs_root: Path) -> list[str]:
+    """The link overrides of a sweep that runs under another's (:func:`link_source`): those of
+    the source's first run; for a sweep the build skips, those its own first run ran under (the
+    source may have no runs left, as after a build stopped part-way). [] for a sweep that
+    calibrates its own, or a skipped one with no runs either."""
+    if source is None:
+        return []
+    if sweep.skipped is not None:
+        own = find_runs(runs_root / sweep.name) if (runs_root / sweep.name).is_dir() else []
+        if own:
+            return link_overrides(own[0].summary["network"])
+    found = find_runs(runs_root / source) if (runs_root / source).is_dir() else []
+    if found:
+        return link_overrides(found[0].summary["network"])
+    if sweep.skipped is not None:
+        return []
+    raise SystemExit(f"repro: {sweep.name} runs under the link of {source}, which has no completed run under "
+                     f"{runs_root / source}; run it too (--only {source},{sweep.name.split('/')[0]})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paper", choices=list(SWEEPS))
@@ -241,8 +261,7 @@ def main() -> None:
         if source and (runs_root / source).is_dir() and unreached_only(runs_root / source):
             print(f"== {sweep.name}: not run: no link reached its baseline's share ({source})", flush=True)
             continue
-        link = link_overrides(find_runs(runs_root / source)[0].summary["network"]) if source else []
-        sweeps[sweep.name] = [*sweep.overrides, *link]
+        sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, source, runs_root)]
         if sweep.skipped is None:
             on_curve = sweep.name.split("/")[0] in curve_sweeps(args.paper)
             launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=not on_curve)

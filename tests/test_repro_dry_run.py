@@ -165,3 +165,25 @@ def test_a_curve_method_runs_under_its_baselines_link_of_the_same_round(paper) -
         for r in range(repro.REPEATS):
             assert plan[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
             assert names.index(f"{base}/repeat{r}") < names.index(f"{method}/repeat{r}")
+
+
+def test_a_skipped_sweep_takes_its_own_runs_link_and_a_run_one_needs_its_sources(tmp_path, monkeypatch) -> None:
+    """With ``--only`` or ``--tables-only`` on a tree whose curve baseline lost a round's runs
+    (a build stopped part-way), the skipped method sweep reads the link it ran under; a sweep
+    that is to run under a source without runs stops with a one-line error naming both."""
+    runs_of = {"curve_30_method/repeat1": [{"link": "own"}], "curve_30_base/repeat2": [{"link": "source"}]}
+    monkeypatch.setattr(repro, "find_runs", lambda root: [type("Run", (), {"summary": {"network": n}})()
+                                                          for n in runs_of.get(str(root.relative_to(tmp_path)), [])])
+    monkeypatch.setattr(repro, "link_overrides", lambda network: [f"network={network['link']}"])
+    for name in ("curve_30_method/repeat1", "curve_30_base/repeat1", "curve_30_base/repeat2"):
+        (tmp_path / name).mkdir(parents=True)
+    skipped = lambda name: sweep_plan.Sweep(name, [], None, "--only: its existing runs are read")  # noqa: E731
+    to_run = lambda name: sweep_plan.Sweep(name, [], None, None)  # noqa: E731
+    assert repro.link_taken(skipped("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path) == ["network=own"]
+    assert repro.link_taken(skipped("curve_30_method/repeat0"), "curve_30_base/repeat0", tmp_path) == []
+    assert repro.link_taken(to_run("curve_30_method/repeat2"), "curve_30_base/repeat2", tmp_path) == [
+        "network=source"]
+    assert repro.link_taken(to_run("curve_30_method/repeat0"), None, tmp_path) == []
+    with pytest.raises(SystemExit, match="curve_30_method/repeat1 runs under the link of curve_30_base/repeat1, "
+                                         "which has no completed run"):
+        repro.link_taken(to_run("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path)
