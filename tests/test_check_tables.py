@@ -10,7 +10,6 @@ from pathlib import Path
 
 import yaml
 from conftest import make_cfg
-from gnntrain import api
 from gnntrain.report import Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -104,10 +103,12 @@ def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_buil
 
 def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
     """Two spawned workers of PipeGCN: the workers' modules and the launcher's, and not those of
-    a method the run never touched."""
+    a method the run never touched. The launcher is a fresh interpreter, as ``gnntrain`` is: this
+    one has imported whatever earlier tests did."""
     cfg = make_cfg("strategy=pipegcn", "cluster.world_size=2", "dataset.num_nodes=300", "train.epochs=2")
     cfg["run_dir"] = str(tmp_path / "run")
-    api.run(cfg)
+    launcher = "import json, sys; from gnntrain import api; api.run(json.loads(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", launcher, json.dumps(cfg)], check=True, cwd=REPO, timeout=120)
     code = json.loads((tmp_path / "run" / "summary.json").read_text())["code"]
     assert {"gnntrain/strategies/graph_parallel/stale.py", "gnntrain/comm/communicator.py",
             "gnntrain/launch/spawn.py", "gnntrain/validation.py"} <= set(code)
