@@ -188,8 +188,9 @@ def strategy_index() -> str:
 def results() -> str:
     docs = field_docs(EpochRecord)
     lines = [GENERATED, "", "# Results format", "",
-             "A run directory holds `metrics.jsonl` (one record per epoch, the fields below), `summary.json`",
-             "(the setting, the partition, the best scores and the means over the steady epochs) and, where",
+             "A run directory holds `metrics.jsonl` (one record per epoch, the fields below, written after",
+             "every evaluated epoch, checkpointed epoch and the last), `summary.json` (the setting, the",
+             "partition, the best scores and the means over the steady epochs) and, where",
              "W&B is on, `wandb/` (the same records). Times are seconds, max over ranks; bytes are payload",
              "bytes sent, summed over ranks.", "", "## Per-epoch record", "", "| field | description |", "|---|---|"]
     for f in dataclasses.fields(EpochRecord):

@@ -20,6 +20,7 @@ from gnntrain.data import prepare_job_data
 from gnntrain.launch import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.strategy import GraphParallel
 
 
@@ -29,6 +30,17 @@ def trace_training(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_d
     trace = record_training(GraphParallel(run, ctx, job), run, ctx)
     torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")
     return trace
+
+
+def _epoch_metrics(strategy, ctx: WorkerContext) -> dict[str, float]:
+    """The strategy's figures of the epoch just trained, its tallies combined over the ranks as
+    the loop's record round does."""
+    mine = strategy.epoch_tallies()
+    everyone = [mine]
+    if ctx.world_size > 1:
+        everyone = [None] * ctx.world_size
+        dist.all_gather_object(everyone, mine)
+    return strategy.epoch_metrics(Tallies.combine(everyone))
 
 
 def record_training(strategy: GraphParallel, run: RootConfig, ctx: WorkerContext) -> dict:
@@ -59,7 +71,7 @@ def record_training(strategy: GraphParallel, run: RootConfig, ctx: WorkerContext
         trace["loss"].append(float(loss))
         trace["grads"].append({n: p.grad.detach().clone() for n, p in step.model.named_parameters()})
         step.optimizer.step()
-        trace["epoch_metrics"].append(strategy.epoch_metrics())
+        trace["epoch_metrics"].append(_epoch_metrics(strategy, ctx))
     strategy.finish()
     trace["bytes"] = dict(strategy.meter.bytes)
     return trace
@@ -286,7 +298,7 @@ def trace_minibatch(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_
         strategy.meter.reset()
         loss = strategy.train_epoch(epoch)
         trace["bytes"].append(dict(strategy.meter.bytes))
-        trace["metrics"].append(strategy.epoch_metrics())
+        trace["metrics"].append(_epoch_metrics(strategy, ctx))
         _record_epoch(trace, ctx, loss, strategy.evaluate())
     strategy.finish()
     torch.save(trace, Path(trace_dir) / f"rank{ctx.rank}.pt")

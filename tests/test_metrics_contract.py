@@ -208,7 +208,7 @@ def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005)
     meter.settle()  # each operation counts once
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.010)
-    data = meter.account((0.0, 0.045))["data"]
+    data = meter.account(meter.close((0.0, 0.045)))["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.010, 0.030))
     _waited(meter, "allreduce", clock, _Mark(0.0), _Mark(0.0), _Mark(1.0))
     meter.reset()
@@ -220,7 +220,7 @@ def test_an_emulated_links_completion_bounds_the_time_in_flight_from_below() -> 
     meter = CommMeter()
     _waited(meter, "halo_fwd", _DeviceClock(), _Mark(0.0), _Mark(5.0), _Mark(6.0), _Mark(4.0), not_before=0.020)
     meter.settle()
-    data = meter.account((0.0, 0.1))["data"]
+    data = meter.account(meter.close((0.0, 0.1)))["data"]
     assert data.in_flight == pytest.approx(0.020) and meter.wait_s["halo_fwd"] == pytest.approx(0.001)
 
 
@@ -228,7 +228,7 @@ def test_host_timed_operations_count_at_once() -> None:
     meter = CommMeter()
     _waited(meter, "halo_fwd", clock_of("cpu"), 1.0, 3.0, 3.5, 2.0)
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.5)
-    data = meter.account((0.0, 10.0))["data"]
+    data = meter.account(meter.close((0.0, 10.0)))["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.5, 1.0))  # moving 1-2 s, blocked 3-3.5 s
 
 
@@ -237,26 +237,29 @@ def test_waiting_for_a_later_peer_is_wait_not_transfer() -> None:
     2 s waiting for the peer, 1 s of transfer; nothing hidden."""
     meter, clock = CommMeter(), clock_of("cpu")
     _waited(meter, "halo_fwd", clock, 1.0, 1.0, 4.0, 4.0)
-    mine = meter.stamps()
-    assert mine == {KEY: 1.0} and meter.stamps() == {}  # each start is told once
+    ledger = meter.close((0.0, 5.0))  # the epoch ends before the peers' starts are learned
+    mine = ledger.stamps
+    assert mine == {KEY: 1.0} and meter.close((5.0, 6.0)).stamps == {}  # each start is told once
     meter.learn(0, [mine, {KEY: 3.5, ((0, 1), 1, 0, (0, 0)): 9.0, ((2, 3), -1, -1, (0, 0)): 9.0}], [0.0, 0.5])
-    data = meter.account((0.0, 5.0))["data"]
+    data = meter.account(ledger)["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((2.0, 1.0, 0.0))
     assert meter._peer_started == {((0, 1), 1, 0, (0, 0)): 8.5}  # the used start is forgotten, another channel's never kept
 
 
 def test_a_transfer_across_the_epochs_end_counts_in_each_epoch_for_its_part_inside_it() -> None:
     """Posted at 1 s in an epoch ending at 2 s, completed at 2.5 s, waited for at 3 s in the next
-    epoch (2-4 s): 1 s hidden in the first, 0.5 s hidden in the second, and no wait or transfer."""
+    epoch (2-4 s): 1 s hidden in the first, 0.5 s hidden in the second, and no wait or transfer;
+    the same when both epochs are accounted after the second has ended (one record round)."""
     meter, clock = CommMeter(), clock_of("cpu")
     posting = meter.post("halo_fwd", (KEY,), clock, 1.0)
-    first = meter.account((0.0, 2.0))["data"]
-    assert (first.wait, first.transfer, first.hidden) == pytest.approx((0.0, 0.0, 1.0))
+    first_ledger = meter.close((0.0, 2.0))
     posting.completed = 2.5
     meter.record_span(posting, 3.0, 3.0)
-    second = meter.account((2.0, 4.0))["data"]
+    second_ledger = meter.close((2.0, 4.0))
+    first, second = meter.account(first_ledger)["data"], meter.account(second_ledger)["data"]
+    assert (first.wait, first.transfer, first.hidden) == pytest.approx((0.0, 0.0, 1.0))
     assert (second.wait, second.transfer, second.hidden) == pytest.approx((0.0, 0.0, 0.5))
-    assert meter.account((4.0, 6.0))["data"].in_flight == 0.0
+    assert meter.account(meter.close((4.0, 6.0)))["data"].in_flight == 0.0
 
 
 def test_overlapping_transfers_count_the_time_covered_once() -> None:

@@ -46,7 +46,7 @@ def test_single_process_epoch_record_has_no_communication() -> None:
     part = torch.zeros(data.num_nodes, dtype=torch.long)
     trainer = EpochLoop(make_run("train.epochs=2"), WorkerContext(0, 1, torch.device("cpu")),
                         JobData(data.facts(), {}, False, data=data, part=part))
-    first, second = trainer.run_epoch(1), trainer.run_epoch(2)
+    first, second = trainer.records([trainer.run_epoch(1), trainer.run_epoch(2)])
     assert second.val_acc is not None and 0 <= second.val_acc <= 1
     assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}
     assert partition_stats(data, part, 1)["boundary_nodes"] == [0]

@@ -5,8 +5,10 @@ at the call site the payload bytes this rank hands to the network (rows x width 
 size, plus any metadata) and the seconds the rank spent blocked on it, under a *kind*
 (``halo_fwd``, ``allreduce``, ...). ``wait_s`` is exposed communication: time a rank could not
 compute. Each operation is followed from where its data was ready to its completion
-(:class:`Posting`); after the epoch, with the peers' starts (:meth:`CommMeter.learn`), its time
-splits into waiting for peers, transfer and hidden (:meth:`CommMeter.account`,
+(:class:`Posting`); at the epoch's end the meter closes the epoch's ledger
+(:meth:`CommMeter.close`: every operation as it stood then, in host times), and once the peers'
+starts are known (:meth:`CommMeter.learn`, when the loop next records) its time splits into
+waiting for peers, transfer and hidden (:meth:`CommMeter.account`,
 :mod:`gnntrain.comm.timeline`). Every time comes from marks on the device's timeline
 (:mod:`gnntrain.clock`): on a CUDA device the device's times, read once the device has passed
 them (:meth:`CommMeter.settle`).
@@ -128,6 +130,32 @@ class Posting:
         return self.clock.host_time(mark)
 
 
+@dataclass(frozen=True)
+class ClosedOperation:
+    """A :class:`Posting` as it stood at an epoch's end, in host times: where its data was
+    ready (``started``), the span of the rank's wait on it (None while still in flight), and
+    the backend's completion where known then (else an emulated link's, ``not_before``, where
+    one was set)."""
+
+    category: str
+    keys: tuple
+    started: float
+    waited: tuple[float, float] | None
+    done: float | None
+    not_before: float
+
+
+@dataclass(frozen=True)
+class EpochLedger:
+    """An epoch's operations (:meth:`CommMeter.close`), its ``window`` (host times) and
+    ``stamps``: the host times at which the operations first seen in it had their data ready,
+    per key, which its peers need to place their transfers (:meth:`CommMeter.learn`)."""
+
+    window: tuple[float, float]
+    operations: tuple[ClosedOperation, ...]
+    stamps: dict[tuple, float]
+
+
 TIMED_CATEGORIES = (*TRAINING_CATEGORIES, "diag")
 """The categories whose time is split into wait, transfer and hidden (evaluation's is not timed:
 it runs outside the epoch)."""
@@ -179,19 +207,8 @@ class CommMeter:
             self.wait_s[posting.kind] += posting.clock.seconds(posting.reached, posting.resumed)
         self._unsettled.clear()
 
-    def stamps(self) -> dict[tuple, float]:
-        """The host times at which this rank's operations posted since the last call had their
-        data ready, per key: what its peers need to place their transfers (:meth:`learn`)."""
-        fresh = {}
-        for posting in self._open:
-            if not posting.stamped:
-                posting.stamped = True
-                at = posting.clock.host_time(posting.started)
-                fresh.update(dict.fromkeys(posting.keys, at))
-        return fresh
-
     def learn(self, rank: int, stamps: list[dict[tuple, float]], offsets: list[float]) -> None:
-        """Every rank's :meth:`stamps` (``offsets[q]``: rank ``q``'s host clock less this rank's)
+        """Every rank's :attr:`EpochLedger.stamps` (``offsets[q]``: rank ``q``'s host clock less this rank's)
         kept where they concern this rank (a key naming it as source or destination, or a
         collective of a channel it belongs to)."""
         for peer, theirs in enumerate(stamps):
@@ -203,32 +220,46 @@ class CommMeter:
                     at -= offsets[peer]
                     self._peer_started[key] = max(self._peer_started.get(key, at), at)
 
-    def account(self, window: tuple[float, float]) -> dict[str, Split]:
-        """Wait, transfer and hidden time per timed category within ``window`` (host times: the
-        epoch; :mod:`gnntrain.comm.timeline`) of the operations waited for since the last call
-        and of those still in flight; the waited ones are then forgotten. Call after
-        :meth:`learn` has had this epoch's stamps."""
-        exposed: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
-        in_flight: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
-        still_open = []
+    def close(self, window: tuple[float, float]) -> EpochLedger:
+        """The epoch's ledger: the operations waited for since the last call and those still in
+        flight, as they stand at the end of ``window`` (host times: the epoch), and the starts of
+        those posted since the last call; the waited ones are then forgotten, those in flight
+        stay followed into the next epoch."""
+        operations, still_open, stamps = [], [], {}
         for posting in self._open:
-            clock, name = posting.clock, category(posting.kind)
-            ready = max([clock.host_time(posting.started)] + [self._peer_started.get(k, -math.inf) for k in posting.keys])
+            clock = posting.clock
+            if not posting.stamped:
+                posting.stamped = True
+                stamps.update(dict.fromkeys(posting.keys, clock.host_time(posting.started)))
             done = posting.completed_at()
             if done is None and posting.not_before > 0:
                 done = posting.not_before
-            if posting.waited:
-                reached, resumed = clock.host_time(posting.reached), clock.host_time(posting.resumed)
-                exposed[name].append((reached, resumed))
-                in_flight[name] += [(ready, max(resumed if done is None else done, posting.not_before)),
-                                    (max(reached, ready), resumed)]
-                for key in posting.keys:
-                    self._peer_started.pop(key, None)
-            else:
-                in_flight[name].append((ready, window[1] if done is None else done))
+            waited = (clock.host_time(posting.reached), clock.host_time(posting.resumed)) if posting.waited else None
+            operations.append(ClosedOperation(category(posting.kind), posting.keys, clock.host_time(posting.started),
+                                              waited, done, posting.not_before))
+            if not posting.waited:
                 still_open.append(posting)
         self._open = still_open
-        return {c: timeline.split(exposed[c], in_flight[c], window) for c in TIMED_CATEGORIES}
+        return EpochLedger(window, tuple(operations), stamps)
+
+    def account(self, ledger: EpochLedger) -> dict[str, Split]:
+        """Wait, transfer and hidden time per timed category within the ledger's window
+        (:mod:`gnntrain.comm.timeline`). Call after :meth:`learn` has had the peers' stamps of
+        the ledger's epoch, for the ledgers in the order of their epochs."""
+        exposed: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
+        in_flight: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
+        for op in ledger.operations:
+            ready = max([op.started] + [self._peer_started.get(k, -math.inf) for k in op.keys])
+            if op.waited is not None:
+                reached, resumed = op.waited
+                exposed[op.category].append((reached, resumed))
+                in_flight[op.category] += [(ready, max(resumed if op.done is None else op.done, op.not_before)),
+                                           (max(reached, ready), resumed)]
+                for key in op.keys:
+                    self._peer_started.pop(key, None)
+            else:
+                in_flight[op.category].append((ready, ledger.window[1] if op.done is None else op.done))
+        return {c: timeline.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES}
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):

@@ -356,7 +356,9 @@ class TrainConfig:
     optimizer: Optimizer = workload(Optimizer.adam)
     """adam or sgd."""
     eval_every: int = conduct(1)
-    """Evaluate every k epochs (and after the last)."""
+    """Evaluate every k epochs (and after the last); the records of the epochs since the last
+    evaluation are written then (and at checkpoints), with no communication between the epochs
+    in between."""
     patience: int = 0
     """Stop once the best validation score is this many epochs old (checked after each evaluation; 0: never)."""
     target: Optional[float] = None

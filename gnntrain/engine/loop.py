@@ -2,17 +2,26 @@
 
 Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` on the device's
 timeline (:mod:`gnntrain.clock`: CUDA events on a GPU, so the epoch ends when the device has
-done its work, and the communication timed there is read then), and
-count the rows it passes through the model's dense maps (the strategy metric
-``projected_rows``, :mod:`gnntrain.models.rows`), evaluate every ``train.eval_every`` epochs,
-then split each rank's communication time into waiting for peers, transfer and hidden
-(:mod:`gnntrain.comm.timeline`, placing each transfer by the peers' starts gathered after the
-epoch), sum over all ranks what they report (loss shares, projected rows, bytes, evaluation
-counts), take the maximum of the epoch's time and of memory and the mean of compute and
-communication times, and hand the record to rank 0's recorder
-(:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B, console). The loop knows no strategy:
-what an epoch does is the strategy's (:mod:`gnntrain.strategies.base`), built from the run's
-typed config (:class:`~gnntrain.config.schema.RootConfig`).
+done its work, and the communication timed there is read then), count the rows it passes
+through the model's dense maps (the strategy metric ``projected_rows``,
+:mod:`gnntrain.models.rows`), close the epoch's communication ledger
+(:meth:`gnntrain.comm.meter.CommMeter.close`), take the strategy's tallies and evaluate every
+``train.eval_every`` epochs. All of that is local: no rank talks to another between two epochs,
+so the next epoch starts where this one ended, and a transfer still in flight across the
+boundary (PipeGCN's stale exchange) is neither given free time nor queued behind telemetry on
+a FIFO link.
+
+The ranks pool what they kept in a *record round* after every evaluated epoch, every
+checkpointed epoch and the last (:meth:`EpochLoop.records_after`): each rank learns its peers'
+starts and splits each epoch's communication time into waiting for peers, transfer and hidden
+(:mod:`gnntrain.comm.timeline`); then, per epoch, what the ranks report is summed (loss shares,
+projected rows, bytes, evaluation counts, the strategy's summed tallies), the epoch's time and
+memory are the maximum over ranks and compute and communication times the mean, and the
+records go to rank 0's recorder (:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B,
+console) and to early stopping, which can only fire on an evaluated epoch, the last of its
+round. The loop knows no strategy: what an epoch does is the strategy's
+(:mod:`gnntrain.strategies.base`), built from the run's typed config
+(:class:`~gnntrain.config.schema.RootConfig`).
 """
 
 from __future__ import annotations
@@ -21,15 +30,13 @@ import contextlib
 import os
 import signal
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-import torch.distributed as dist
 
 from gnntrain.clock import clock_of
 from gnntrain.comm import namespaces, network
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.meter import TRAINING_CATEGORIES, by_category, category
+from gnntrain.comm.meter import TRAINING_CATEGORIES, EpochLedger, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
 from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
@@ -43,6 +50,7 @@ from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.provenance import loaded_code
 from gnntrain.strategies import strategy_class
+from gnntrain.strategies.base import Tallies
 
 SPLIT_PARTS = ("wait", "transfer", "hidden")
 """How a category's communication time splits (:class:`gnntrain.comm.timeline.Split`)."""
@@ -51,8 +59,40 @@ ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
 line up."""
 
 
+@dataclass
+class KeptEpoch:
+    """One rank's account of one epoch, kept without communication until the next record round."""
+
+    epoch: int
+    loss: float
+    epoch_time: float
+    ledger: EpochLedger
+    projected_rows: float
+    link_busy: dict[str, float]
+    link_latency: float
+    tallies: Tallies
+    memory: dict[str, float]
+    bytes: dict[str, int] = field(default_factory=dict)
+    """Bytes per kind, evaluation's included (taken after it)."""
+    eval_counts: list[float] | None = None
+    eval_time: float = 0.0
+
+
+@dataclass
+class RankShare:
+    """What one rank adds to an epoch's record: ``sums`` (loss share, projected rows, bytes per
+    kind) and ``eval_counts`` summed over ranks, ``figures`` (times, memory) whose maximum, mean
+    and per-rank values the record takes, and the strategy's tallies."""
+
+    sums: dict[str, float]
+    figures: dict[str, float]
+    eval_counts: list[float] | None
+    tallies: Tallies
+
+
 class EpochLoop:
-    """One rank's side of the loop: builds the strategy, runs and records epochs."""
+    """One rank's side of the loop: builds the strategy, runs epochs and, in record rounds,
+    turns them into records."""
 
     def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
         self.run, self.ctx = run, ctx
@@ -62,11 +102,18 @@ class EpochLoop:
         self.clock = clock_of(ctx.device)
         self.clock_offsets = self.world.host_clock_offsets()
 
-    def train_epoch(self, epoch: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """Train one epoch; this rank's loss share and its times (seconds): the epoch, compute,
-        and per training category the communication's wait, transfer and hidden time
-        (:mod:`gnntrain.comm.timeline`), where the peers' starts, gathered after the epoch,
-        place each transfer."""
+    def evaluates(self, epoch: int) -> bool:
+        """Whether ``epoch`` ends with an evaluation: every ``train.eval_every`` and the last."""
+        return epoch % self.run.train.eval_every == 0 or epoch == self.run.train.epochs
+
+    def records_after(self, epoch: int) -> bool:
+        """Whether a record round follows ``epoch``: evaluated epochs, checkpointed ones and the last."""
+        every = self.run.train.checkpoint_every
+        return self.evaluates(epoch) or bool(every and epoch % every == 0)
+
+    def train_epoch(self, epoch: int) -> KeptEpoch:
+        """Train one epoch and keep this rank's account of it (no communication; its bytes are
+        taken by :meth:`run_epoch`, after any evaluation)."""
         self.meter.reset()
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
@@ -75,42 +122,74 @@ class EpochLoop:
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
-        self.projected_rows = projected_rows.take()
+        rows = projected_rows.take()
         self.meter.settle()
-        self.meter.learn(self.ctx.rank, self.world.gather_objects_untracked(self.meter.stamps()), self.clock_offsets)
-        splits = self.meter.account((self.clock.host_time(start), self.clock.host_time(end)))
-        busy = by_category(self.meter.link_busy_s, TRAINING_CATEGORIES)
-        times = {"epoch_time": epoch_time,
-                 "compute_time": epoch_time - sum(split.exposed for split in splits.values()),
-                 **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
-                 **{f"link_busy/{c}": busy[c] for c in TRAINING_CATEGORIES},
-                 "link_latency_time": sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values())}
-        return loss, times
+        ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
+        peak, peak_reserved = peak_memory_mb(self.ctx.device)
+        return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
+                         projected_rows=rows,
+                         link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
+                         link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
+                         tallies=self.strategy.epoch_tallies(),
+                         memory={"peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved})
 
-    def epoch_record(self, epoch: int, loss: torch.Tensor, times: dict[str, float],
-                     eval_counts: torch.Tensor | None, eval_time: float, cpu_tensor_peak: float | None) -> EpochRecord:
+    def run_epoch(self, epoch: int) -> KeptEpoch:
+        """Train, evaluate when due, keep the account. On CPU the last warm-up epoch (which the
+        timing means leave out) also measures the tensor-level peak (:class:`TensorPeakWindow`;
+        its set-up and read-out fall outside the epoch's timers)."""
+        measured = self.ctx.device.type == "cpu" and epoch == self.run.train.warmup_epochs
+        with TensorPeakWindow() if measured else contextlib.nullcontext() as window:
+            kept = self.train_epoch(epoch)
+            if self.evaluates(epoch):
+                start = self.clock.mark()
+                kept.eval_counts = self.strategy.evaluate().tolist()
+                kept.eval_time = self.clock.seconds(start, self.clock.mark())
+        kept.bytes = dict(self.meter.bytes)
+        tensor_peak = kept.memory["peak_mem_mb"] if self.ctx.device.type == "cuda" else (
+            window.peak_mb if measured else None)
+        kept.memory["peak_tensor_mb"] = -1.0 if tensor_peak is None else tensor_peak
+        return kept
+
+    def records(self, kept: list[KeptEpoch]) -> list[EpochRecord]:
+        """A record round over the epochs kept since the last one (in order); every rank takes
+        part and gets the same records. This telemetry traffic is not counted as communication."""
+        stamps: dict[tuple, float] = {}
+        for epoch in kept:
+            stamps.update(epoch.ledger.stamps)
+        self.meter.learn(self.ctx.rank, self.world.gather_objects_untracked(stamps), self.clock_offsets)
+        ranks = self.world.gather_objects_untracked([self.rank_share(epoch) for epoch in kept])
+        return [self.epoch_record(epoch.epoch, [shares[i] for shares in ranks]) for i, epoch in enumerate(kept)]
+
+    def rank_share(self, kept: KeptEpoch) -> RankShare:
+        """This rank's part of one epoch's record; its communication times split with the
+        peers' starts learned (call for the kept epochs in order)."""
+        splits = self.meter.account(kept.ledger)
+        figures = {"epoch_time": kept.epoch_time,
+                   "compute_time": kept.epoch_time - sum(split.exposed for split in splits.values()),
+                   **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
+                   **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},
+                   "link_latency_time": kept.link_latency, "eval_time": kept.eval_time, **kept.memory}
+        sums = {"loss": kept.loss, "projected_rows": kept.projected_rows,
+                **{f"bytes/{k}": float(b) for k, b in kept.bytes.items()}}
+        return RankShare(sums, figures, kept.eval_counts, kept.tallies)
+
+    def epoch_record(self, epoch: int, shares: list[RankShare]) -> EpochRecord:
         """Aggregate one epoch over ranks: loss, bytes and eval counts summed; the epoch's time
         and memory the maximum over ranks; compute and communication times the mean over ranks
         (a mean keeps their sums: compute plus exposed communication is the mean epoch, at
-        most the epoch) and each rank's in ``per_rank`` (``cpu_tensor_peak``: this rank's,
-        MiB, where the epoch measured it). This telemetry traffic is not counted as
-        communication."""
-        kinds = sorted(set(self.meter.bytes) | set(ALWAYS_REPORTED_KINDS))
-        sums = [float(loss), self.projected_rows] + [float(self.meter.bytes[k]) for k in kinds]
-        if eval_counts is not None:
-            sums += eval_counts.tolist()
-        peak, peak_reserved = peak_memory_mb(self.ctx.device)
-        tensor_peak = peak if self.ctx.device.type == "cuda" else cpu_tensor_peak
-        figures = {**times, "eval_time": eval_time, "peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved,
-                   "peak_tensor_mb": -1.0 if tensor_peak is None else tensor_peak}
-        as_tensor = lambda xs: torch.tensor(xs, dtype=torch.float64, device=self.ctx.device)  # noqa: E731
-        sums = self.world.reduce_untracked(as_tensor(sums), dist.ReduceOp.SUM).tolist()
-        ranks = self.world.gather_untracked(as_tensor(list(figures.values()))).cpu()
-        per_rank = dict(zip(figures, ranks.T.tolist()))
-        maxes = dict(zip(figures, ranks.max(dim=0).values.tolist()))
-        means = dict(zip(figures, ranks.mean(dim=0).tolist()))
+        most the epoch) and each rank's in ``per_rank`` (``peak_tensor_mb``: on a CPU, where
+        the epoch measured it)."""
+        sums: dict[str, float] = {}
+        for share in shares:
+            for name, value in share.sums.items():
+                sums[name] = sums.get(name, 0.0) + value
+        kinds = sorted({name.removeprefix("bytes/") for name in sums if name.startswith("bytes/")}
+                       | set(ALWAYS_REPORTED_KINDS))
+        per_rank = {name: [share.figures[name] for share in shares] for name in shares[0].figures}
+        maxes = {name: max(values) for name, values in per_rank.items()}
+        means = {name: sum(values) / len(values) for name, values in per_rank.items()}
 
-        by_kind = {k: int(b) for k, b in zip(kinds, sums[2: 2 + len(kinds)])}
+        by_kind = {k: int(sums.get(f"bytes/{k}", 0.0)) for k in kinds}
         bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
         training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
         parts = {part: {c: means[f"{part}/{c}"] for c in TRAINING_CATEGORIES} for part in SPLIT_PARTS}
@@ -118,11 +197,12 @@ class EpochLoop:
         in_flight = {c: parts["transfer"][c] + parts["hidden"][c] for c in TRAINING_CATEGORIES}
         link_busy = {c: means[f"link_busy/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
-        if eval_counts is not None:
-            counts = sums[2 + len(kinds):]
+        if shares[0].eval_counts is not None:
+            counts = [sum(column) for column in zip(*(share.eval_counts for share in shares))]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
+        totals = Tallies.combine([share.tallies for share in shares])
         return EpochRecord(
-            epoch=epoch, loss=sums[0], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
+            epoch=epoch, loss=sums["loss"], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
             epoch_time=maxes["epoch_time"], compute_time=means["compute_time"], comm_time=exposed["data"],
             comm_total_time=in_flight["data"], reduce_time=exposed["sync"], eval_time=maxes["eval_time"],
             comm_bytes=sum(training.values()),
@@ -139,23 +219,8 @@ class EpochLoop:
             per_rank={"epoch_time": per_rank["epoch_time"], "compute_time": per_rank["compute_time"],
                       **{f"comm_{part}_time": per_rank[f"{part}/data"] for part in SPLIT_PARTS},
                       **{f"reduce_{part}_time": per_rank[f"{part}/sync"] for part in SPLIT_PARTS}},
-            strategy_metrics={"projected_rows": sums[1], **self.strategy.epoch_metrics()},
+            strategy_metrics={"projected_rows": sums["projected_rows"], **self.strategy.epoch_metrics(totals)},
         )
-
-    def run_epoch(self, epoch: int) -> EpochRecord:
-        """Train, evaluate when due, record. On CPU the last warm-up epoch (which the timing means
-        leave out) also measures the tensor-level peak (:class:`TensorPeakWindow`; its set-up and
-        read-out fall outside the epoch's timers)."""
-        train = self.run.train
-        measured = self.ctx.device.type == "cpu" and epoch == train.warmup_epochs
-        with TensorPeakWindow() if measured else contextlib.nullcontext() as window:
-            loss, times = self.train_epoch(epoch)
-            eval_counts, eval_time = None, 0.0
-            if epoch % train.eval_every == 0 or epoch == train.epochs:
-                start = self.clock.mark()
-                eval_counts = self.strategy.evaluate()
-                eval_time = self.clock.seconds(start, self.clock.mark())
-        return self.epoch_record(epoch, loss, times, eval_counts, eval_time, window.peak_mb if measured else None)
 
 
 def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
@@ -229,20 +294,25 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | No
     if ctx.rank == 0:
         with interrupts_deferred():
             recorder = RunRecorder(run, facts, kept, resume.manifest["wandb_id"] if resume is not None else None)
-    stop, summary = None, None
+    stop, summary, unrecorded = None, None, []
     with closed_after(recorder.close if recorder is not None else None):
         for epoch in range(first_epoch, epochs + 1):
             inject_fault(run.fault, ctx.rank, epoch)
-            record = loop.run_epoch(epoch)
-            stop = stopping.update(record)
-            if ctx.rank == 0 and epoch == first_epoch and job.memory_estimate is not None:
-                print(f"gnntrain: epoch {epoch} peak per rank {record.peak_mem_mb / 1024:.2f} GiB, estimated "
-                      f"{job.memory_estimate['total_mb'] / 1024:.2f} GiB", flush=True)
-            with interrupts_deferred():
-                records.append(record)
-                if recorder is not None:
-                    recorder.log(record)
-                if every and (epoch % every == 0 or epoch == epochs or stop):
+            unrecorded.append(loop.run_epoch(epoch))
+            if not loop.records_after(epoch):
+                continue
+            for record in loop.records(unrecorded):
+                stop = stopping.update(record)
+                if ctx.rank == 0 and record.epoch == first_epoch and job.memory_estimate is not None:
+                    print(f"gnntrain: epoch {record.epoch} peak per rank {record.peak_mem_mb / 1024:.2f} GiB, "
+                          f"estimated {job.memory_estimate['total_mb'] / 1024:.2f} GiB", flush=True)
+                with interrupts_deferred():
+                    records.append(record)
+                    if recorder is not None:
+                        recorder.log(record)
+            unrecorded.clear()
+            if every and (epoch % every == 0 or epoch == epochs or stop):
+                with interrupts_deferred():
                     checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), run,
                                     recorder.wandb_id if recorder is not None else None)
             if stop:

@@ -1,7 +1,9 @@
 """Per-epoch records and the summary of a run (written by :mod:`gnntrain.engine.recorder`).
 
-The results contract: each epoch appends one JSON object to ``metrics.jsonl`` (flushed at
-once, so a crashed job keeps the epochs it completed). The epoch's time is the maximum over
+The results contract: each epoch appends one JSON object to ``metrics.jsonl``, written when
+the ranks pool their figures, after every evaluated epoch, every checkpointed one and the last
+(:mod:`gnntrain.engine.loop`), and flushed at once, so a crashed job keeps the epochs recorded
+before it. The epoch's time is the maximum over
 ranks (seconds), its parts (compute, communication) the mean over ranks, bytes the sum over
 ranks of payload bytes sent, memory the maximum over ranks.
 Communication is reported per category (:mod:`gnntrain.comm.meter`: ``data``, ``sync``,
@@ -39,7 +41,10 @@ class EpochRecord:
     """Seconds of training in the epoch, evaluation left out, max over ranks, on the device's
     timeline (:mod:`gnntrain.clock`): on a CPU the host's clock; on a GPU CUDA events, from
     where the device starts the epoch's work to where it has done it (a transfer still in
-    flight on another stream, such as a stale exchange, is not waited for: as on a CPU)."""
+    flight on another stream, such as a stale exchange, is not waited for: as on a CPU). The next
+    epoch starts where this one ends: between two epochs nothing runs but an evaluation where
+    one is due (and then the ranks pooling their records), so a transfer in flight across the
+    boundary has no untimed gap to move in."""
     compute_time: float
     """``epoch_time`` less the exposed communication of every category, mean over ranks (each
     rank's own epoch less its exposed time; ``per_rank`` has each)."""

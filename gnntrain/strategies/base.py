@@ -10,11 +10,16 @@ sums what the ranks report and writes the records.
 Contract of the reported figures: ``train_epoch`` returns this rank's share of the epoch's
 training loss and ``evaluate`` this rank's share of the (numerator, denominator) counts of
 the train, validation and test scores; summed over all ranks they give the global values.
-Every rank counts the bytes it sends in ``meter``.
+Every rank counts the bytes it sends in ``meter``. A strategy's own figures of an epoch are
+taken on each rank without communication (:meth:`Strategy.epoch_tallies`) and combined over
+the ranks when the loop next records (:class:`Tallies`, :meth:`Strategy.epoch_metrics`), so
+that nothing runs between two epochs.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -23,6 +28,26 @@ from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext
+
+
+@dataclass
+class Tallies:
+    """A strategy's figures of one epoch on one rank, before they are combined over the ranks:
+    ``summed`` are added up, ``peak`` take their maximum."""
+
+    summed: dict[str, float] = field(default_factory=dict)
+    peak: dict[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def combine(per_rank: list[Tallies]) -> dict[str, float]:
+        """Every rank's tallies of one epoch as one figure each (a name is either summed or a peak)."""
+        totals: dict[str, float] = {}
+        for tallies in per_rank:
+            for name, value in tallies.summed.items():
+                totals[name] = totals.get(name, 0.0) + value
+            for name, value in tallies.peak.items():
+                totals[name] = max(totals.get(name, -math.inf), value)
+        return totals
 
 
 class Strategy(Protocol):
@@ -48,9 +73,14 @@ class Strategy(Protocol):
         correct_test, total_test]`` (F1-micro's 2TP and 2TP+FP+FN for multilabel data)."""
         ...
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """Strategy-specific figures of the epoch just trained, the same on every rank (every
-        rank calls it)."""
+    def epoch_tallies(self) -> Tallies:
+        """This rank's strategy-specific tallies of the epoch just trained, taken without
+        communication."""
+        ...
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """The strategy-specific figures of an epoch from its tallies combined over the ranks
+        (:meth:`Tallies.combine`); reads nothing that changes from one epoch to the next."""
         ...
 
     def finish(self) -> None:

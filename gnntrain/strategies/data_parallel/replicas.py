@@ -30,6 +30,7 @@ from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
+from gnntrain.strategies.base import Tallies
 
 
 def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
@@ -67,7 +68,10 @@ class DataParallel:
     def evaluate(self) -> torch.Tensor:
         return self.step.local_eval_counts(self.halo)
 
-    def epoch_metrics(self) -> dict[str, float]:
+    def epoch_tallies(self) -> Tallies:
+        return Tallies()
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
         return {}
 
     def finish(self) -> None:

@@ -59,7 +59,6 @@ within its group in the middle of a micro-batch.
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
@@ -76,6 +75,7 @@ from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.gnnpipe.config import GNNPipeConfig
 
 
@@ -246,22 +246,25 @@ class GNNPipe:
         g = self.graph
         return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """``bubble_share`` and the per-stage breakdown of the epoch just trained (module
-        docstring); every rank calls it."""
+    def epoch_tallies(self) -> Tallies:
+        """This rank's compute, communication and bubble seconds under its stage, and its bubble share."""
         waits = {k: t for k, t in self.meter.wait_s.items() if category(k) in TRAINING_CATEGORIES}
         bubble = sum(t for k, t in waits.items() if k.endswith(PIPE_KINDS))
         communication = sum(waits.values()) - bubble
         epoch_time = self.epoch_timed.seconds
-        parts = torch.zeros(self.stages, 5, dtype=torch.float64, device=self.graph.device)
-        parts[self.stage] = torch.tensor([1.0, epoch_time - bubble - communication, communication, bubble,
-                                          bubble / epoch_time], dtype=torch.float64)
-        self.world.reduce_untracked(parts, dist.ReduceOp.SUM)
-        per_rank = parts[:, 1:] / parts[:, :1]
-        metrics = {"bubble_share": float(parts[:, 4].sum()) / self.world.world_size}
-        for stage, (compute, comm, wait, _) in enumerate(per_rank.tolist()):
-            metrics.update({f"stage{stage}/compute": compute, f"stage{stage}/communication": comm,
-                            f"stage{stage}/bubble": wait})
+        stage = f"stage{self.stage}"
+        return Tallies(summed={f"{stage}/ranks": 1.0, f"{stage}/compute": epoch_time - bubble - communication,
+                               f"{stage}/communication": communication, f"{stage}/bubble": bubble,
+                               "bubble_share": bubble / epoch_time})
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """``bubble_share`` (mean over ranks) and per stage the mean over its ranks of compute,
+        communication and bubble (module docstring)."""
+        metrics = {"bubble_share": totals["bubble_share"] / self.world.world_size}
+        for stage in range(self.stages):
+            ranks = totals[f"stage{stage}/ranks"]
+            metrics.update({f"stage{stage}/{part}": totals[f"stage{stage}/{part}"] / ranks
+                            for part in ("compute", "communication", "bubble")})
         return metrics
 
     def finish(self) -> None:

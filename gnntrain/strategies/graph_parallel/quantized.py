@@ -29,16 +29,13 @@ the synchronous exchange, and so are the results up to float rounding
 
 from __future__ import annotations
 
-
-import torch
-import torch.distributed as dist
-
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantized_exchange import ALL_WIDTHS
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import AdaQPConfig
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
@@ -81,25 +78,32 @@ class Quantized:
     def evaluation_halo(self) -> HaloSource:
         return self.full
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """``mean_bits`` of the rows sent this epoch; with adaptive widths ``assign_time``
-        (slowest rank), ``solve_time`` and ``assign_gap`` (rank 0). Every rank must call it."""
+    def epoch_tallies(self) -> Tallies:
+        if self.plan is None:
+            return Tallies()
+        counts = [row for key in self.plan.issued for row in self.plan.layouts(*key)[0].counts]
+        tallies = Tallies(summed={"sent_bits": float(sum(n * w for row in counts for n, w in zip(row, ALL_WIDTHS))),
+                                  "sent_rows": float(sum(sum(row) for row in counts))})
+        if isinstance(self.plan, AdaptiveBits):
+            tallies.peak = {"assign_time": self.assigning.seconds, "trace_time": self.plan.trace_time,
+                            "solve_time": self.plan.solve_time, "assign_gap": self.plan.solve_gap,
+                            "assign_timeouts": float(self.plan.timed_out)}
+        return tallies
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """``mean_bits`` of the rows sent in an epoch; with adaptive widths ``assign_time``,
+        ``trace_time``, and where the epoch reassigned ``solve_time``, ``gather_time``,
+        ``assign_gap`` and ``assign_timeouts`` (each the slowest rank's)."""
         if self.plan is None:
             return {"mean_bits": 32.0}
-        counts = [row for key in self.plan.issued for row in self.plan.layouts(*key)[0].counts]
-        sent = torch.tensor([float(sum(n * w for row in counts for n, w in zip(row, ALL_WIDTHS))),
-                             float(sum(sum(row) for row in counts))], dtype=torch.float64, device=self.comm.device)
-        total, rows = self.comm.reduce_untracked(sent, dist.ReduceOp.SUM).tolist()
-        metrics = {"mean_bits": total / rows} if rows else {}
+        metrics = {"mean_bits": totals["sent_bits"] / totals["sent_rows"]} if totals["sent_rows"] else {}
         if isinstance(self.plan, AdaptiveBits):
-            figures = torch.tensor([self.assigning.seconds, self.plan.trace_time, self.plan.solve_time,
-                                    self.plan.solve_gap, self.plan.timed_out], dtype=torch.float64,
-                                   device=self.comm.device)
-            assign, trace, solve, gap, timeouts = self.comm.reduce_untracked(figures, dist.ReduceOp.MAX).tolist()
-            metrics.update(assign_time=assign, trace_time=trace)
+            assign = totals["assign_time"]
+            metrics.update(assign_time=assign, trace_time=totals["trace_time"])
             if assign > 0:
-                metrics.update(reassign_time=assign, solve_time=solve, gather_time=assign - solve, assign_gap=gap,
-                               assign_timeouts=timeouts)
+                metrics.update(reassign_time=assign, solve_time=totals["solve_time"],
+                               gather_time=assign - totals["solve_time"], assign_gap=totals["assign_gap"],
+                               assign_timeouts=totals["assign_timeouts"])
         return metrics
 
     def finish(self) -> None:

@@ -47,6 +47,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.pinned import PinnedStaging
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import SamplingConfig
 from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
@@ -171,17 +172,15 @@ class BoundarySampling:
         send_keep = torch.cat([unpack(b, 1, n).bool() for b, n in zip(blocks, g.send_splits)])
         return g.send_index[send_keep], kept_per_block(send_keep, g.send_splits)
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """Of the epoch just trained: ``sampling_time`` (slowest rank) and ``dropped_edges``
-        (all ranks). Every rank must call it."""
+    def epoch_tallies(self) -> Tallies:
         if self.sampled is None:
-            return {}
-        time_s = torch.tensor([self.sampling.seconds + self.sampled.operator_build_time], dtype=torch.float64,
-                              device=self.comm.device)
-        dropped = torch.tensor([float(self.graph.edge_src.numel() - self.sampled.edge_src.numel())],
-                               dtype=torch.float64, device=self.comm.device)
-        return {"sampling_time": float(self.comm.reduce_untracked(time_s, dist.ReduceOp.MAX)),
-                "dropped_edges": float(self.comm.reduce_untracked(dropped, dist.ReduceOp.SUM))}
+            return Tallies()
+        return Tallies(summed={"dropped_edges": float(self.graph.edge_src.numel() - self.sampled.edge_src.numel())},
+                       peak={"sampling_time": self.sampling.seconds + self.sampled.operator_build_time})
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """Of an epoch: ``sampling_time`` (slowest rank) and ``dropped_edges`` (all ranks)."""
+        return {name: totals[name] for name in ("sampling_time", "dropped_edges") if name in totals}
 
     def finish(self) -> None:
         pass

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import PipeGCNConfig
 from gnntrain.strategies.graph_parallel.strategy import halo_wire
@@ -119,15 +119,15 @@ class Stale:
                 fresh = start_fresh().wait()
             self.squared_errors[name] = float(((used - fresh) ** 2).sum())
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """Staleness errors of the epoch just trained (every rank must call this)."""
-        if not self.track:
-            return {}
-        names = sorted(self.squared_errors)
-        total = torch.tensor([self.squared_errors[n] for n in names], dtype=torch.float64, device=self.comm.device)
-        total = self.comm.reduce_untracked(total, dist.ReduceOp.SUM)
+    def epoch_tallies(self) -> Tallies:
+        """This rank's squared staleness errors of the epoch just trained (where tracked)."""
+        tallies = Tallies(summed={f"staleness_error/{n}": e for n, e in self.squared_errors.items()})
         self.squared_errors.clear()
-        return {f"staleness_error/{n}": float(v) ** 0.5 for n, v in zip(names, total.tolist())}
+        return tallies
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """Staleness errors of an epoch: the root of the squared errors summed over the ranks."""
+        return {name: total ** 0.5 for name, total in totals.items() if name.startswith("staleness_error/")}
 
     def state_dict(self) -> dict:
         """Per layer and direction, the rows the next epoch will use (the exchanges in flight

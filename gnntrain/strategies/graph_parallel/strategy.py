@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
-import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
@@ -19,6 +18,7 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.inductive import WholeGraphScores
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies import registry
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, HalfHalosConfig
 
 
@@ -42,8 +42,13 @@ class HaloPolicy(Protocol):
         """Halo rows for evaluation, which always runs on the rank's full local graph."""
         ...
 
-    def epoch_metrics(self) -> dict[str, float]:
-        """Policy-specific figures of the epoch just trained (every rank calls it)."""
+    def epoch_tallies(self) -> Tallies:
+        """This rank's policy-specific tallies of the epoch just trained (no communication)."""
+        ...
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """Policy-specific figures from the tallies combined over the ranks
+        (:meth:`gnntrain.strategies.base.Strategy.epoch_metrics`)."""
         ...
 
     def finish(self) -> None:
@@ -89,12 +94,15 @@ class GraphParallel:
             counts += self.whole_graph_scores.counts(self.step.model)
         return counts
 
-    def epoch_metrics(self) -> dict[str, float]:
+    def epoch_tallies(self) -> Tallies:
+        tallies = self.policy.epoch_tallies()
+        tallies.peak["saved_for_backward_mb"] = self.step.saved_for_backward / 2**20
+        return tallies
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
         """The policy's figures, and ``saved_for_backward_mb``: the most any rank's forward kept
         for its backward (BNS-GCN's Eq. 4 memory; the memory straggler sets what a part needs)."""
-        saved = torch.tensor([self.step.saved_for_backward / 2**20], dtype=torch.float64, device=self.comm.device)
-        return {**self.policy.epoch_metrics(),
-                "saved_for_backward_mb": float(self.comm.reduce_untracked(saved, dist.ReduceOp.MAX))}
+        return {**self.policy.epoch_metrics(totals), "saved_for_backward_mb": totals["saved_for_backward_mb"]}
 
     def finish(self) -> None:
         self.policy.finish()

@@ -9,6 +9,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig
 from gnntrain.strategies.graph_parallel.strategy import halo_wire
 
@@ -26,7 +27,10 @@ class Synchronous:
     def evaluation_halo(self) -> HaloSource:
         return self.exchange
 
-    def epoch_metrics(self) -> dict[str, float]:
+    def epoch_tallies(self) -> Tallies:
+        return Tallies()
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
         return {}
 
     def finish(self) -> None:

@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.distributed as dist
 
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
@@ -63,6 +62,7 @@ from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, 
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.pinned import PinnedStaging
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.minibatch.config import MiniBatchConfig
 
 
@@ -236,10 +236,11 @@ class MiniBatchTraining:
         g = self.graph
         return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
 
-    def epoch_metrics(self) -> dict[str, float]:
-        counts = torch.stack([self.missed.new_full((), self.looked_up), self.missed]).double()
-        self.comm.reduce_untracked(counts, dist.ReduceOp.SUM)
-        return {"miss_rate": float(counts[1] / counts[0]) if counts[0] else 0.0}
+    def epoch_tallies(self) -> Tallies:
+        return Tallies(summed={"looked_up": float(self.looked_up), "missed": float(self.missed)})
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        return {"miss_rate": totals["missed"] / totals["looked_up"] if totals["looked_up"] else 0.0}
 
     def state_dict(self) -> dict:
         """Model and optimizer: the mini-batches, samples and dropout masks are keyed by the

@@ -61,6 +61,7 @@ from gnntrain.data import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all
+from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.minibatch.common import MiniBatchTraining, minibatch_layout
 from gnntrain.strategies.minibatch.config import HopGNNConfig
 
@@ -211,7 +212,15 @@ class HopGNN(MiniBatchTraining):
         self.merges, self.examining = state["merges"], state["examining"]
         self.samples, self.examined = state["samples"], state["examined"]
 
-    def epoch_metrics(self) -> dict[str, float]:
+    def epoch_tallies(self) -> Tallies:
+        tallies = super().epoch_tallies()
         merges = self.merges_run or [self.merges]
-        return {**super().epoch_metrics(), "time_steps": self.world - sum(merges) / len(merges),
-                "merges": sum(merges) / len(merges), "examination": float(self.examination)}
+        tallies.summed.update(merges=sum(merges) / len(merges), examination=float(self.examination))
+        return tallies
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """The family's figures, and the epoch's mean ``merges`` (and the ``time_steps`` they
+        leave) and ``examination`` flag, each the mean over the ranks (every rank agrees on them)."""
+        merges = totals["merges"] / self.world
+        return {**super().epoch_metrics(totals), "time_steps": self.world - merges, "merges": merges,
+                "examination": totals["examination"] / self.world}
