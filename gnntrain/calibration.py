@@ -39,7 +39,9 @@ setting and machine (``<partition.cache_dir>/calibration/``), so every job of a 
 the same link; delete the file to measure from scratch. A machine's speed changes with what
 else it runs, so a cached link is re-checked at the start of every sweep (or single run) that
 uses it: one probe under it, and where the share it reaches is more than :data:`TOLERANCE` off,
-corrections as above, the cache updated; the sweep's other jobs then use it as it is.
+corrections as above, the cache updated; the sweep's other jobs then use it as it is, and so
+does a sweep with ``network.recheck=false`` (a build's method sweeps, after their baseline's
+sweep in the same round has re-checked the link).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def calibrated(run: RootConfig) -> RootConfig:
                           "run printed instead: network.bandwidth_gbps=<Gbit/s>")
     baseline = probe_strategy(run)
     path = cache_folder(run.partition.cache_dir, "calibration") / f"{_setting_key(run, baseline)}.json"
-    if path.exists() and str(path) in _CHECKED:
+    if path.exists() and (str(path) in _CHECKED or not net.recheck):
         result = json.loads(path.read_text())
     elif path.exists():
         cached = json.loads(path.read_text())
@@ -162,7 +164,7 @@ def _scaled(net: NetworkConfig, scale: float) -> NetworkConfig:
 
 
 def _setting_key(run: RootConfig, baseline: dict) -> str:
-    net = {k: v for k, v in plain(run.network).items() if k not in ("calibration", "calibrate_against")}
+    net = {k: v for k, v in plain(run.network).items() if k not in ("calibration", "calibrate_against", "recheck")}
     text = json.dumps({"setting": setting(flatten(plain(run))), "baseline": baseline, "network": net,
                        "host": socket.gethostname()}, sort_keys=True)
     return f"{run.dataset.name}-{baseline['name']}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"

@@ -232,6 +232,12 @@ def test_a_cached_link_is_rechecked_by_each_sweep_and_calibrated_again_when_off(
     assert again["reached_share"] == pytest.approx(0.6) and again["scale"] == pytest.approx(first["scale"] / 2)
     assert json.loads(next((tmp_path / "calibration").glob("*.json")).read_text())["scale"] == again["scale"]
 
+    calibration._CHECKED.clear()  # a method's sweep after its baseline's, in the same round of a build
+    machine["compute"] = 0.040
+    trusted = calibration.calibrated(replace(setting, network=replace(setting.network, recheck=False)))
+    assert len(probed) == 5 and trusted.network.calibration["scale"] == again["scale"], \
+        "network.recheck=false runs under the cached link as it is"
+
 
 @pytest.mark.parametrize("overrides, message", [
     (("network.calibrate_share=0.5",), "without an emulated network"),

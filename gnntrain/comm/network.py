@@ -33,16 +33,15 @@ loopback transfer's own time is not added: a transfer completes at
 
 Measured against TCP over kernel-shaped links of the same rate (``network.mode=kernel``,
 ``make network-check``, docs/testing.md; 10k nodes, GraphSAGE 2 x 64, 2 and 4 ranks on a
-2-core machine): 9 of 20 rows' epoch times are within 15% (12 in an earlier run). The others
-take 1.15-1.43x on the real link, every one on 4 ranks or at 1 Gbit/s (causes not measured
-apart): four ranks and the kernel's packet processing share two cores, the receiver's link is
-left out (above), and at 1 Gbit/s the fixed costs of each transfer weigh more (gloo's receive
-notice must reach the sender before its data leaves: an exchange of 200 KB each way on 2 ranks
-took 0.3 ms more than its 1.67 ms on the wire). PipeGCN on 2 ranks at 0.2 Gbit/s reads 0.54x,
-which is not the link: on the kernel's FIFO queues the per-epoch metric reduction, outside the epoch's
-timer, waits behind the next epoch's transfers already in flight, so the timer misses about
-half the epoch (59.5 ms timed against 118 ms from one epoch's start to the next; emulated:
-111 against 114).
+2-core machine): 13 of 20 rows' epoch times are within 15%. The others take 1.15-1.45x on the
+real link, every one on 4 ranks or at 1 Gbit/s (causes not measured apart): four ranks and the
+kernel's packet processing share two cores, the receiver's link is left out (above), and at
+1 Gbit/s the fixed costs of each transfer weigh more (gloo's receive notice must reach the
+sender before its data leaves: an exchange of 200 KB each way on 2 ranks took 0.3 ms more than
+its 1.67 ms on the wire). Where a link is busy with PipeGCN's stale rows, the kernel's PipeGCN
+waits on those rows, while here the gradient all-reduce queued behind them waits, so the same
+time is exposed ``data`` there and ``sync`` here; the epochs agree (0.97x on 2 ranks at
+0.2 Gbit/s).
 """
 
 from __future__ import annotations

@@ -279,6 +279,10 @@ class NetworkConfig:
     """The strategy calibration probes; null: the baseline of the run's family (vanilla, or minibatch for mini-batches)."""
     probe_epochs: int = 6
     """Epochs of each probe of the baseline that measures that share (cached per setting)."""
+    recheck: bool = conduct(True)
+    """Re-check a cached calibration with one probe at the start of a sweep or run, correcting it
+    where the share it reaches is off; false: use the cached link as it is (a build's later sweeps
+    in a round, so that they run under the very link their baseline's sweep just checked)."""
     loss: float = 0.0
     """Share of the packets a node sends that its link drops (mode=kernel)."""
     calibration: Optional[dict[str, Any]] = None
