@@ -11,6 +11,7 @@ from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.data import JobData
 from gnntrain.engine.early_stop import EarlyStopping, Stop, time_to_target
+from gnntrain.engine import loop as loop_module
 from gnntrain.engine.loop import EpochLoop
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.parallel.mesh import WorkerContext
@@ -50,6 +51,28 @@ def test_single_process_epoch_record_has_no_communication() -> None:
     assert second.val_acc is not None and 0 <= second.val_acc <= 1
     assert first.comm_bytes_by_kind == {"halo_fwd": 0, "halo_bwd": 0, "allreduce": 0}
     assert partition_stats(data, part, 1)["boundary_nodes"] == [0]
+
+
+def test_an_epochs_peak_memory_covers_its_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peak of an evaluated epoch is read after the evaluation, that of the epoch before it
+    (not evaluated) after its training: a peak the evaluation alone reaches shows in the first."""
+    data = generate(400, 6, 4, 8, homophily=0.8)
+    part = torch.zeros(data.num_nodes, dtype=torch.long)
+    loop = EpochLoop(make_run("train.epochs=2", "train.eval_every=2", "train.warmup_epochs=0"),
+                     WorkerContext(0, 1, torch.device("cpu")), JobData(data.facts(), {}, False, data=data, part=part))
+    peak = {"mb": 100.0}
+    monkeypatch.setattr(loop_module, "reset_peak_memory", lambda device: peak.update(mb=100.0))
+    monkeypatch.setattr(loop_module, "peak_memory_mb", lambda device: (peak["mb"], peak["mb"]))
+    evaluate = loop.strategy.evaluate
+
+    def evaluate_at_a_higher_peak() -> torch.Tensor:
+        peak["mb"] = 600.0
+        return evaluate()
+
+    loop.strategy.evaluate = evaluate_at_a_higher_peak
+    first, second = loop.records([loop.run_epoch(1), loop.run_epoch(2)])
+    assert (first.val_acc, first.peak_mem_mb) == (None, 100.0)
+    assert second.val_acc is not None and second.peak_mem_mb == second.peak_mem_reserved_mb == 600.0
 
 
 def _record(epoch: int, val: float | None) -> EpochRecord:

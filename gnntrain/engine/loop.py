@@ -71,9 +71,10 @@ class KeptEpoch:
     link_busy: dict[str, float]
     link_latency: float
     tallies: Tallies
-    memory: dict[str, float]
     bytes: dict[str, int] = field(default_factory=dict)
     """Bytes per kind, evaluation's included (taken after it)."""
+    memory: dict[str, float] = field(default_factory=dict)
+    """Peak memory (MiB), evaluation's included (taken after it)."""
     eval_counts: list[float] | None = None
     eval_time: float = 0.0
 
@@ -112,8 +113,8 @@ class EpochLoop:
         return self.evaluates(epoch) or bool(every and epoch % every == 0)
 
     def train_epoch(self, epoch: int) -> KeptEpoch:
-        """Train one epoch and keep this rank's account of it (no communication; its bytes are
-        taken by :meth:`run_epoch`, after any evaluation)."""
+        """Train one epoch and keep this rank's account of it (no communication; its bytes and
+        memory are taken by :meth:`run_epoch`, after any evaluation)."""
         self.meter.reset()
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
@@ -125,13 +126,11 @@ class EpochLoop:
         rows = projected_rows.take()
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
-        peak, peak_reserved = peak_memory_mb(self.ctx.device)
         return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
                          projected_rows=rows,
                          link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
                          link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
-                         tallies=self.strategy.epoch_tallies(),
-                         memory={"peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved})
+                         tallies=self.strategy.epoch_tallies())
 
     def run_epoch(self, epoch: int) -> KeptEpoch:
         """Train, evaluate when due, keep the account. On CPU the last warm-up epoch (which the
@@ -145,9 +144,10 @@ class EpochLoop:
                 kept.eval_counts = self.strategy.evaluate().tolist()
                 kept.eval_time = self.clock.seconds(start, self.clock.mark())
         kept.bytes = dict(self.meter.bytes)
-        tensor_peak = kept.memory["peak_mem_mb"] if self.ctx.device.type == "cuda" else (
-            window.peak_mb if measured else None)
-        kept.memory["peak_tensor_mb"] = -1.0 if tensor_peak is None else tensor_peak
+        peak, peak_reserved = peak_memory_mb(self.ctx.device)
+        tensor_peak = peak if self.ctx.device.type == "cuda" else window.peak_mb if measured else None
+        kept.memory = {"peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved,
+                       "peak_tensor_mb": -1.0 if tensor_peak is None else tensor_peak}
         return kept
 
     def records(self, kept: list[KeptEpoch]) -> list[EpochRecord]:
