@@ -3,6 +3,7 @@ children, which inherit the parent's ``sys.path``)."""
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 
@@ -273,16 +274,22 @@ def timed_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_
                     reduce_floats: int) -> None:
     """Under the job's network: an all-to-all sending ``rows_to[p][q]`` float32 rows of 1024 from
     each rank ``p`` to each peer ``q``, then an all-reduce of ``reduce_floats`` floats; writes each one's
-    blocked seconds to ``<trace_dir>/rank<r>.pt``."""
+    blocked seconds as the meter has them, and the all-to-all's host times as seen from here (from
+    before its start, and from the call to ``wait``, to its return) to ``<trace_dir>/rank<r>.pt``."""
     meter = CommMeter()
     comm = Communicator.of_mesh_axis(ctx, "gp", meter)
     send_rows = rows_to[ctx.rank]
     recv_rows = [rows_to[q][ctx.rank] for q in range(ctx.world_size)]
     dist.barrier()
-    comm.all_to_all_start(torch.ones(sum(send_rows), 1024), send_rows, recv_rows, "halo_fwd").wait()
+    began = time.perf_counter()
+    exchange = comm.all_to_all_start(torch.ones(sum(send_rows), 1024), send_rows, recv_rows, "halo_fwd")
+    reached = time.perf_counter()
+    exchange.wait()
+    resumed = time.perf_counter()
     dist.barrier()
     comm.all_reduce(torch.ones(reduce_floats), "allreduce")
-    torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s)},
+    torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s),
+                "exchange_span": resumed - began, "exchange_blocked": resumed - reached},
                Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 

@@ -53,17 +53,22 @@ def test_two_levels_split_peers_by_node() -> None:
 
 
 def test_measured_waits_match_the_formula(tmp_path: Path) -> None:
-    """Two workers, 0.1 Gbit/s: the all-to-all waits latency + wire(max(sent, received)) / bandwidth,
-    the all-reduce the ring cost, each within 10%."""
-    api.run(make_run("network=eth10g", "network.bandwidth_gbps=0.1", "network.latency_us=1000"),
+    """Two workers, 0.01 Gbit/s (slow enough that a loaded scheduler's milliseconds stay within
+    10%): the all-to-all completes latency + wire(max(sent, received)) / bandwidth after it
+    starts, never sooner and within 10%, and the meter counts as blocked the time from the call
+    to ``wait`` to its return (posting, before that call, is the rank's own work); the
+    all-reduce, blocking from its start, waits the ring cost within 10%."""
+    api.run(make_run("network=eth10g", "network.bandwidth_gbps=0.01", "network.latency_us=1000"),
             partial(timed_transfers, trace_dir=str(tmp_path), rows_to=[[0, 60], [90, 0]], reduce_floats=250_000))
-    bandwidth, latency = 0.1 * GBIT, 1e-3
+    bandwidth, latency = 0.01 * GBIT, 1e-3
     expected_exchange = latency + wire(90 * 1024 * 4) / bandwidth
     expected_reduce = 2 * 1 / 2 * wire(250_000 * 4) / bandwidth + 2 * latency
     for rank in range(2):
-        waits = torch.load(tmp_path / f"rank{rank}.pt")["wait"]
-        assert waits["halo_fwd"] == pytest.approx(expected_exchange, rel=0.1)
-        assert waits["allreduce"] == pytest.approx(expected_reduce, rel=0.1)
+        trace = torch.load(tmp_path / f"rank{rank}.pt")
+        assert expected_exchange <= trace["exchange_span"] <= 1.1 * expected_exchange
+        assert trace["wait"]["halo_fwd"] == pytest.approx(trace["exchange_blocked"], rel=0.1)
+        assert trace["wait"]["halo_fwd"] <= trace["exchange_blocked"]
+        assert trace["wait"]["allreduce"] == pytest.approx(expected_reduce, rel=0.1)
 
 
 def test_one_sided_transfer_arrives_a_link_time_after_it_is_sent(tmp_path: Path) -> None:
@@ -102,12 +107,14 @@ def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
 
 def test_vanilla_exposes_the_emulated_transfer_time(tmp_path: Path) -> None:
     """For two workers each halo exchange takes wire(max(halo rows either way)) / bandwidth on both
-    ranks; vanilla's exposed data communication equals their sum within 10%."""
+    ranks; vanilla's exposed data communication equals their sum within 10%. The link is slow
+    enough (0.01 Gbit/s) that the rank's own time posting each exchange, before it waits, stays
+    well inside that on a loaded machine."""
     summary, _ = run(tmp_path, "v", *SMALL, "train.epochs=4", "network=eth10g",
-                     "network.bandwidth_gbps=0.05", "network.latency_us=0")
+                     "network.bandwidth_gbps=0.01", "network.latency_us=0")
     halo = summary["partition"]["boundary_nodes"]
     halo_bytes = sum(summary["mean_comm_bytes_by_kind"][k] for k in ("halo_fwd", "halo_bwd"))
-    expected = wire(halo_bytes * max(halo) / sum(halo)) / (0.05 * GBIT)
+    expected = wire(halo_bytes * max(halo) / sum(halo)) / (0.01 * GBIT)
     assert summary["mean_comm_time"] == pytest.approx(expected, rel=0.1)
     assert summary["mean_link_busy_time"] >= expected * 0.99
 
