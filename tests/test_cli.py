@@ -281,17 +281,24 @@ def test_dead_worker_ends_the_job_promptly_and_keeps_completed_epochs(tmp_path) 
     assert _live_processes_in_group(proc.pid, wait_s=10) == []
 
 
-def live_processes(*, parent: int | None = None, group: int | None = None) -> list[int]:
-    """Non-zombie processes with this parent pid or in this process group (from /proc)."""
-    live = []
+def live_processes(*, parent: int | None = None, group: int | None = None, ancestor: int | None = None) -> list[int]:
+    """Non-zombie processes with this parent pid, in this process group, or descending from
+    ``ancestor`` (a launcher's workers are the children of its fork server) (from /proc)."""
+    table: dict[int, tuple[str, int, int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             state, ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
         except OSError:
             continue
-        if state != "Z" and (int(ppid) == parent or int(pgrp) == group):
-            live.append(int(stat.parent.name))
-    return live
+        table[int(stat.parent.name)] = (state, int(ppid), int(pgrp))
+
+    def descends(pid: int) -> bool:
+        while pid in table and pid != ancestor:
+            pid = table[pid][1]
+        return ancestor is not None and pid == ancestor
+
+    return [pid for pid, (state, ppid, pgrp) in table.items()
+            if state != "Z" and (ppid == parent or pgrp == group or (pid != ancestor and descends(pid)))]
 
 
 def wait_for_epochs(metrics: Path, proc: subprocess.Popen, log: Path, epochs: int = 3, timeout_s: float = 120) -> None:

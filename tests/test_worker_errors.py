@@ -165,7 +165,7 @@ def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> Non
     deadline = time.monotonic() + 120
     while job.poll() is None and time.monotonic() < deadline:
         now = time.monotonic()
-        for pid in set(_stopped_pids()) & set(live_processes(parent=job.pid)):
+        for pid in set(_stopped_pids()) & set(live_processes(ancestor=job.pid)):
             stopped_since.setdefault(pid, now)
         time.sleep(0.05)
     ended = time.monotonic()

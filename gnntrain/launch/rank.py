@@ -39,10 +39,13 @@ def use_deterministic_kernels(on: bool) -> None:
     """``cluster.deterministic``: kernels that give the same bits every run, or the fastest ones
     (a torchrun process runs every job of a sweep, so each job sets it). cuBLAS needs a fixed
     workspace for that, set before its first use in the process; cuSPARSE's products, which
-    torch's mode does not cover, are replaced by :mod:`gnntrain.sparse` while the mode is on."""
+    torch's mode does not cover, are replaced by :mod:`gnntrain.sparse` while the mode is on.
+    The mode is switched only where it changes: switching it imports torch's compiler stack
+    (2 s of a worker's start on a CPU)."""
     if on:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(on)
+    if torch.are_deterministic_algorithms_enabled() != on:
+        torch.use_deterministic_algorithms(on)
     torch.backends.cudnn.deterministic = on
     torch.backends.cudnn.benchmark = False
 

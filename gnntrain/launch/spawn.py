@@ -1,8 +1,10 @@
 """Spawning a job's workers on this machine and waiting for them.
 
 The parent has loaded the dataset and partition once (only the manifest where the ranks load
-their parts); ``world_size`` processes start with ``torch.multiprocessing`` (spawn) and receive
-the tensors through shared memory. If any worker dies, the others are terminated at once and
+their parts); ``world_size`` processes start with ``torch.multiprocessing`` and receive the
+tensors through shared memory. They are forked from a fork server (:func:`_worker_context`)
+that imported torch once, when the launcher's first job started: a spawned interpreter spends
+1.5-2 s importing torch before it does anything, per worker and per job of a sweep. If any worker dies, the others are terminated at once and
 :class:`~gnntrain.errors.WorkerFailed` names the rank that failed first, with its traceback; on Ctrl-C or SIGTERM
 (:class:`~gnntrain.errors.JobInterrupted` from the CLI's signal handler), or any other
 exception in the launcher, the workers are terminated too; a launcher killed outright
@@ -17,13 +19,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import logging
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import pickle
+import select
 import signal
 import socket
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -41,9 +46,7 @@ from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
 from gnntrain.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
-
-PR_SET_PDEATHSIG = 1
-"""prctl(2): the signal a process gets when its parent dies."""
+from gnntrain.strategies.registry import PLUGINS_VARIABLE, load_plugins
 
 FOLLOW_EVERY_S = 0.5
 """How often the launcher passes rank 0's new epochs on to the W&B run."""
@@ -54,34 +57,69 @@ before it kills them: a stopped worker (SIGSTOP) holds a SIGTERM pending, so onl
 it. After a failure torch's ``join`` waits its grace twice (for the workers to end, then after
 SIGTERM), so it is given half; left unset it waits 30 s after SIGTERM."""
 
+FORK_SERVER_PRELOAD = ("torch", "torch.distributed", "torch._dynamo")
+"""What the fork server imports before it forks any worker: the imports every worker needs and
+that cost the most (torch's optimizers import its compiler's front end, 1.5 s on a CPU), none of
+gnntrain (whose plugins depend on the job's environment)."""
+
 # torch logs each worker it terminates after a failure; the failure is reported in one line here.
 logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """The multiprocessing context the workers start in: a fork server's, which imported
+    :data:`FORK_SERVER_PRELOAD` once; each worker is a fork of it, so a job's workers, and every
+    later job's of the same launcher (a sweep, a test session), start without importing torch.
+
+    The server is a child of the launcher started by its first job, with the environment of that
+    moment, which a worker replaces by its launcher's at the time of its job (:func:`_spawned`).
+    It starts without ``GNNTRAIN_PLUGINS``: a worker imports the plugins its job names once it has
+    its job's environment, not those of the environment the server began with."""
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
+    plugins = os.environ.pop(PLUGINS_VARIABLE, None)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if plugins is not None:
+            os.environ[PLUGINS_VARIABLE] = plugins
+    return context
+
+
 def _stop_with_the_launcher(launcher: int) -> None:
-    """Linux: the kernel sends this worker SIGTERM when the launcher dies, even of SIGKILL (the
-    OOM killer, ``kill -9``), which the launcher cannot pass on; the worker then stops as when
-    the launcher stops it. torch's spawn asks for SIGINT, which a worker ignores (Ctrl-C is the
+    """Linux: a thread of this worker waits on the launcher's process (a pidfd, Linux 5.3) and
+    sends this worker SIGTERM when it ends, even of SIGKILL (the OOM killer, ``kill -9``), which
+    the launcher cannot pass on; the worker then stops as when the launcher stops it. The worker's
+    parent is the fork server, which outlives the launcher as long as any worker holds the pipe
+    that tells it the launcher is gone, so the parent's death (``PR_SET_PDEATHSIG``) comes too
+    late to stop it. torch's workers are asked for SIGINT, which a worker ignores (Ctrl-C is the
     launcher's to handle); workers orphaned that way have kept training. Elsewhere a no-op."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        launcher_ended = os.pidfd_open(launcher)
+    except ProcessLookupError:  # it died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     except (OSError, AttributeError):
         return
-    if os.getppid() != launcher:  # it died before the request
+
+    def stop_when_it_ends() -> None:
+        select.select([launcher_ended], [], [])
         os.kill(os.getpid(), signal.SIGTERM)
 
+    threading.Thread(target=stop_when_it_ends, name="launcher-watch", daemon=True).start()
 
-def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: Layout, world_size: int,
-             init_method: str, launcher: int, failed_at: Any, network_namespaces: tuple[list[str], list[str]] | None
-             ) -> None:
+
+def _spawned(local_rank: int, environment: dict[str, str], fn: WorkerFn, config: dict, job: JobData, layout: Layout,
+             world_size: int, init_method: str, launcher: int, failed_at: Any,
+             network_namespaces: tuple[list[str], list[str]] | None) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
     it leaves without interpreter finalization: we have seen gloo's C++ threads abort a
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
     run into a failed job. A failing worker leaves the same way once torch has written its
     traceback, so that abort's line cannot come before the job's one-line error. The config
     arrives plain and is typed here (:func:`~gnntrain.composition.typed_run`), once this
-    process has imported the plugins whose classes a typed config holds.
+    process has imported the plugins whose classes a typed config holds: those ``environment``,
+    the launcher's environment when it started the job, names (:func:`_worker_context`).
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
@@ -94,11 +132,14 @@ def _spawned(local_rank: int, fn: WorkerFn, config: dict, job: JobData, layout: 
     worker moves into before anything opens a socket (gloo then binds to the node's link), and
     every namespace of the job, which it holds while it lives (:func:`namespaces.join`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _stop_with_the_launcher(launcher)
+    os.environ.clear()
+    os.environ.update(environment)
     if network_namespaces is not None:
         per_rank, every = network_namespaces
         namespaces.join(per_rank[local_rank], every)
         os.environ["GLOO_SOCKET_IFNAME"] = namespaces.NODE_INTERFACE
+    _stop_with_the_launcher(launcher)
+    load_plugins()
     stopped: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
@@ -184,10 +225,10 @@ def _with_unreachable_nodes(failed: WorkerFailed, kernel: namespaces.KernelNetwo
 def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, world_size: int,
                     follower: WandbFollower | None, init_method: str,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
-    failed_at = mp.get_context("spawn").Array("d", world_size, lock=False)
-    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="spawn",
-                                 args=(fn, plain(run), job, layout, world_size, init_method, os.getpid(),
-                                       failed_at, network_namespaces))
+    failed_at = _worker_context().Array("d", world_size, lock=False)
+    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
+                                 args=(dict(os.environ), fn, plain(run), job, layout, world_size, init_method,
+                                       os.getpid(), failed_at, network_namespaces))
     frozen = FrozenWorkers(context.processes)
     try:
         while not context.join(FOLLOW_EVERY_S, grace_period=STOP_GRACE_S / 2):
