@@ -60,7 +60,7 @@ gpu-check:
 # Every model with its paper's settings on Cora and CiteSeer: 1 worker at seeds 0-4, 2 and 4 workers at
 # seed 0 (results/model_zoo.md).
 zoo: install
-	WANDB_MODE=disabled $(BIN)/python scripts/model_zoo.py
+	WANDB_MODE=disabled $(BIN)/python -m gnntrain.repro.zoo
 
 # The papers' tables in shape (results/<paper>/table.md and figures); SCALE=paper runs the
 # paper-sized presets on a GPU cluster instead of the CPU-sized ones. DRY_RUN=1 (here and for
@@ -68,18 +68,18 @@ zoo: install
 SCALE ?= small
 DRY_RUN ?=
 repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
-	WANDB_MODE=disabled $(BIN)/python scripts/repro.py $* --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
+	WANDB_MODE=disabled $(BIN)/python -m gnntrain.repro $* --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
 repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
 
 # Every strategy of every family tuned and compared on time to a validation target under a fast
 # and a slow link (results/compare/table.md); SCALE=paper on a GPU cluster.
 compare: install
-	WANDB_MODE=disabled $(BIN)/python scripts/compare.py --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
+	WANDB_MODE=disabled $(BIN)/python -m gnntrain.repro.compare --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
 # Fails when a results/<paper>/table.md is older than the code it measures (rebuild it then).
 check-tables: install
-	$(BIN)/python scripts/check_tables.py
+	$(BIN)/python -m gnntrain.repro.staleness
 
 clean:
 	rm -rf outputs multirun .pytest_cache

@@ -2,7 +2,7 @@
 and the tests all go through these four steps, so none of them can run a config another refuses.
 
 * :func:`compose` — the plain, resolved config ``gnntrain OVERRIDES`` builds (Hydra's compose
-  API over the packaged ``gnntrain.conf``, schemas registered);
+  API over the packaged ``gnntrain.conf``, schemas registered: :func:`composing`);
 * :func:`check` — what is refused before any worker starts: every component's checks
   (:func:`gnntrain.validation.validate`) and the job's layout on its world size (the
   strategy's mesh and parts, :func:`gnntrain.launch.job_layout`); the sweep callback checks
@@ -19,12 +19,14 @@ after it reads the typed sections.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from gnntrain.calibration import calibrated
 from gnntrain.composition import register_schemas, typed_run
@@ -35,12 +37,20 @@ from gnntrain.launch import WorkerFn, job_layout, launch, resolve_world_size
 from gnntrain.validation import validate
 
 
-def compose(overrides: list[str], run_dir: str = "") -> dict:
-    """The resolved config of ``overrides`` as a plain dict (enums as strings), with ``run_dir``."""
+@contextmanager
+def composing() -> Iterator[Callable[[list[str]], DictConfig]]:
+    """Hydra's compose API over the packaged ``gnntrain.conf``, schemas registered: within the
+    block, a function from overrides to the config they compose (Hydra's own, unresolved)."""
     register_schemas()
     GlobalHydra.instance().clear()
     with initialize_config_module("gnntrain.conf", version_base="1.3"):
-        cfg = hydra_compose("config", overrides=list(overrides))
+        yield lambda overrides: hydra_compose("config", overrides=list(overrides))
+
+
+def compose(overrides: list[str], run_dir: str = "") -> dict:
+    """The resolved config of ``overrides`` as a plain dict (enums as strings), with ``run_dir``."""
+    with composing() as composed:
+        cfg = composed(overrides)
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     plain["run_dir"] = run_dir
     return plain

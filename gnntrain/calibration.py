@@ -62,6 +62,7 @@ from gnntrain.config.keys import keys_playing, plays, setting
 from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootConfig, typed
 from gnntrain.config.typed import plain
 from gnntrain.engine.loop import run_training
+from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import ConfigError
 from gnntrain.launch import launch, under_torchrun
 from gnntrain.strategies import baseline_of, schema_of
@@ -116,7 +117,7 @@ def calibrated(run: RootConfig) -> RootConfig:
     return replace(run, network=replace(scaled, calibration=result))
 
 
-def _corrected(run: RootConfig, baseline: dict, result: dict, reached: dict, name: str) -> dict:
+def _corrected(run: RootConfig, baseline: dict, result: dict, reached: RunSummary, name: str) -> dict:
     """``result`` (a calibration) corrected from ``reached`` (a probe under its link) until a
     probe lands within :data:`TOLERANCE` of the share, at most :data:`CORRECTIONS` times."""
     share = run.network.calibrate_share
@@ -126,7 +127,7 @@ def _corrected(run: RootConfig, baseline: dict, result: dict, reached: dict, nam
         correction += 1
         result["scale"] *= _solve(reached, run)["scale"]
         reached = _probe(run, baseline, result["scale"], f"{name}_{correction}")
-    return {**result, "reached_share": _share(reached, run), "check_epoch_s": reached["mean_epoch_time"],
+    return {**result, "reached_share": _share(reached, run), "check_epoch_s": reached.mean_epoch_time,
             "corrections": correction}
 
 
@@ -175,9 +176,9 @@ def _counted(run: RootConfig) -> tuple[str, ...]:
     return ("data",) if run.network.calibrate_traffic == "data" else TRAINING_CATEGORIES
 
 
-def _share(summary: dict, run: RootConfig) -> float:
+def _share(summary: RunSummary, run: RootConfig) -> float:
     """The communication share of a probe's epoch, of the traffic ``network.calibrate_traffic`` names."""
-    return summary["comm_share" if run.network.calibrate_traffic == "data" else "training_comm_share"]
+    return summary.comm_share if run.network.calibrate_traffic == "data" else summary.training_comm_share
 
 
 def _kept_or_default(section: Any, prefix: str, kept: tuple[str, ...]) -> Any:
@@ -206,23 +207,23 @@ def probe_config(run: RootConfig, baseline: dict, scale: float, name: str) -> Ro
                    run_dir=str(Path(run.run_dir) / "calibration_probe" / name))
 
 
-def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> dict:
+def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> RunSummary:
     """Run the baseline's probe (:func:`probe_config`); its summary."""
     probe = probe_config(run, baseline, scale, name)
     launch(probe, run_training)
-    return json.loads((Path(probe.run_dir) / "summary.json").read_text())
+    return RunSummary.read(Path(probe.run_dir))
 
 
-def _solve(summary: dict, run: RootConfig) -> dict:
+def _solve(summary: RunSummary, run: RootConfig) -> dict:
     share = run.network.calibrate_share
-    compute, epoch = summary["mean_compute_time"], summary["mean_epoch_time"]
-    exposed, busy = summary["mean_comm_time_by_category"], summary["mean_link_busy_time_by_category"]
+    compute, epoch = summary.mean_compute_time, summary.mean_epoch_time
+    exposed, busy = summary.mean_comm_time_by_category, summary.mean_link_busy_time_by_category
     counted = _counted(run)
     data_busy = sum(v for k, v in busy.items() if k in counted)
     other_busy = sum(v for k, v in busy.items() if k not in counted)
     if data_busy <= 0:
-        raise ConfigError(f"network.calibrate_share={share}: {summary['strategy']} moves no bytes in this setting "
-                          f"(cluster.world_size={summary['world_size']}); valid: a setting with 2 or more workers")
+        raise ConfigError(f"network.calibrate_share={share}: {summary.strategy} moves no bytes in this setting "
+                          f"(cluster.world_size={summary.world_size}); valid: a setting with 2 or more workers")
     fixed = sum(v for k, v in exposed.items() if k in counted) - data_busy
     other_fixed = sum(v for k, v in exposed.items() if k not in counted) - other_busy
     room = share * (compute + fixed + other_fixed) - fixed

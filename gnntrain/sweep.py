@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -37,9 +36,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.errors import GnntrainError
 from gnntrain.help import GROUPS
-from gnntrain.report import natural_key
+from gnntrain.report.runs import natural_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 KNOB_SWEEPER = "hydra_plugins.gnntrain_sweeper.KnobSweeper"
@@ -247,10 +247,10 @@ def job_dirs(sweep_dir: Path) -> list[Path]:
 def failure(job_dir: Path) -> str | None:
     """``job N (overrides): error`` for a job that did not complete, else None."""
     overrides = " ".join(OmegaConf.load(job_dir / ".hydra" / "overrides.yaml"))
-    path = job_dir / "summary.json"
+    path = job_dir / SUMMARY_FILE
     if not path.exists():
         return f"job {job_dir.name} ({overrides}): no summary.json (the job was killed)"
-    summary = json.loads(path.read_text())
-    if summary.get("status", "completed") == "completed":
+    summary = RunSummary.read(path)
+    if summary.status == "completed":
         return None
-    return f"job {job_dir.name} ({overrides}): {summary.get('error') or summary['status']}"
+    return f"job {job_dir.name} ({overrides}): {summary.error or summary.status}"

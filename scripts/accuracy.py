@@ -15,7 +15,7 @@ import json
 import statistics
 from pathlib import Path
 
-from jobs import run_job
+from gnntrain.repro.jobs import run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 STUDIES = {
@@ -56,13 +56,13 @@ def main() -> None:
     result = {"model": args.model, "extra": args.extra, "workers": args.workers, "seeds": args.seeds, "datasets": {}}
     for dataset in args.datasets:
         summaries = {name: [run_job([*DATASETS[dataset], *args.model, *overrides, *args.extra, f"seed={seed}",
-                                     f"cluster.world_size={args.workers}"]) for seed in args.seeds]
+                                     f"cluster.world_size={args.workers}"]).summary for seed in args.seeds]
                      for name, overrides in variants.items()}
-        scores = {name: [s["test_at_best_val"] for s in runs] for name, runs in summaries.items()}
+        scores = {name: [s.test_at_best_val for s in runs] for name, runs in summaries.items()}
         base = statistics.mean(next(iter(scores.values())))
         table = {name: {"test_at_best_val": s, "mean": statistics.mean(s),
                         "points_vs_baseline": 100 * (statistics.mean(s) - base),
-                        "strategy_metrics": [run["mean_strategy_metrics"] for run in summaries[name]]}
+                        "strategy_metrics": [run.mean_strategy_metrics for run in summaries[name]]}
                  for name, s in scores.items()}
         result["datasets"][dataset] = table
         for name, row in table.items():

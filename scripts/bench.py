@@ -44,7 +44,7 @@ from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.parallel.activation_memory import SavedActivations
 
-from jobs import git_commit, run_job
+from gnntrain.repro.jobs import git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench.json"
 MODELS = ["gcn", "sage", "gat", "gcnii"]
@@ -208,14 +208,14 @@ def vanilla_two_workers(args, single: dict) -> dict:
                        f"dataset.num_features={args.features}", f"dataset.num_classes={args.classes}",
                        f"model={args.models[0]}", f"model.hidden={args.hidden}", f"model.layers={single['layers']}",
                        "model.dropout=0", "cluster.world_size=2", f"train.epochs={args.warmup + args.epochs}",
-                       f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"])
-    ratio = summary["mean_epoch_time"] / single_epoch_s
-    print(f"vanilla {args.models[0]}, 2 workers: {summary['mean_epoch_time'] * 1e3:.1f} ms/epoch "
-          f"(comm {summary['mean_comm_time'] * 1e3:.1f} ms, {summary['mean_comm_bytes_per_epoch'] / 2**20:.1f} MiB); "
+                       f"train.warmup_epochs={args.warmup}", f"train.eval_every={args.warmup + args.epochs}"]).summary
+    ratio = summary.mean_epoch_time / single_epoch_s
+    print(f"vanilla {args.models[0]}, 2 workers: {summary.mean_epoch_time * 1e3:.1f} ms/epoch "
+          f"(comm {summary.mean_comm_time * 1e3:.1f} ms, {summary.mean_comm_bytes_per_epoch / 2**20:.1f} MiB); "
           f"2 workers / 1 process = {ratio:.3f}", flush=True)
-    return {"epoch_s": summary["mean_epoch_time"], "comm_s": summary["mean_comm_time"],
-            "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"], "ratio_over_single_process": ratio,
-            "partition": summary["partition"]}
+    return {"epoch_s": summary.mean_epoch_time, "comm_s": summary.mean_comm_time,
+            "comm_bytes_per_epoch": summary.mean_comm_bytes_per_epoch, "ratio_over_single_process": ratio,
+            "partition": summary.partition}
 
 
 def main() -> None:

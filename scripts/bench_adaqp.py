@@ -17,21 +17,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import bench_parser, compare_figures, epoch_figures, sweep, write_results
+from gnntrain.engine.summary import RunSummary
+from gnntrain.repro.jobs import bench_parser, compare_figures, epoch_figures, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_adaqp.json"
 
 
-def row_of(name: str, summary: dict) -> dict:
-    extra = summary["mean_strategy_metrics"]
+def row_of(name: str, summary: RunSummary) -> dict:
+    extra = summary.mean_strategy_metrics
     if name == "vanilla":
-        stats = summary["partition"]
+        stats = summary.partition
         print(f"marginal nodes (inner nodes with a remote in-neighbour): "
               f"{sum(stats['marginal_nodes']) / sum(stats['inner_nodes']):.1%} of all", flush=True)
     return {"run": name, **epoch_figures(summary),
             "mean_bits": extra.get("mean_bits", 32.0),
-            "assign_share": extra.get("assign_time", 0.0) / summary["mean_epoch_time"],
-            "test_at_best_val": summary["test_at_best_val"]}
+            "assign_share": extra.get("assign_time", 0.0) / summary.mean_epoch_time,
+            "test_at_best_val": summary.test_at_best_val}
 
 
 def line_of(row: dict, base: dict) -> str:

@@ -14,21 +14,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import bench_parser, compare_figures, epoch_figures, sweep, write_results
+from gnntrain.engine.summary import RunSummary
+from gnntrain.repro.jobs import bench_parser, compare_figures, epoch_figures, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_bns.json"
 RUNS = [("bns", 1.0), ("bns", 0.1), ("bns", 0.01), ("bns", 0.0), ("bes", 0.1), ("dropedge", 0.1)]
 
 
-def row_of(name: str, summary: dict) -> dict:
+def row_of(name: str, summary: RunSummary) -> dict:
     method, p = name.split()
-    extra = summary["mean_strategy_metrics"]
+    extra = summary.mean_strategy_metrics
     return {"strategy": method, "p": float(p), **epoch_figures(summary),
-            "sample_index_bytes_per_epoch": summary["mean_comm_bytes_by_kind"].get("sample_index", 0),
-            "peak_mem_mb": summary["peak_mem_mb"],
-            "sampling_share": extra.get("sampling_time", 0.0) / summary["mean_epoch_time"],
+            "sample_index_bytes_per_epoch": summary.mean_comm_bytes_by_kind.get("sample_index", 0),
+            "peak_mem_mb": summary.peak_mem_mb,
+            "sampling_share": extra.get("sampling_time", 0.0) / summary.mean_epoch_time,
             "dropped_edges": extra.get("dropped_edges", 0.0),
-            "partition": summary["partition"]}
+            "partition": summary.partition}
 
 
 def line_of(row: dict, base: dict) -> str:

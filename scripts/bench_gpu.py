@@ -42,7 +42,7 @@ from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.strategies import METHODS
-from jobs import run_job
+from gnntrain.repro.jobs import run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_gpu.json"
 CSR_LAYERS = ("gcn", "sage", "gcnii")
@@ -157,14 +157,15 @@ def strategy_rows(args, keep: Callable[[dict], None]) -> dict:
     print(f"[2] every strategy, 2 gloo ranks sharing the GPU, {args.strategy_nodes} nodes", flush=True)
     rows = {}
     for name in METHODS:
-        summary = run_job(job_overrides(args, name))
-        steady = [r["epoch_time"] for r in summary["records"][1:]]
-        rows[name] = {"epoch_s": spread(steady), "comm_s": summary["mean_comm_time"],
-                      "reduce_s": summary["mean_reduce_time"], "peak_allocated_mb": summary["peak_mem_mb"],
-                      "peak_reserved_mb": summary["peak_mem_reserved_mb"],
-                      "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"]}
+        run = run_job(job_overrides(args, name))
+        summary = run.summary
+        steady = [r.epoch_time for r in run.records[1:]]
+        rows[name] = {"epoch_s": spread(steady), "comm_s": summary.mean_comm_time,
+                      "reduce_s": summary.mean_reduce_time, "peak_allocated_mb": summary.peak_mem_mb,
+                      "peak_reserved_mb": summary.peak_mem_reserved_mb,
+                      "comm_bytes_per_epoch": summary.mean_comm_bytes_per_epoch}
         print(f"    {name:14s} {statistics.median(steady) * 1e3:8.1f} ms/epoch (exposed comm "
-              f"{summary['mean_comm_time'] * 1e3:.1f} ms), {summary['peak_mem_mb']:.0f} MiB", flush=True)
+              f"{summary.mean_comm_time * 1e3:.1f} ms), {summary.peak_mem_mb:.0f} MiB", flush=True)
         keep(rows)
     return rows
 
@@ -174,8 +175,8 @@ def determinism_cost(args) -> dict:
     times: dict[str, list[float]] = {"off": [], "on": []}
     for _ in range(args.repeats):
         for setting in times:
-            summary = run_job(job_overrides(args, "vanilla") + [f"cluster.deterministic={setting == 'on'}"])
-            times[setting].append(summary["mean_epoch_time"])
+            summary = run_job(job_overrides(args, "vanilla") + [f"cluster.deterministic={setting == 'on'}"]).summary
+            times[setting].append(summary.mean_epoch_time)
     ratio = statistics.median(times["on"]) / statistics.median(times["off"])
     print(f"    deterministic / default = {ratio:.3f}", flush=True)
     return {"epoch_s": {k: spread(v) for k, v in times.items()}, "ratio_on_over_off": ratio}

@@ -28,7 +28,8 @@ from pathlib import Path
 import torch
 
 from gnntrain.data.synthetic import generate
-from jobs import measured_process
+from gnntrain.engine.summary import RunSummary
+from gnntrain.repro.jobs import measured_process
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -83,7 +84,7 @@ def main() -> None:
                 if (run_dir / "metrics.jsonl").exists() else []
             steps[name] = {"wall_s": wall, "peak_rss_mb": peak, "losses": [r["loss"] for r in records]}
             if (run_dir / "summary.json").exists():
-                stats = json.loads((run_dir / "summary.json").read_text())["partition"]
+                stats = RunSummary.read(run_dir).partition
                 steps[name]["partition"] = {k: stats[k] for k in ("inner_nodes", "boundary_nodes",
                                                                   "replication_factor")}
             print(f"{name:28s} {wall:7.1f} s, largest process {peak:8.0f} MiB", flush=True)

@@ -13,20 +13,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobs import bench_parser, sweep, write_results
+from gnntrain.engine.summary import RunSummary
+from gnntrain.repro.jobs import bench_parser, sweep, write_results
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_pipegcn.json"
 STRATEGIES = ("vanilla", "pipegcn")
 
 
-def row_of(name: str, summary: dict) -> dict:
+def row_of(name: str, summary: RunSummary) -> dict:
     strategy, workers = name.split()
-    return {"strategy": strategy, "workers": int(workers), "partition": summary["partition"],
-            "epochs_per_s": 1.0 / summary["mean_epoch_time"],
-            "exposed_comm_s": summary["mean_comm_time"],
-            "comm_total_s": summary["mean_comm_total_time"],
-            "comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"],
-            "test_at_best_val": summary["test_at_best_val"]}
+    return {"strategy": strategy, "workers": int(workers), "partition": summary.partition,
+            "epochs_per_s": 1.0 / summary.mean_epoch_time,
+            "exposed_comm_s": summary.mean_comm_time,
+            "comm_total_s": summary.mean_comm_total_time,
+            "comm_bytes_per_epoch": summary.mean_comm_bytes_per_epoch,
+            "test_at_best_val": summary.test_at_best_val}
 
 
 def line_of(row: dict, base: dict) -> str:

@@ -51,7 +51,7 @@ from gnntrain.random16 import LEVELS, _Dropout, uniform16, unit_noise
 from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
 
 from bench import compare_model
-from jobs import add_bench_args, bench_overrides, describe_bench, git_commit, run_job
+from gnntrain.repro.jobs import add_bench_args, bench_overrides, describe_bench, git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_speed.json"
 
@@ -95,7 +95,7 @@ def adaqp_rows(args: argparse.Namespace) -> dict:
     for network in ("none", "eth10g"):
         names = configs if network == "none" else ["vanilla", "adaqp_2bit"]
         times = {name: run_job([*bench_overrides(args), f"cluster.world_size={args.workers}", f"network={network}",
-                                *configs[name]])["mean_epoch_time"] for name in names}
+                                *configs[name]]).summary.mean_epoch_time for name in names}
         result[network] = {**{f"{name}_epoch_s": t for name, t in times.items()},
                            "adaqp_2bit_over_vanilla": times["adaqp_2bit"] / times["vanilla"]}
         fresh = (f"; vanilla with cluster.keep_freed_memory=false {times['vanilla_fresh_pages'] * 1e3:.0f} ms/epoch"
@@ -107,11 +107,11 @@ def adaqp_rows(args: argparse.Namespace) -> dict:
 
 
 def assignment_row(args: argparse.Namespace) -> dict:
-    summary = run_job([*bench_overrides(args), f"cluster.world_size={args.workers}", "strategy=adaqp",
-                       f"strategy.period={args.period}"])
-    steady = summary["records"][args.warmup:]
-    assigned = [r["strategy_metrics"] for r in steady if r["strategy_metrics"].get("assign_time", 0) > 0]
-    train_s = statistics.mean(r["epoch_time"] - r["strategy_metrics"].get("assign_time", 0.0) for r in steady)
+    run = run_job([*bench_overrides(args), f"cluster.world_size={args.workers}", "strategy=adaqp",
+                   f"strategy.period={args.period}"])
+    steady = run.records[args.warmup:]
+    assigned = [r.strategy_metrics for r in steady if r.strategy_metrics.get("assign_time", 0) > 0]
+    train_s = statistics.mean(r.epoch_time - r.strategy_metrics.get("assign_time", 0.0) for r in steady)
     assign_s = statistics.mean(m["assign_time"] for m in assigned)
     row = {"period_run": args.period, "reassignments": len(assigned), "epoch_without_assign_s": train_s,
            "assign_s": assign_s, "slowest_solve_s": max(m["solve_time"] for m in assigned),
@@ -218,9 +218,10 @@ def gpu_row(args: argparse.Namespace) -> dict:
     if not torch.cuda.is_available():
         print("[6] GPU communication timing: no CUDA device here, not measured", flush=True)
         return {"measured": False, "reason": "no CUDA device"}
-    summary = run_job([*bench_overrides(args), "cluster.device=cuda", "cluster.backend=gloo", "cluster.world_size=2"])
+    summary = run_job([*bench_overrides(args), "cluster.device=cuda", "cluster.backend=gloo", "cluster.world_size=2"]).summary
     row = {"measured": True, "device": torch.cuda.get_device_name(), "workers": 2, "backend": "gloo",
-           **{key: summary[f"mean_{key}"] for key in ("epoch_time", "comm_time", "comm_total_time", "reduce_time")}}
+           "epoch_time": summary.mean_epoch_time, "comm_time": summary.mean_comm_time,
+           "comm_total_time": summary.mean_comm_total_time, "reduce_time": summary.mean_reduce_time}
     print(f"[6] GPU communication timing (CUDA events), vanilla on 2 workers sharing {row['device']}: epoch "
           f"{row['epoch_time'] * 1e3:.1f} ms, halo exposed {row['comm_time'] * 1e3:.1f} ms of "
           f"{row['comm_total_time'] * 1e3:.1f} ms in flight, all-reduce {row['reduce_time'] * 1e3:.1f} ms", flush=True)

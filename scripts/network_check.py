@@ -25,8 +25,9 @@ import statistics
 import time
 from pathlib import Path
 
-from gnntrain.report import interval
-from jobs import bench_overrides, bench_parser, bench_setting, describe_bench, git_commit, run_job
+from gnntrain.report.runs import Run
+from gnntrain.report.stats import interval
+from gnntrain.repro.jobs import bench_overrides, bench_parser, bench_setting, describe_bench, git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "network_check.json"
 STRATEGIES = ("vanilla", "pipegcn", "adaqp", "gnnpipe", "hopgnn")
@@ -36,8 +37,8 @@ OWN = {"gnnpipe": lambda workers: [f"strategy.graph_parallel={max(workers // 2, 
 """A strategy's own overrides on ``workers`` ranks: GNNPipe in two stages (the model's two layers)."""
 
 
-def figures(summary: dict) -> dict:
-    return {"epoch_s": summary["mean_epoch_time"], "exposed_comm_s": summary["mean_comm_time"]}
+def figures(run: Run) -> dict:
+    return {"epoch_s": run.summary.mean_epoch_time, "exposed_comm_s": run.summary.mean_comm_time}
 
 
 def ratio_row(pairs: list[tuple[dict, dict]]) -> dict:

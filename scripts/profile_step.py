@@ -37,7 +37,8 @@ from gnntrain.data.partition import carve_part, metis_partition
 from gnntrain.data.synthetic import generate
 from gnntrain.graph import local_graph_from_part
 from gnntrain.models import build_model
-from jobs import REPO, compose_config, git_commit
+from gnntrain.repro import CHECKOUT as REPO
+from gnntrain.repro.jobs import compose_config, git_commit
 from scale import PRODUCTS
 
 

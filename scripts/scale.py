@@ -33,7 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs import REPO, git_commit, measured_process
+from gnntrain.engine.metrics import read_records
+from gnntrain.engine.summary import RunSummary
+from gnntrain.repro import CHECKOUT as REPO
+from gnntrain.repro.jobs import git_commit, measured_process
 
 BIN = Path(sys.executable).parent
 PRODUCTS = {"nodes": 2_449_029, "directed_edges": 123_718_280, "features": 100, "classes": 47}
@@ -78,20 +81,20 @@ def run_step(nodes: int, args: argparse.Namespace, tmp: Path) -> dict:
                                    f"cluster.world_size={workers}", f"train.epochs={args.epochs}",
                                    f"train.eval_every={args.epochs}", "train.warmup_epochs=1",
                                    f"hydra.run.dir={run_dir}"], tmp)
-        summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+        summary = RunSummary.read(run_dir) if (run_dir / "summary.json").exists() else None
         row = {"strategy": strategy, "workers": workers, "wall_s": result.wall_s}
-        if result.returncode != 0 or summary.get("status") != "completed":
-            row["failed"] = (summary.get("error") or result.output.strip().splitlines()[-1])[:400]
+        if result.returncode != 0 or summary is None or summary.status != "completed":
+            row["failed"] = ((summary and summary.error) or result.output.strip().splitlines()[-1])[:400]
             print(f"{'':>9} {strategy:>8} on {workers}: did not run: {row['failed']}", flush=True)
         else:
-            records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-            row.update(epoch_time_s=summary["mean_epoch_time"], first_epoch_s=records[0]["epoch_time"],
-                       comm_bytes_per_epoch=summary["mean_comm_bytes_per_epoch"],
-                       peak_rank_gib=summary["peak_mem_mb"] / 1024,
-                       estimated_peak_rank_gib=summary["estimated_peak_mem_mb"] / 1024,
-                       estimate_over_measured=summary["estimated_peak_mem_mb"] / summary["peak_mem_mb"],
-                       estimate_parts_mb=summary["memory_estimate"],
-                       epoch_peaks_gib=[r["peak_mem_mb"] / 1024 for r in records])
+            records = read_records(run_dir / "metrics.jsonl")
+            row.update(epoch_time_s=summary.mean_epoch_time, first_epoch_s=records[0].epoch_time,
+                       comm_bytes_per_epoch=summary.mean_comm_bytes_per_epoch,
+                       peak_rank_gib=summary.peak_mem_mb / 1024,
+                       estimated_peak_rank_gib=summary.estimated_peak_mem_mb / 1024,
+                       estimate_over_measured=summary.estimated_peak_mem_mb / summary.peak_mem_mb,
+                       estimate_parts_mb=summary.memory_estimate,
+                       epoch_peaks_gib=[r.peak_mem_mb / 1024 for r in records])
             print(f"{'':>9} {strategy:>8} on {workers}: epoch {row['epoch_time_s']:7.2f} s (first "
                   f"{row['first_epoch_s']:.1f}), {row['comm_bytes_per_epoch'] / 2**20:8.1f} MiB/epoch, peak per rank "
                   f"{row['peak_rank_gib']:5.2f} GiB, estimated {row['estimated_peak_rank_gib']:5.2f} "

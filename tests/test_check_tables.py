@@ -10,14 +10,12 @@ from pathlib import Path
 
 import yaml
 from conftest import make_cfg
-from gnntrain.report import Run
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import check_tables  # noqa: E402
-import model_zoo  # noqa: E402
-import sweep_plan  # noqa: E402
-from check_tables import REPO, built, changed_code, composed_configs, measured, tables, write_manifest  # noqa: E402
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run
+from gnntrain.repro import CHECKOUT as REPO
+from gnntrain.repro import plan, staleness, zoo
+from gnntrain.repro.staleness import built, changed_code, composed_configs, measured, tables, write_manifest
 
 
 def _commit(repo: Path, files: dict[str, str]) -> str:
@@ -60,14 +58,15 @@ def test_a_table_listing_its_runs_code_is_stale_only_when_that_code_changed(tmp_
     built_at = _commit(tmp_path, {"gnntrain/ran.py": "X = 1\n", "gnntrain/unused.py": "Y = 1\n"})
     table = tmp_path / "results" / "t" / "table.md"
     table.parent.mkdir(parents=True)
-    write_manifest(table, [Run(tmp_path / "a", {"code": ["gnntrain/ran.py"]}), Run(tmp_path / "b", {"code": []})])
+    write_manifest(table, [Run(tmp_path / "a", RunSummary(code=["gnntrain/ran.py"])),
+                           Run(tmp_path / "b", RunSummary(code=[]))])
     assert measured(table)[-1] == "gnntrain/ran.py" and "gnntrain/unused.py" not in measured(table)
     _commit(tmp_path, {"gnntrain/unused.py": "Y = 2\n"})
     assert changed_code(built_at, measured(table), tmp_path) == []
     _commit(tmp_path, {"gnntrain/ran.py": "X = 2\n"})
     assert changed_code(built_at, measured(table), tmp_path) == ["gnntrain/ran.py"]
     # a run from before the lists: the whole package
-    write_manifest(table, [Run(tmp_path / "a", {"code": ["gnntrain/ran.py"]}), Run(tmp_path / "b", {})])
+    write_manifest(table, [Run(tmp_path / "a", RunSummary(code=["gnntrain/ran.py"])), Run(tmp_path / "b", RunSummary())])
     assert "gnntrain" in measured(table)
 
 
@@ -75,14 +74,14 @@ def _hydra_run(path: Path, choices: dict[str, str | None]) -> Run:
     """A run folder whose saved Hydra config chose ``choices``."""
     (path / ".hydra").mkdir(parents=True)
     (path / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"runtime": {"choices": choices}}}, sort_keys=False))
-    return Run(path, {"code": []})
+    return Run(path, RunSummary(code=[]))
 
 
-def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_build_imported(tmp_path,
+def test_a_table_measures_the_configs_its_runs_composed_and_the_modules_its_build_imported(tmp_path,
                                                                                           monkeypatch) -> None:
     """An edit to another table's preset leaves this table fresh; its own preset's, or a
     dataset file a run chose, makes it stale; so does a script this build imported, not another."""
-    monkeypatch.delitem(sys.modules, "model_zoo")  # a script this build did not import
+    monkeypatch.delitem(sys.modules, "gnntrain.repro.zoo")  # a module this build did not import
     runs = [_hydra_run(tmp_path / "0", {"experiment": "pipegcn_table4", "dataset": "synthetic", "model": "sage",
                                         "network": "eth10g", "hydra/launcher": "basic", "hydra/callbacks": None}),
             _hydra_run(tmp_path / "1", {"experiment": "accuracy", "dataset": "cora", "model": "sage"})]
@@ -94,10 +93,10 @@ def test_a_table_measures_the_configs_its_runs_composed_and_the_scripts_its_buil
     write_manifest(table, runs)
     paths = measured(table)
     assert {"conf/experiment/pipegcn_table4.yaml", "conf/experiment/accuracy.yaml", "conf/dataset/cora.yaml",
-            Path(sweep_plan.__file__).resolve().relative_to(REPO).as_posix()} <= set(paths)
-    assert not {"conf", "conf/experiment/hopgnn_fig13.yaml", "scripts/check_tables.py",
-                "scripts/model_zoo.py"} & set(paths)
-    write_manifest(table, [*runs, Run(tmp_path / "no_hydra", {"code": []})])
+            Path(plan.__file__).resolve().relative_to(REPO).as_posix()} <= set(paths)
+    assert not {"conf", "conf/experiment/hopgnn_fig13.yaml", "gnntrain/repro/staleness.py",
+                "gnntrain/repro/zoo.py"} & set(paths)
+    write_manifest(table, [*runs, Run(tmp_path / "no_hydra", RunSummary(code=[]))])
     assert "conf" in measured(table)
 
 
@@ -109,7 +108,7 @@ def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
     cfg["run_dir"] = str(tmp_path / "run")
     launcher = "import json, sys; from gnntrain import api; api.run(json.loads(sys.argv[1]))"
     subprocess.run([sys.executable, "-c", launcher, json.dumps(cfg)], check=True, cwd=REPO, timeout=120)
-    code = json.loads((tmp_path / "run" / "summary.json").read_text())["code"]
+    code = RunSummary.read(tmp_path / "run").code
     assert {"gnntrain/strategies/graph_parallel/stale.py", "gnntrain/comm/communicator.py",
             "gnntrain/launch/spawn.py", "gnntrain/validation.py"} <= set(code)
     assert "gnntrain/strategies/minibatch/p3.py" not in code
@@ -121,16 +120,16 @@ def test_a_table_built_from_uncommitted_code_is_stale(tmp_path, monkeypatch, cap
     table.parent.mkdir(parents=True)
     table.write_text("Built by `make repro-t` at commit 4801e10+changes.\n\n| a |\n|---|\n| 1 |\n")
     assert built(table.read_text()) == ("4801e10+changes", "repro-t")
-    monkeypatch.setattr(check_tables, "tables", lambda: [table])
-    monkeypatch.setattr(check_tables, "REPO", tmp_path)
-    assert check_tables.main() == 1
+    monkeypatch.setattr(staleness, "tables", lambda: [table])
+    monkeypatch.setattr(staleness, "CHECKOUT", tmp_path)
+    assert staleness.main() == 1
     assert "from code never committed" in capsys.readouterr().out
 
 
 def test_the_zoo_table_is_built_at_its_oldest_cell_commit() -> None:
     """Cells run at different commits: the table measures from the oldest, so a change since
     any of them makes it stale; a cell that records none makes the commit unknown."""
-    old, new = check_tables.git("rev-list", "--max-count=2", "--abbrev-commit", "HEAD").split()[::-1]
-    assert model_zoo.built_at([{"commit": new}, {"commit": old}]) == old[:7]
-    assert model_zoo.built_at([{"commit": new}, {"commit": f"{old}+changes"}]) == f"{old[:7]}+changes"
-    assert model_zoo.built_at([{"commit": new}, {}]) == "unknown"
+    old, new = staleness.git("rev-list", "--max-count=2", "--abbrev-commit", "HEAD").split()[::-1]
+    assert zoo.built_at([{"commit": new}, {"commit": old}]) == old[:7]
+    assert zoo.built_at([{"commit": new}, {"commit": f"{old}+changes"}]) == f"{old[:7]}+changes"
+    assert zoo.built_at([{"commit": new}, {}]) == "unknown"

@@ -3,7 +3,6 @@ the checkpointed one was, and a checkpoint that does not fit the run is refused 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from pathlib import Path
@@ -14,6 +13,7 @@ from conftest import assert_same_training, make_run, train_records
 from gnntrain import api
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, WorkerFailed
+from gnntrain.engine.summary import RunSummary
 
 COMMON = ("dataset.num_nodes=500", "dataset.avg_degree=6", "train.epochs=6", "train.dtype=float64",
           "model.dropout=0.5", "model=sage", "model.hidden=16", "train.checkpoint_every=2")
@@ -71,8 +71,8 @@ def test_a_crashed_run_resumes_and_finishes_as_if_it_had_not_crashed(tmp_path) -
     assert len((tmp_path / "crashed" / "metrics.jsonl").read_text().splitlines()) == 4
     _same_training(_run(tmp_path / "elsewhere", f"train.resume={tmp_path / 'crashed'}"), uninterrupted)
     _same_training(_run(tmp_path / "crashed", "train.resume=true"), uninterrupted)
-    summary = json.loads((tmp_path / "crashed" / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["epochs"] == 6
+    summary = RunSummary.read(tmp_path / "crashed")
+    assert summary.status == "completed" and summary.epochs == 6
 
 
 def test_resume_true_without_a_checkpoint_starts_afresh(tmp_path) -> None:

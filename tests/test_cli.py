@@ -16,6 +16,7 @@ import torch
 
 from gnntrain.strategies import METHODS
 from gnntrain.sweep import own_knobs_only
+from gnntrain.engine.summary import RunSummary
 
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
@@ -103,10 +104,10 @@ def test_the_installed_command_exits_with_the_same_one_line_error(tmp_path) -> N
     assert res.stderr.strip().splitlines() == ["gnntrain: error: strategy.p=1.5 is invalid; it must be in [0, 1]"]
 
 
-def _analytic_bytes(summary: dict, in_dims: list[int], num_params: int, world: int) -> dict:
+def _analytic_bytes(summary: RunSummary, in_dims: list[int], num_params: int, world: int) -> dict:
     """Halo rows x layer input width x 4 bytes, forward every layer, backward every layer but
     the first (input features need no gradient); plus the all-reduce payload of every rank."""
-    halo_rows = sum(summary["partition"]["boundary_nodes"])
+    halo_rows = sum(summary.partition["boundary_nodes"])
     return {
         "halo_fwd": sum(halo_rows * d * 4 for d in in_dims),
         "halo_bwd": sum(halo_rows * d * 4 for d in in_dims[1:]),
@@ -131,11 +132,11 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
         assert r["epoch_time"] > 0 and r["peak_mem_mb"] > 0
         assert r["comm_time"] <= r["epoch_time"]
 
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunSummary.read(run_dir)
     for key in ("dataset", "model", "strategy", "world_size", "partition", "best_val", "test_at_best_val",
                 "mean_epoch_time", "warmup_epochs_excluded", "mean_comm_bytes_per_epoch", "total_wall_time"):
-        assert key in summary
-    assert summary["warmup_epochs_excluded"] == 2 and summary["world_size"] == 2
+        assert getattr(summary, key) is not None, key
+    assert summary.warmup_epochs_excluded == 2 and summary.world_size == 2
 
     features, hidden, classes = 32, 12, 5  # the synthetic default's widths
     dims = [features, hidden, hidden]
@@ -157,8 +158,8 @@ def test_every_strategy_runs_through_the_command(name: str, tmp_path) -> None:
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2] and all(RECORD_KEYS <= r.keys() for r in records)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert (summary["status"], summary["strategy"], summary["epochs"]) == ("completed", name, 2)
+    summary = RunSummary.read(run_dir)
+    assert (summary.status, summary.strategy, summary.epochs) == ("completed", name, 2)
 
 
 @pytest.mark.slow
@@ -172,9 +173,9 @@ def test_patience_stops_every_worker_after_the_same_epoch_and_says_so(tmp_path) 
     assert "early stop after epoch 4: no better validation score for 3 epochs (best at epoch 1)" in res.stdout
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3, 4]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["epochs"] == 4 and summary["best_epoch"] == 1
-    stop = summary["early_stop"]
+    summary = RunSummary.read(run_dir)
+    assert summary.status == "completed" and summary.epochs == 4 and summary.best_epoch == 1
+    stop = summary.early_stop
     assert (stop["rule"], stop["epoch"], stop["best_epoch"]) == ("patience", 4, 1)
     assert stop["train_time"] == pytest.approx(sum(r["epoch_time"] for r in records))
 
@@ -187,7 +188,7 @@ def test_target_stops_at_the_first_epoch_reaching_it(tmp_path) -> None:
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["val_acc"] >= 0.5 and all(r["val_acc"] < 0.5 for r in records[:-1])
-    stop = json.loads((run_dir / "summary.json").read_text())["early_stop"]
+    stop = RunSummary.read(run_dir).early_stop
     assert (stop["rule"], stop["threshold"], stop["epoch"]) == ("target", 0.5, len(records))
     assert stop["train_time"] == pytest.approx(sum(r["epoch_time"] for r in records))
     assert f"stop after epoch {len(records)}: validation score reached the target 0.5" in res.stdout
@@ -234,8 +235,8 @@ def test_multirun_runs_each_job_to_completion(tmp_path) -> None:
     res = run([GNNTRAIN, "-m", "dataset.num_nodes=300,400", "model=gcn,sage", "train.epochs=2",
                f"hydra.sweep.dir={sweep}"], tmp_path, timeout=400)
     assert res.returncode == 0, res.stderr
-    summaries = [json.loads((sweep / str(i) / "summary.json").read_text()) for i in range(4)]
-    assert sorted((s["num_nodes"], s["model"]) for s in summaries) == [
+    summaries = [RunSummary.read(sweep / str(i)) for i in range(4)]
+    assert sorted((s.num_nodes, s.model) for s in summaries) == [
         (300, "gcn"), (300, "sage"), (400, "gcn"), (400, "sage")]
 
 
@@ -327,8 +328,8 @@ def test_joins_a_torchrun_world_for_each_job_of_a_sweep(tmp_path) -> None:
     res = run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "--no-python", GNNTRAIN, "-m",
                "train.epochs=3", "dataset.num_nodes=300,400", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert res.returncode == 0, res.stderr
-    summaries = [json.loads((sweep / str(i) / "summary.json").read_text()) for i in range(2)]
-    assert [(s["num_nodes"], s["world_size"], s["epochs"]) for s in summaries] == [(300, 2, 3), (400, 2, 3)]
+    summaries = [RunSummary.read(sweep / str(i)) for i in range(2)]
+    assert [(s.num_nodes, s.world_size, s.epochs) for s in summaries] == [(300, 2, 3), (400, 2, 3)]
 
 
 @pytest.mark.slow

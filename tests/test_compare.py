@@ -4,12 +4,9 @@ speed-up over vanilla pairs the rounds by seed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import compare  # noqa: E402
+from gnntrain.repro import compare
 
 
 def test_tuning_keeps_the_setting_soonest_to_the_target_else_the_best_validation_score() -> None:

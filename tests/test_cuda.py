@@ -37,6 +37,7 @@ import torch
 from conftest import assert_same_training, make_run, train_records
 from gnntrain.data import write_partitioned_dataset
 from gnntrain.strategies import METHODS
+from gnntrain.engine.summary import RunSummary
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
 
@@ -228,8 +229,8 @@ def test_the_command_on_the_gpu_measures_device_time_and_memory(tmp_path) -> Non
     res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "cluster=gpu", "train.epochs=3",
                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["world_size"] == torch.cuda.device_count()
+    summary = RunSummary.read(tmp_path)
+    assert summary.world_size == torch.cuda.device_count()
     for r in (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()):
         assert 0 < r["peak_mem_mb"] <= r["peak_mem_reserved_mb"]
         assert 0 < r["epoch_time"] and max(r["comm_time"], r["reduce_time"]) <= r["epoch_time"]

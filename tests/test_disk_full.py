@@ -6,7 +6,6 @@ the tests skip saying so."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gnntrain.engine.summary import RunSummary
 
 GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
@@ -47,8 +47,8 @@ def test_a_disk_that_fills_mid_run_ends_it_in_one_line_keeping_complete_checkpoi
     # first is a race: the line names that rank, whichever it is.
     assert re.match(r"gnntrain: error: worker rank [01] failed: DiskFull: no space left to write "
                     + re.escape(str(run_dir / "checkpoints")), line) and "train.resume=true continues" in line
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "failed" and "no space left to write" in summary["error"]
+    summary = RunSummary.read(run_dir)
+    assert summary.status == "failed" and "no space left to write" in summary.error
     kept = sorted((run_dir / "checkpoints").iterdir())
     assert kept and all((where / "manifest.json").exists() for where in kept)
     assert not list(run_dir.rglob("*.tmp"))

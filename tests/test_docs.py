@@ -1,18 +1,13 @@
-"""The generated pages of docs/ say what the code says (scripts/docs.py writes them)."""
+"""The generated pages of docs/ say what the code says (``python -m gnntrain.docs`` writes them)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-import docs  # noqa: E402
+from gnntrain import docs
 
 
 def test_the_generated_pages_match_the_code() -> None:
     stale = [str(path.relative_to(docs.DOCS.parent)) for path in docs.stale()]
-    assert not stale, f"stale generated docs: {', '.join(stale)}; run python scripts/docs.py"
+    assert not stale, f"stale generated docs: {', '.join(stale)}; run python -m gnntrain.docs"
 
 
 def test_every_strategy_has_a_page_with_its_keys() -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gnntrain.engine.summary import RunSummary
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "int8_halo.py"
@@ -22,8 +23,8 @@ def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True) 
                           capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
-def _summary(tmp_path: Path, name: str) -> dict:
-    return json.loads((tmp_path / name / "summary.json").read_text())
+def _summary(tmp_path: Path, name: str) -> RunSummary:
+    return RunSummary.read(tmp_path / name)
 
 
 def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(tmp_path: Path) -> None:
@@ -32,8 +33,8 @@ def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(tmp_path:
     vanilla = _gnntrain(tmp_path, "vanilla", "strategy=vanilla", plugins=False)
     assert vanilla.returncode == 0, vanilla.stderr
     int8, full = _summary(tmp_path, "int8"), _summary(tmp_path, "vanilla")
-    assert int8["status"] == "completed" and int8["strategy"] == "int8_halo"
-    sent, baseline = int8["mean_comm_bytes_by_kind"], full["mean_comm_bytes_by_kind"]
+    assert int8.status == "completed" and int8.strategy == "int8_halo"
+    sent, baseline = int8.mean_comm_bytes_by_kind, full.mean_comm_bytes_by_kind
     assert sent.get("halo_fwd", 0) == 0 and sent["halo_bwd"] == baseline["halo_bwd"]
     # a byte per value and 4 per row against 4 per value, on rows of 32 (input) and 16 (hidden) values
     assert 0.25 * baseline["halo_fwd"] < sent["int8_halo"] < 0.35 * baseline["halo_fwd"]
@@ -73,7 +74,7 @@ def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) 
                 for name in ("one", "two"))
     assert one[-1]["loss"] < one[0]["loss"]
     assert [r["loss"] for r in two] == pytest.approx([r["loss"] for r in one], rel=1e-9)
-    assert _summary(tmp_path, "two")["model"] == "mean_conv"
+    assert _summary(tmp_path, "two").model == "mean_conv"
 
 
 def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -88,10 +89,10 @@ def test_one_sweep_runs_the_plugin_at_each_value_of_its_knob_beside_the_baseline
     done = _sweep(tmp_path, "strategy=vanilla,adaqp,int8_halo", "strategy.clip=0.5,1")
     assert done.returncode == 0, done.stderr
     jobs = sorted((tmp_path / "sweep").glob("[0-9]*"), key=lambda p: int(p.name))
-    summaries = [json.loads((job / "summary.json").read_text()) for job in jobs]
+    summaries = [RunSummary.read(job) for job in jobs]
     overrides = [(job / ".hydra" / "overrides.yaml").read_text() for job in jobs]
-    assert [s["strategy"] for s in summaries] == ["vanilla", "adaqp", "int8_halo", "int8_halo"]
-    assert [s["status"] for s in summaries] == ["completed"] * 4
+    assert [s.strategy for s in summaries] == ["vanilla", "adaqp", "int8_halo", "int8_halo"]
+    assert [s.status for s in summaries] == ["completed"] * 4
     assert ["strategy.clip" in o for o in overrides] == [False, False, True, True]
     assert "strategy.clip=0.5" in overrides[2] and "strategy.clip=1" in overrides[3]
 

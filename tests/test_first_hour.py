@@ -19,6 +19,7 @@ import pytest
 from conftest import DATA_ROOT, REPO, needs_real_data
 from gnntrain.data.synthetic import generate
 from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
+from gnntrain.engine.summary import RunSummary
 
 EXACT = ["train.dtype=float64", "model.dropout=0", "train.epochs=4"]
 
@@ -160,9 +161,9 @@ def test_a_sweep_goes_on_after_a_failed_job_and_reports_it(tmp_path) -> None:
     res = run([GNNTRAIN, "-m", "fault.rank=1", "fault.epoch=2,99", "train.epochs=3", *SMALL,
                f"hydra.sweep.dir={sweep}"], tmp_path)
     assert res.returncode == 1
-    assert json.loads((sweep / "1" / "summary.json").read_text())["status"] == "completed"
-    failed = json.loads((sweep / "0" / "summary.json").read_text())
-    assert failed["status"] == "failed" and failed["epochs"] == 1
+    assert RunSummary.read(sweep / "1").status == "completed"
+    failed = RunSummary.read(sweep / "0")
+    assert failed.status == "failed" and failed.epochs == 1
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("gnntrain: error: 1 of 2 sweep jobs failed: job 0 (fault.rank=1 fault.epoch=2 ")
     assert "worker rank 1" in last
@@ -193,7 +194,7 @@ def test_the_last_line_names_the_run_directory_and_no_empty_log_is_left(tmp_path
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1].endswith(f"results in {run_dir}")
     assert not (run_dir / "cli.log").exists()
-    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert RunSummary.read(run_dir).status == "completed"
 
 
 @pytest.mark.slow
@@ -241,9 +242,9 @@ def test_an_interrupted_run_stops_and_keeps_a_partial_summary(target, sig, tmp_p
     assert proc.returncode == 128 + sig
     lines = err.read_text().strip().splitlines()
     assert len(lines) == 1 and "interrupted" in lines[0] and str(run_dir) in lines[0], lines
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunSummary.read(run_dir)
     epochs = len(metrics.read_text().splitlines())
-    assert summary["status"] == "interrupted" and summary["epochs"] == epochs >= 3
+    assert summary.status == "interrupted" and summary.epochs == epochs >= 3
     (wandb_log,) = run_dir.glob("wandb/offline-run-*/logs/debug.log")
     assert "finishing run" in wandb_log.read_text()
 
@@ -256,9 +257,9 @@ def test_the_wandb_run_is_finished_when_rank_0_dies_outright(tmp_path) -> None:
     res = run([GNNTRAIN, "fault.rank=0", "fault.epoch=3", "train.epochs=5", *SMALL, f"hydra.run.dir={run_dir}"],
               tmp_path, env=dict(os.environ, WANDB_MODE="offline"))
     assert res.returncode == 1, res.stderr
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["epochs"] == 2
-    (wandb_log,) = run_dir.glob(f"wandb/offline-run-*-{summary['wandb']['id']}/logs/debug.log")
+    summary = RunSummary.read(run_dir)
+    assert summary.status == "failed" and summary.epochs == 2
+    (wandb_log,) = run_dir.glob(f"wandb/offline-run-*-{summary.wandb['id']}/logs/debug.log")
     log = wandb_log.read_text()
     assert "finishing run" in log and "got exitcode: 1" in log
 

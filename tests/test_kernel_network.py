@@ -4,7 +4,6 @@ namespace left however the job ends. The tests that make namespaces need root an
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from gnntrain.errors import ConfigError
 from gnntrain.validation import validate
 from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
 from test_torchrun import _local, _losses, _two_nodes
+from gnntrain.engine.summary import RunSummary
 
 def _why_no_namespaces() -> str | None:
     """Why this machine cannot make a job's namespaces (a shaped, lossy link of one node is
@@ -100,8 +100,8 @@ def test_ranks_on_lossy_kernel_links_train_exactly_as_on_the_plain_transport(tmp
                            "network.loss=0.01")
     for a, b in zip(plain, kernel, strict=True):
         assert (a["loss"], a["val_acc"], a["comm_bytes"]) == (b["loss"], b["val_acc"], b["comm_bytes"])
-    summary = json.loads((tmp_path / "kernel" / "summary.json").read_text())
-    assert summary["network"] == {"emulated": False, "kernel": True, "preset": "none", "bandwidth_gbps": 0.5,
+    summary = RunSummary.read(tmp_path / "kernel")
+    assert summary.network == {"emulated": False, "kernel": True, "preset": "none", "bandwidth_gbps": 0.5,
                                   "latency_us": 0.0, "loss": 0.01, "gpus_per_node": None}
     assert not _gone(before)
 

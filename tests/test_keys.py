@@ -15,7 +15,9 @@ from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD
 from gnntrain.config.typed import plain
 from gnntrain.data import dataset_key
 from gnntrain.engine.checkpoint import FREE_ON_RESUME, _trained_config
-from gnntrain.report import IGNORED_KEYS, Run, differing_keys
+from gnntrain.report import IGNORED_KEYS, differing_keys
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run
 
 
 def test_parts_of_keys_follow_their_fields_and_sections() -> None:
@@ -40,7 +42,7 @@ def test_a_resume_and_a_table_tell_configs_apart_by_what_they_compute() -> None:
     moved = make_run("train.epochs=9", "cluster.master_port=29999", "wandb.project=other", "partition.cache_dir=/x")
     retuned = make_run("train.epochs=5", "train.lr=0.5")
     assert _trained_config(moved) == _trained_config(base) != _trained_config(retuned)
-    runs = [Run(Path(str(i)), {}, flatten(plain(c))) for i, c in enumerate((base, moved, retuned))]
+    runs = [Run(Path(str(i)), RunSummary(), flatten(plain(c))) for i, c in enumerate((base, moved, retuned))]
     assert differing_keys(runs) == ["train.epochs", "train.lr"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -11,6 +10,7 @@ from gnntrain import api, memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.strategies.graph_parallel.config import SAMPLED_GRAPH_BYTES_PER_EDGE
+from gnntrain.engine.summary import RunSummary
 
 
 def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
@@ -78,7 +78,7 @@ def test_the_summary_holds_the_estimate_beside_the_measured_peak(tmp_path) -> No
     cfg = make_cfg("model=sage", "train.epochs=2", "cluster.world_size=2")
     cfg["run_dir"] = str(tmp_path)
     api.run(cfg)
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    estimate, measured = summary["estimated_peak_mem_mb"], summary["peak_mem_mb"]
-    assert summary["memory_estimate"]["total_mb"] == estimate
+    summary = RunSummary.read(tmp_path)
+    estimate, measured = summary.estimated_peak_mem_mb, summary.peak_mem_mb
+    assert summary.memory_estimate["total_mb"] == estimate
     assert 0.75 <= estimate / measured <= 1.25

@@ -18,6 +18,7 @@ from gnntrain.comm.meter import CommMeter, by_category, category
 from gnntrain.config import one_line
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.recorder import JsonlSink, WandbFollower, WandbSink
+from gnntrain.engine.summary import RunSummary
 from gnntrain.strategies import METHODS
 
 SETTINGS = {
@@ -150,9 +151,9 @@ def test_the_launchers_wandb_run_gets_each_new_epoch_once(tmp_path) -> None:
     assert sink.epochs == [3]
     with metrics.open("a") as f:
         f.write(cut[10:] + _lines(5))
-    (tmp_path / "summary.json").write_text(json.dumps({"status": "completed", "epochs": 5}))
+    RunSummary(status="completed", epochs=5).write(tmp_path)
     follower.finish(0)
-    assert sink.epochs == [3, 4, 5] and sink.summaries == [{"status": "completed", "epochs": 5}]
+    assert sink.epochs == [3, 4, 5] and sink.summaries == [RunSummary(status="completed", epochs=5)]
     assert sink.exit_codes == [0]
 
 
@@ -160,7 +161,7 @@ def test_the_launchers_wandb_run_of_a_failed_job_is_finished_without_a_summary(t
     sink = _RecordingSink()
     follower = WandbFollower(sink, tmp_path)
     (tmp_path / "metrics.jsonl").write_text(_lines(1, 2))
-    (tmp_path / "summary.json").write_text(json.dumps({"status": "failed", "epochs": 2}))
+    RunSummary(status="failed", epochs=2).write(tmp_path)
     follower.finish(1)
     assert sink.epochs == [1, 2] and sink.summaries == [] and sink.exit_codes == [1]
 

@@ -18,6 +18,7 @@ from gnntrain import calibration
 from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides, wire
 from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
+from gnntrain.engine.summary import RunSummary
 
 SMALL = ("dataset.num_nodes=1500", "model=sage", "model.hidden=32", "train.eval_every=100")
 
@@ -102,7 +103,7 @@ def run(tmp_path: Path, name: str, *overrides: str) -> tuple[dict, list[dict]]:
     cfg["run_dir"] = str(tmp_path / name)
     api.run(cfg)
     records = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-    return json.loads((tmp_path / name / "summary.json").read_text()), records
+    return RunSummary.read(tmp_path / name), records
 
 
 def test_vanilla_exposes_the_emulated_transfer_time(tmp_path: Path) -> None:
@@ -112,25 +113,25 @@ def test_vanilla_exposes_the_emulated_transfer_time(tmp_path: Path) -> None:
     well inside that on a loaded machine."""
     summary, _ = run(tmp_path, "v", *SMALL, "train.epochs=4", "network=eth10g",
                      "network.bandwidth_gbps=0.01", "network.latency_us=0")
-    halo = summary["partition"]["boundary_nodes"]
-    halo_bytes = sum(summary["mean_comm_bytes_by_kind"][k] for k in ("halo_fwd", "halo_bwd"))
+    halo = summary.partition["boundary_nodes"]
+    halo_bytes = sum(summary.mean_comm_bytes_by_kind[k] for k in ("halo_fwd", "halo_bwd"))
     expected = wire(halo_bytes * max(halo) / sum(halo)) / (0.01 * GBIT)
-    assert summary["mean_comm_time"] == pytest.approx(expected, rel=0.1)
-    assert summary["mean_link_busy_time"] >= expected * 0.99
+    assert summary.mean_comm_time == pytest.approx(expected, rel=0.1)
+    assert summary.mean_link_busy_time >= expected * 0.99
 
 
 def test_pipegcn_hides_a_transfer_that_compute_covers(tmp_path: Path) -> None:
     summary, _ = run(tmp_path, "p", *SMALL, "strategy=pipegcn", "train.epochs=6", "network=eth10g",
                      "network.bandwidth_gbps=0.2", "network.latency_us=0")
-    assert summary["mean_link_busy_time"] > 0
-    assert summary["mean_comm_time"] < 0.1 * summary["mean_link_busy_time"]
+    assert summary.mean_link_busy_time > 0
+    assert summary.mean_comm_time < 0.1 * summary.mean_link_busy_time
 
 
 def test_emulation_changes_timing_only(tmp_path: Path) -> None:
     """Same seed: the same losses, accuracies and bytes with and without an emulated network."""
     _, plain = run(tmp_path, "none", *SMALL, "train.epochs=3", "train.eval_every=1")
     summary, emulated = run(tmp_path, "eth", *SMALL, "train.epochs=3", "train.eval_every=1", "network=eth25g")
-    assert summary["network"]["emulated"] and summary["network"]["bandwidth_gbps"] == 25
+    assert summary.network["emulated"] and summary.network["bandwidth_gbps"] == 25
     for a, b in zip(plain, emulated):
         assert (a["loss"], a["val_acc"], a["comm_bytes_by_kind"]) == (b["loss"], b["val_acc"], b["comm_bytes_by_kind"])
         assert a["link_busy_time"] == 0 and b["link_busy_time"] > 0
@@ -188,9 +189,9 @@ def test_solve_inverts_the_share() -> None:
     with every bandwidth scaled, data's exposed time is the share s of the epoch."""
     setting = make_run("network=eth10g", "network.calibrate_share=0.6", "network.bandwidth_gbps=10.0")
     compute, data, data_busy, sync, sync_busy = 0.1, 0.003, 0.002, 0.0015, 0.001
-    probe = {"mean_compute_time": compute, "mean_epoch_time": compute + data + sync, "world_size": 2,
-             "mean_comm_time_by_category": {"data": data, "sync": sync, "control": 0.0},
-             "mean_link_busy_time_by_category": {"data": data_busy, "sync": sync_busy, "control": 0.0}}
+    probe = RunSummary(mean_compute_time=compute, mean_epoch_time=compute + data + sync, world_size=2,
+                       mean_comm_time_by_category={"data": data, "sync": sync, "control": 0.0},
+                       mean_link_busy_time_by_category={"data": data_busy, "sync": sync_busy, "control": 0.0})
     scale = calibration._solve(probe, setting)["scale"]
     exposed = (data - data_busy) + data_busy / scale
     reduced = (sync - sync_busy) + sync_busy / scale
@@ -204,12 +205,12 @@ def test_solve_inverts_the_share() -> None:
 def _fake_probe(machine: dict, probed: list[float]):
     """A probe of a baseline computing ``machine["compute"]`` s an epoch and moving 10 ms of data
     at the preset bandwidth (nothing else): its summary at each bandwidth scale, which it records."""
-    def probe(run, baseline, scale: float, name: str) -> dict:
+    def probe(run, baseline, scale: float, name: str) -> RunSummary:
         probed.append(scale)
         compute, data = machine["compute"], 0.010 / scale
-        return {"mean_compute_time": compute, "mean_epoch_time": compute + data, "comm_share": data / (compute + data),
-                "mean_comm_time_by_category": {"data": data}, "mean_link_busy_time_by_category": {"data": data},
-                "strategy": "vanilla", "world_size": 2}
+        return RunSummary(mean_compute_time=compute, mean_epoch_time=compute + data, comm_share=data / (compute + data),
+                          mean_comm_time_by_category={"data": data}, mean_link_busy_time_by_category={"data": data},
+                          strategy="vanilla", world_size=2)
     return probe
 
 

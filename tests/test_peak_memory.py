@@ -4,7 +4,6 @@ the methods' differences."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import torch
 
 from conftest import train_records
 from gnntrain.engine.peak_memory import TensorPeakWindow, live_tensor_bytes
+from gnntrain.engine.summary import RunSummary
 
 MiB = 2**20
 
@@ -44,7 +44,7 @@ def test_a_cpu_run_measures_the_last_warmup_epoch_and_tells_methods_apart(tmp_pa
     for strategy in ("vanilla", "pipegcn"):
         records = train_records(tmp_path / strategy, f"strategy={strategy}", *common)
         assert [r["peak_tensor_mb"] is not None for r in records] == [False, True, False]
-        summary = json.loads((tmp_path / strategy / "summary.json").read_text())
-        assert summary["peak_tensor_mb"] == records[1]["peak_tensor_mb"] < summary["peak_mem_mb"]
-        peaks[strategy] = summary["peak_tensor_mb"]
+        summary = RunSummary.read(tmp_path / strategy)
+        assert summary.peak_tensor_mb == records[1]["peak_tensor_mb"] < summary.peak_mem_mb
+        peaks[strategy] = summary.peak_tensor_mb
     assert peaks["pipegcn"] > peaks["vanilla"]

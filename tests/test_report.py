@@ -13,12 +13,15 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gnntrain import report
-from gnntrain.report import Run
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run, load_run, resolved_config
+from gnntrain.report.stats import interval
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "docs" / "examples" / "int8_halo.py"
@@ -73,19 +76,19 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
         "the swept strategy is the setting; pipegcn's own keys and strategy.seed=${seed} follow from it and the seed"
     assert [row["seed"] for row in rows] == ["0", "1", "0", "1"]
     for row in rows:
-        summary = json.loads((sweep / row["run"] / "summary.json").read_text())
-        assert float(row["epoch_ms"]) == pytest.approx(summary["mean_epoch_time"] * 1e3)
-        assert float(row["comm_share"]) == pytest.approx(summary["mean_comm_time"] / summary["mean_epoch_time"])
+        summary = RunSummary.read(sweep / row["run"])
+        assert float(row["epoch_ms"]) == pytest.approx(summary.mean_epoch_time * 1e3)
+        assert float(row["comm_share"]) == pytest.approx(summary.mean_comm_time / summary.mean_epoch_time)
         split = named(row["comm_split_ms"] or "")
         exposed = sum(split.get(part, 0.0) for part in ("wait", "transfer"))
-        assert exposed == pytest.approx(summary["mean_comm_time"] * 1e3, rel=1e-3, abs=1e-3)
-        assert float(row["MiB_per_epoch"]) == pytest.approx(summary["mean_comm_bytes_per_epoch"] / 2**20)
+        assert exposed == pytest.approx(summary.mean_comm_time * 1e3, rel=1e-3, abs=1e-3)
+        assert float(row["MiB_per_epoch"]) == pytest.approx(summary.mean_comm_bytes_per_epoch / 2**20)
         by_kind = named(row["MiB_by_kind"])
-        assert by_kind["halo_fwd"] == pytest.approx(summary["mean_comm_bytes_by_kind"]["halo_fwd"] / 2**20, rel=1e-3)
-        assert set(by_kind) == {k for k, b in summary["mean_comm_bytes_by_kind"].items() if b}
-        assert float(row["test_at_best_val"]) == pytest.approx(summary["test_at_best_val"])
-        assert float(row["peak_mem_mb"]) == pytest.approx(summary["peak_mem_mb"])
-        metrics = summary["mean_strategy_metrics"]
+        assert by_kind["halo_fwd"] == pytest.approx(summary.mean_comm_bytes_by_kind["halo_fwd"] / 2**20, rel=1e-3)
+        assert set(by_kind) == {k for k, b in summary.mean_comm_bytes_by_kind.items() if b}
+        assert float(row["test_at_best_val"]) == pytest.approx(summary.test_at_best_val)
+        assert float(row["peak_mem_mb"]) == pytest.approx(summary.peak_mem_mb)
+        metrics = summary.mean_strategy_metrics
         assert metrics["saved_for_backward_mb"] > 0
         assert float(row["saved_for_backward_mb"]) == pytest.approx(metrics["saved_for_backward_mb"])
         assert metrics["projected_rows"] > 0
@@ -99,19 +102,19 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
 
 
 def test_the_links_busy_time_is_reported_under_an_emulated_network(sweep: Path) -> None:
-    summary = json.loads((sweep / "0" / "summary.json").read_text())
+    summary = RunSummary.read(sweep / "0")
     assert report.figures(summary)["link_busy_ms"] is None
-    emulated = {**summary, "mean_link_busy_time": 0.0025,
-                "network": {"emulated": True, "preset": "eth10g", "bandwidth_gbps": 10.0, "latency_us": 20.0}}
+    emulated = replace(summary, mean_link_busy_time=0.0025,
+                       network={"emulated": True, "preset": "eth10g", "bandwidth_gbps": 10.0, "latency_us": 20.0})
     assert report.figures(emulated)["link_busy_ms"] == pytest.approx(2.5)
 
 
 def test_interpolations_read_as_their_values(sweep: Path, tmp_path: Path) -> None:
-    run = report.load_run(sweep / "3")
+    run = load_run(sweep / "3")
     assert run.config["strategy.seed"] == run.config["seed"] == 1 and "strategy.seed" in run.interpolated
     (tmp_path / "config.yaml").write_text("seed: 4\na: ${seed}\nb: ${hydra:job.name}\nc: ${oc.env:GNNTRAIN_NO_SUCH}\n"
                                           "d: [{w: '${a}'}]\n")
-    config, interpolated = report.resolved_config(tmp_path / "config.yaml")
+    config, interpolated = resolved_config(tmp_path / "config.yaml")
     assert config == {"seed": 4, "a": 4, "b": "${hydra:job.name}", "c": "${oc.env:GNNTRAIN_NO_SUCH}", "d": [{"w": 4}]}
     assert interpolated == {"a", "b", "c", "d"}
     report.report(sweep, tmp_path / "out", "0.5")
@@ -120,7 +123,7 @@ def test_interpolations_read_as_their_values(sweep: Path, tmp_path: Path) -> Non
 
 
 def _run(name: str, **keys) -> Run:
-    return Run(Path(name), {}, {"seed": 0, "train.lr": 0.01, **keys})
+    return Run(Path(name), RunSummary(), {"seed": 0, "train.lr": 0.01, **keys})
 
 
 def test_the_setting_is_the_keys_that_tell_runs_apart() -> None:
@@ -220,8 +223,8 @@ def test_time_to_target_agrees_with_the_metrics_and_is_grouped_over_seeds(sweep:
     for group, runs in zip(groups, (["0", "1"], ["2", "3"])):
         times = [reached[r] for r in runs if reached[r]]
         assert group["reached"] == f"{len(times)}/2" and group["seeds"] == "0 1"
-        tests = [json.loads((sweep / r / "summary.json").read_text())["test_at_best_val"] for r in runs]
-        mean, half = report.interval(tests)
+        tests = [RunSummary.read(sweep / r).test_at_best_val for r in runs]
+        mean, half = interval(tests)
         assert float(group["test_at_best_val"]) == pytest.approx(mean)
         assert float(group["test_at_best_val_ci95"]) == pytest.approx(12.706 * abs(tests[0] - tests[1]) / 2, rel=1e-3)
         if times:
@@ -244,7 +247,7 @@ def test_three_seeds_or_one_get_no_warning(capsys: pytest.CaptureFixture) -> Non
 
 def test_a_relative_target_is_a_share_of_the_best_runs_best_score(sweep: Path, tmp_path: Path) -> None:
     report.report(sweep, tmp_path, "90%")
-    best = max(json.loads((sweep / r / "summary.json").read_text())["best_val"] for r in "0123")
+    best = max(RunSummary.read(sweep / r).best_val for r in "0123")
     assert f"validation score {0.9 * best:.4g} (90% of the best run's)" in (tmp_path / "report.md").read_text()
     rows = read_csv(tmp_path / "report.csv")
     assert all(int(row["epochs_to_target"]) == first_reach(sweep / row["run"], 0.9 * best)[0] for row in rows

@@ -1,6 +1,7 @@
-"""``scripts/repro.py <paper> --dry-run`` and ``scripts/compare.py --dry-run`` list every sweep's
-command and jobs, count the jobs and estimate the wall time from the ``wall_s`` that ``runs.csv``
-records, starting nothing and in seconds; a build's ``runs.csv`` rows record each job's wall time."""
+"""``python -m gnntrain.repro <paper> --dry-run`` and ``python -m gnntrain.repro.compare --dry-run``
+list every sweep's command and jobs, count the jobs and estimate the wall time from the ``wall_s``
+that ``runs.csv`` records, starting nothing and in seconds; a build's ``runs.csv`` rows record each
+job's wall time."""
 
 from __future__ import annotations
 
@@ -11,19 +12,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import compare  # noqa: E402
-import share_curves  # noqa: E402
-import repro  # noqa: E402
-import sweep_plan  # noqa: E402
-
-from gnntrain.report import find_runs, write_csv  # noqa: E402
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report import write_csv
+from gnntrain.report.runs import find_runs
+from gnntrain.repro import CHECKOUT as REPO
+from gnntrain.repro import build, compare, curves, plan
+from gnntrain.repro.paper import percent
+from gnntrain.repro.papers import PAPERS
 
 SECONDS = 10
 """A dry run's limit here, imports aside: it only expands the sweeps' overrides."""
@@ -60,18 +60,19 @@ def repro_order(paper: str) -> list[str]:
     """The folders a build runs, in order: the sweeps that give no speed figure, then each speed
     sweep (the share curve's among them) once per round, round after round (interleaved repeats),
     then the sweeps run under another sweep's link (which exists only then)."""
-    speed, sweeps, same = repro.speed_sweeps(paper), repro.sweeps_of(paper), repro.SAME_LINK.get(paper, {})
-    assert set(repro.SPEED[paper]) < speed and any(name.startswith("curve_") for name in speed)
+    declared = PAPERS[paper]
+    speed, sweeps, same = build.speed_sweeps(declared), build.sweeps_of(declared), declared.same_link
+    assert set(declared.speed) < speed and any(name.startswith("curve_") for name in speed)
     return ([name for name in sweeps if name not in speed and name not in same]
-            + [f"{name}/repeat{r}" for r in range(repro.REPEATS) for name in sweeps if name in speed]
+            + [f"{name}/repeat{r}" for r in range(build.REPEATS) for name in sweeps if name in speed]
             + [name for name in sweeps if name in same])
 
 
-@pytest.mark.parametrize("paper", list(repro.SWEEPS))
+@pytest.mark.parametrize("paper", list(PAPERS))
 def test_repro_dry_run_lists_every_sweep_and_job_and_starts_nothing(paper, monkeypatch, capsys) -> None:
     folders = (REPO / "results" / paper, REPO / "multirun" / "repro" / paper)
     before = snapshot(*folders)
-    out, seconds = dry_run(monkeypatch, capsys, repro, paper)
+    out, seconds = dry_run(monkeypatch, capsys, build, paper)
     sweeps, jobs, total = listed(out)
     assert list(sweeps) == repro_order(paper)
     assert total == len(jobs) == sum(sweeps.values())
@@ -83,10 +84,10 @@ def test_repro_dry_run_lists_every_sweep_and_job_and_starts_nothing(paper, monke
 
 def test_the_estimate_sums_the_recorded_wall_times_and_names_the_jobs_without_one(tmp_path, monkeypatch,
                                                                                    capsys) -> None:
-    write_csv([{"run": "speed_2parts/repeat0/0", sweep_plan.WALL: 72.0},
-               {"run": "speed_2parts/repeat0/1", sweep_plan.WALL: None},
-               {"run": "accuracy_vanilla/0", sweep_plan.WALL: 3.0}], tmp_path / "runs.csv")
-    out, _ = dry_run(monkeypatch, capsys, repro, "pipegcn", "--out", str(tmp_path),
+    write_csv([{"run": "speed_2parts/repeat0/0", plan.WALL: 72.0},
+               {"run": "speed_2parts/repeat0/1", plan.WALL: None},
+               {"run": "accuracy_vanilla/0", plan.WALL: 3.0}], tmp_path / "runs.csv")
+    out, _ = dry_run(monkeypatch, capsys, build, "pipegcn", "--out", str(tmp_path),
                      "--only", "speed_2parts,accuracy_vanilla")
     assert "   speed_2parts/repeat0/0: strategy=vanilla: 1m12s recorded" in out
     assert "   speed_2parts/repeat0/1: strategy=pipegcn: no recorded time" in out
@@ -124,46 +125,47 @@ def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkey
 def test_a_builds_rows_record_each_jobs_wall_time(tmp_path) -> None:
     overrides = ["dataset.num_nodes=200", "train.epochs=1", "cluster.world_size=1"]
     start = time.perf_counter()
-    sweep_plan.launch("tiny", overrides, tmp_path / "tiny", check=True)
+    plan.launch("tiny", overrides, tmp_path / "tiny", check=True)
     elapsed = time.perf_counter() - start
-    write_csv(sweep_plan.timed_rows(find_runs(tmp_path / "tiny"), tmp_path), tmp_path / "runs.csv")
+    write_csv(plan.timed_rows(find_runs(tmp_path / "tiny"), tmp_path), tmp_path / "runs.csv")
     with open(tmp_path / "runs.csv", newline="") as f:
         row, = csv.DictReader(f)
     assert row["run"] == "tiny/0"
-    assert 0 < float(row[sweep_plan.WALL]) < elapsed
-    text = sweep_plan.dry_run("tiny", [sweep_plan.Sweep("tiny", overrides)], tmp_path, tmp_path / "runs.csv")
+    assert 0 < float(row[plan.WALL]) < elapsed
+    text = plan.dry_run("tiny", [plan.Sweep("tiny", overrides)], tmp_path, tmp_path / "runs.csv")
     assert "1 job in 1 sweep; estimated wall time" in text and "for 1 of 1 jobs" in text
 
 
-@pytest.mark.parametrize("paper", [p for p, curve in share_curves.CURVES.items() if curve.headline is not None])
+@pytest.mark.parametrize("paper", [name for name, paper in PAPERS.items() if paper.curve.headline is not None])
 def test_a_curve_point_at_the_headline_share_reads_the_headline_sweeps(paper) -> None:
     """The headline's sweeps are the curve's point at their share: same setting, baseline and
     method, and the preset calibrated to that share; that point runs no sweep of its own."""
-    curve = share_curves.CURVES[paper]
+    curve = PAPERS[paper].curve
     share, base, method = curve.headline
-    sweeps = repro.sweeps_of(paper)
+    sweeps = build.sweeps_of(PAPERS[paper])
     assert curve.sweeps_at(share) == (base, method)
     assert set(sweeps[base]) == {*curve.setting, *curve.base}
     assert set(sweeps[method]) == {*curve.setting, *curve.method}
     preset = next(o.split("=")[1] for o in curve.setting if o.startswith("experiment="))
     assert yaml.safe_load((REPO / "conf" / "experiment" / f"{preset}.yaml").read_text())["network"][
         "calibrate_share"] == share
-    assert not any(name.startswith(f"curve_{share_curves.percent(share)}_") for name in sweeps)
+    assert not any(name.startswith(f"curve_{percent(share)}_") for name in sweeps)
 
 
-@pytest.mark.parametrize("paper", list(repro.SWEEPS))
+@pytest.mark.parametrize("paper", list(PAPERS))
 def test_a_curve_method_runs_under_its_baselines_link_of_the_same_round(paper) -> None:
     """Only the baseline's curve sweep calibrates; the method's runs after it in each round,
     under that round's link, so that each round's ratio compares one link."""
-    sweeps, sources = repro.sweeps_of(paper), share_curves.link_sources(paper)
-    names = [sweep.name for sweep in repro.planned(paper, "small", None, False)]
-    plan = dict(zip(names, repro.planned(paper, "small", None, False)))
+    declared = PAPERS[paper]
+    sweeps, sources = build.sweeps_of(declared), curves.link_sources(declared.curve)
+    names = [sweep.name for sweep in build.planned(declared, "small", None, False)]
+    planned = dict(zip(names, build.planned(declared, "small", None, False)))
     assert sources
     for method, base in sources.items():
         assert not any(o.startswith("network.calibrate_share") for o in sweeps[method])
         assert any(o.startswith("network.calibrate_share") for o in sweeps[base])
-        for r in range(repro.REPEATS):
-            assert plan[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
+        for r in range(build.REPEATS):
+            assert planned[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
             assert names.index(f"{base}/repeat{r}") < names.index(f"{method}/repeat{r}")
 
 
@@ -172,18 +174,18 @@ def test_a_skipped_sweep_takes_its_own_runs_link_and_a_run_one_needs_its_sources
     (a build stopped part-way), the skipped method sweep reads the link it ran under; a sweep
     that is to run under a source without runs stops with a one-line error naming both."""
     runs_of = {"curve_30_method/repeat1": [{"link": "own"}], "curve_30_base/repeat2": [{"link": "source"}]}
-    monkeypatch.setattr(repro, "find_runs", lambda root: [type("Run", (), {"summary": {"network": n}})()
+    monkeypatch.setattr(build, "find_runs", lambda root: [SimpleNamespace(summary=RunSummary(network=n))
                                                           for n in runs_of.get(str(root.relative_to(tmp_path)), [])])
-    monkeypatch.setattr(repro, "link_overrides", lambda network: [f"network={network['link']}"])
+    monkeypatch.setattr(build, "link_overrides", lambda network: [f"network={network['link']}"])
     for name in ("curve_30_method/repeat1", "curve_30_base/repeat1", "curve_30_base/repeat2"):
         (tmp_path / name).mkdir(parents=True)
-    skipped = lambda name: sweep_plan.Sweep(name, [], None, "--only: its existing runs are read")  # noqa: E731
-    to_run = lambda name: sweep_plan.Sweep(name, [], None, None)  # noqa: E731
-    assert repro.link_taken(skipped("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path) == ["network=own"]
-    assert repro.link_taken(skipped("curve_30_method/repeat0"), "curve_30_base/repeat0", tmp_path) == []
-    assert repro.link_taken(to_run("curve_30_method/repeat2"), "curve_30_base/repeat2", tmp_path) == [
+    skipped = lambda name: plan.Sweep(name, [], None, "--only: its existing runs are read")  # noqa: E731
+    to_run = lambda name: plan.Sweep(name, [], None, None)  # noqa: E731
+    assert build.link_taken(skipped("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path) == ["network=own"]
+    assert build.link_taken(skipped("curve_30_method/repeat0"), "curve_30_base/repeat0", tmp_path) == []
+    assert build.link_taken(to_run("curve_30_method/repeat2"), "curve_30_base/repeat2", tmp_path) == [
         "network=source"]
-    assert repro.link_taken(to_run("curve_30_method/repeat0"), None, tmp_path) == []
+    assert build.link_taken(to_run("curve_30_method/repeat0"), None, tmp_path) == []
     with pytest.raises(SystemExit, match="curve_30_method/repeat1 runs under the link of curve_30_base/repeat1, "
                                          "which has no completed run"):
-        repro.link_taken(to_run("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path)
+        build.link_taken(to_run("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path)

@@ -6,20 +6,17 @@ baseline's reached share marked where it misses its calibration target."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-
-import repro  # noqa: E402
-import share_curves  # noqa: E402
-from repro_tables import Ratio, share_cell, speedup, timed_from  # noqa: E402
-
-from gnntrain.engine.metrics import EpochRecord  # noqa: E402
-from gnntrain.report import Run  # noqa: E402
+from gnntrain.engine.metrics import EpochRecord
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run
+from gnntrain.report.stats import Ratio
+from gnntrain.repro import build, curves
+from gnntrain.repro.papers import PAPERS
+from gnntrain.repro.tables import share_cell, speedup, timed_from
 
 
 def _run(seed: int, times: list[float], examined: tuple[int, ...] = (), warmup: int = 1, comm: float = 0.0,
@@ -30,8 +27,8 @@ def _run(seed: int, times: list[float], examined: tuple[int, ...] = (), warmup: 
                            strategy_metrics={"examination": 1.0} if e in examined else {})
                for e, t in enumerate(times, start=1)]
     steady = [t for e, t in enumerate(times, start=1) if e > warmup and e not in examined]
-    summary = {"mean_epoch_time": sum(steady) / len(steady), "mean_comm_time": comm * sum(steady) / len(steady),
-               "comm_share": comm, "network": {"calibration": None if target is None else {"share": target}}}
+    summary = RunSummary(mean_epoch_time=sum(steady) / len(steady), mean_comm_time=comm * sum(steady) / len(steady),
+                         comm_share=comm, network={"calibration": None if target is None else {"share": target}})
     return Run(Path(f"/runs/{seed}"), summary, {"seed": seed, "train.warmup_epochs": warmup}, records)
 
 
@@ -69,21 +66,21 @@ def test_a_baselines_share_is_marked_where_it_misses_its_calibration_by_more_tha
 def test_a_curve_point_no_link_reaches_is_stated_and_the_others_plotted(tmp_path) -> None:
     """A share below the baseline's floor fails calibrating: the curve leaves the point out and
     says why; the sweep counts as reached-none, not as a failed build; another failure does not."""
-    curve = share_curves.CURVES["bns"]
+    curve = PAPERS["bns"].curve
     floor, *others = curve.shares
-    error = f"network.calibrate_share={floor} {share_curves.UNREACHABLE}: ..."
+    error = f"network.calibrate_share={floor} {curves.UNREACHABLE}: ..."
     for name in curve.sweeps_at(floor):
         (tmp_path / name / "repeat0" / "0").mkdir(parents=True)
         (tmp_path / name / "repeat0" / "0" / "summary.json").write_text(json.dumps({"status": "failed", "error": error}))
-    assert repro.unreached_only(tmp_path / curve.sweeps_at(floor)[0])
+    assert build.unreached_only(tmp_path / curve.sweeps_at(floor)[0])
     runs = {}
     for s in others:
         base, method = curve.sweeps_at(s)
         runs[base] = [_run(seed, [1.0, 2.0, 2.0], comm=s, target=s) for seed in range(3)]
         runs[method] = [_run(seed, [1.0, 1.5, 1.5]) for seed in range(3)]
-    text = share_curves.curve_section("bns", runs, tmp_path, tmp_path)
+    text = curves.curve_section(curve, runs, tmp_path, tmp_path)
     assert f"- {floor:.2f}: out of reach for 2 of the point's runs on this machine: {error}" in text
     assert text.count("1.33x [") == len(others) and (tmp_path / "share_curve.png").stat().st_size > 0
     (tmp_path / "crashed" / "0").mkdir(parents=True)
     (tmp_path / "crashed" / "0" / "summary.json").write_text(json.dumps({"status": "failed", "error": "boom"}))
-    assert not repro.unreached_only(tmp_path / "crashed")
+    assert not build.unreached_only(tmp_path / "crashed")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gnntrain.engine.summary import RunSummary
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -27,8 +28,8 @@ def _sweep(tmp_path: Path, *overrides: str, wandb: str = "disabled") -> Path:
     return sweep
 
 
-def _summary(run_dir: Path) -> dict:
-    return json.loads((run_dir / "summary.json").read_text())
+def _summary(run_dir: Path) -> RunSummary:
+    return RunSummary.read(run_dir)
 
 
 def _losses(run_dir: Path) -> list[float]:
@@ -39,17 +40,17 @@ def test_a_two_job_sweep_runs_as_submitit_jobs_in_one_wandb_group(tmp_path) -> N
     sweep = _sweep(tmp_path, "model=gcn,sage", wandb="offline")
     assert list((sweep / ".submitit").glob("*/*_0_result.pkl")), "the jobs ran through submitit"
     summaries = [_summary(sweep / str(job)) for job in (0, 1)]
-    assert [(s["status"], s["model"]) for s in summaries] == [("completed", "gcn"), ("completed", "sage")]
-    groups = {s["wandb"]["group"] for s in summaries}
+    assert [(s.status, s.model) for s in summaries] == [("completed", "gcn"), ("completed", "sage")]
+    groups = {s.wandb["group"] for s in summaries}
     assert groups == {str(sweep)}, "one W&B group per sweep, named after it"
-    assert [s["wandb"]["name"] for s in summaries] == [
+    assert [s.wandb["name"] for s in summaries] == [
         "dataset.num_nodes=300,model=gcn,train.dtype=float64,train.epochs=3",
         "dataset.num_nodes=300,model=sage,train.dtype=float64,train.epochs=3"]
 
 
 def test_a_job_of_two_tasks_trains_as_a_world_of_two_like_the_local_spawn(tmp_path) -> None:
     sweep = _sweep(tmp_path, "hydra.launcher.tasks_per_node=2")
-    assert _summary(sweep / "0")["world_size"] == 2
+    assert _summary(sweep / "0").world_size == 2
     local = tmp_path / "local"
     res = subprocess.run([GNNTRAIN, *SMALL, "cluster.world_size=2", f"hydra.run.dir={local}"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300, env=dict(os.environ, WANDB_MODE="disabled"))

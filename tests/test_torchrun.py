@@ -17,6 +17,7 @@ import pytest
 from gnntrain.comm import namespaces
 from gnntrain.comm.namespaces import KernelNetwork
 from test_cli import live_processes, wait_for_epochs
+from gnntrain.engine.summary import RunSummary
 
 BIN = Path(sys.executable).parent
 GNNTRAIN = str(BIN / "gnntrain")
@@ -60,8 +61,8 @@ def test_torchrun_restarts_the_group_after_a_worker_is_killed_and_the_run_resume
     assert agent.wait(timeout=240) == 0, (tmp_path / "torchrun.log").read_text()
     assert killed not in live_processes(parent=agent.pid)
     assert _losses(run_dir) == expected
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "completed" and summary["epochs"] == 300
+    summary = RunSummary.read(run_dir)
+    assert summary.status == "completed" and summary.epochs == 300
 
 
 def test_two_nodes_on_loopback_train_as_the_local_spawn(tmp_path) -> None:
@@ -72,7 +73,7 @@ def test_two_nodes_on_loopback_train_as_the_local_spawn(tmp_path) -> None:
     run_dir = tmp_path / "two_nodes"
     _two_nodes(tmp_path, *overrides, f"hydra.run.dir={run_dir}")
     assert _losses(run_dir) == expected
-    assert json.loads((run_dir / "summary.json").read_text())["world_size"] == 4
+    assert RunSummary.read(run_dir).world_size == 4
 
 
 def _two_nodes(tmp_path: Path, *overrides: str, caches: tuple[str, str] | None = None,

@@ -4,7 +4,6 @@ the workers were spawned here or started by torchrun or submitit."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import torch
 from test_cli import live_processes
 
 from gnntrain.comm.dtypes import COLLECTIVE_DTYPES, check_sendable
+from gnntrain.engine.summary import RunSummary
 
 BIN = Path(sys.executable).parent
 PLUGIN = Path(__file__).parent / "data" / "failing_strategy.py"
@@ -40,10 +40,10 @@ def _check_run_dir(run_dir: Path) -> None:
     """``error.txt`` holds rank 1's line and traceback; the summary says failed and names it."""
     kept = (run_dir / "error.txt").read_text()
     assert kept.startswith("worker rank 1 failed: ValueError: rank 1 cannot go on\n") and WHERE in kept
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "failed" and summary["error_file"] == "error.txt"
-    assert summary["error"] == "worker rank 1 failed: ValueError: rank 1 cannot go on"
-    assert summary["epochs"] == 1
+    summary = RunSummary.read(run_dir)
+    assert summary.status == "failed" and summary.error_file == "error.txt"
+    assert summary.error == "worker rank 1 failed: ValueError: rank 1 cannot go on"
+    assert summary.epochs == 1
 
 
 def test_a_spawned_worker_that_raises_shows_its_file_and_line(tmp_path) -> None:
@@ -63,7 +63,7 @@ def test_a_sweep_job_that_fails_shows_its_traceback_and_the_sweep_goes_on(tmp_pa
                  f"hydra.sweep.dir={sweep}"], tmp_path)
     assert done.returncode == 1 and WHERE in done.stderr
     _check_run_dir(sweep / "0")
-    assert json.loads((sweep / "1" / "summary.json").read_text())["status"] == "completed"
+    assert RunSummary.read(sweep / "1").status == "completed"
 
 
 def test_a_plugin_sending_int16_stops_at_its_call_naming_the_valid_dtypes(tmp_path) -> None:
@@ -176,7 +176,7 @@ def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> Non
     assert first_line.startswith("gnntrain: error: worker rank 1 stopped responding: its process ")
     named_pid = int(first_line.split("its process ")[1].split()[0])
     assert ended - stopped_since[named_pid] < 5 + 10  # the timeout, then the checks and the workers' stop
-    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+    assert RunSummary.read(tmp_path).status == "failed"
     time.sleep(1)
     assert not [pid for pid in _stopped_pids() if "multiprocessing" in _cmdline(pid)]
 

@@ -42,9 +42,10 @@ from gnntrain.data import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping
-from gnntrain.engine.metrics import EpochRecord, summarize
+from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.peak_memory import TensorPeakWindow, peak_memory_mb, reset_peak_memory
 from gnntrain.engine.recorder import RunRecorder, closed_after
+from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
@@ -239,7 +240,7 @@ def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:
         os._exit(3)
 
 
-def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | None:
+def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummary | None:
     """The worker's job: train, record (rank 0, :class:`~gnntrain.engine.recorder.RunRecorder`),
     return the summary on rank 0.
 
@@ -258,21 +259,15 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | No
     mesh = ctx.mesh_axes()
     network_info = network.describe(run.network)
     run_dir = Path(run.run_dir)
-    epochs, warmup = run.train.epochs, run.train.warmup_epochs
-    facts = {
-        "dataset": run.dataset.name,
-        "model": run.model.name,
-        "strategy": run.strategy.name,
-        "world_size": ctx.world_size,
-        "mesh": mesh,
-        "network": network_info,
-        "num_nodes": graph_facts.num_nodes,
-        "num_edges": graph_facts.num_edges,
-        "metric": "f1_micro" if graph_facts.multilabel else "accuracy",
-        "partition": {**partition_stats, "comm_volume": comm_volume(partition_stats)},
-        "memory_estimate": job.memory_estimate,
-        "estimated_peak_mem_mb": job.memory_estimate["total_mb"] if job.memory_estimate else None,
-    }
+    epochs = run.train.epochs
+    facts = RunSummary(
+        dataset=run.dataset.name, model=run.model.name, strategy=run.strategy.name, world_size=ctx.world_size,
+        mesh=mesh, network=network_info, num_nodes=graph_facts.num_nodes, num_edges=graph_facts.num_edges,
+        metric="f1_micro" if graph_facts.multilabel else "accuracy",
+        partition={**partition_stats, "comm_volume": comm_volume(partition_stats)},
+        memory_estimate=job.memory_estimate,
+        estimated_peak_mem_mb=job.memory_estimate["total_mb"] if job.memory_estimate else None,
+        status="running")
     if ctx.rank == 0:
         trained_on = " (inductive: the training nodes' subgraph)" if run.dataset.inductive else ""
         print(f"{run.dataset.name}{trained_on}: {graph_facts.num_nodes} nodes, {graph_facts.num_edges} edges; "
@@ -321,8 +316,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> dict | No
                 break
         loop.strategy.finish()
         if recorder is not None:
-            figures = {**summarize(records, warmup), "early_stop": stop.to_dict() if stop else None,
-                       "total_wall_time": time.perf_counter() - wall_start, "code": loaded_code()}
             with interrupts_deferred():
-                summary = recorder.complete(figures)
+                summary = recorder.complete(records, stop.to_dict() if stop else None,
+                                            time.perf_counter() - wall_start, loaded_code())
     return summary

@@ -1,4 +1,5 @@
-"""Per-epoch records and the summary of a run (written by :mod:`gnntrain.engine.recorder`).
+"""Per-epoch records of a run (written by :mod:`gnntrain.engine.recorder`; the run's summary is
+:mod:`gnntrain.engine.summary`).
 
 The results contract: each epoch appends one JSON object to ``metrics.jsonl``, written when
 the ranks pool their figures, after every evaluated epoch, every checkpointed one and the last
@@ -18,7 +19,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from gnntrain.comm.meter import TRAINING_CATEGORIES
 
 
 @dataclass
@@ -139,111 +139,9 @@ def read_records(path: Path) -> list[EpochRecord]:
     return records
 
 
-SUMMARY_FIELDS: dict[str, str] = {
-    "dataset": "The dataset's name.",
-    "model": "The model's name.",
-    "strategy": "The strategy's name.",
-    "world_size": "Number of workers.",
-    "mesh": "The device mesh: each axis's size (`gp`, `pp`, `dp`).",
-    "network": "The network: whether it was emulated; preset, bandwidth, latency and, when calibrated, the calibration.",
-    "num_nodes": "Nodes of the graph trained on.",
-    "num_edges": "Edges of the graph trained on.",
-    "metric": "The score: `accuracy`, or `f1_micro` for a multi-label dataset.",
-    "partition": "Inner, boundary and marginal nodes per part, edge-cut, replication factor and communication volume.",
-    "memory_estimate": "The estimated peak of the largest rank, by part (null where no estimate was made).",
-    "estimated_peak_mem_mb": "Its total in MiB.",
-    "status": "`running` while the run trains, then `completed`, `failed` or `interrupted`.",
-    "epochs": "Epochs completed.",
-    "best_val": "Best validation score.",
-    "test_at_best_val": "Test score at the epoch of the best validation score.",
-    "best_epoch": "That epoch.",
-    "final_loss": "The last epoch's training loss.",
-    "warmup_epochs_excluded": "Epochs left out of the means (`train.warmup_epochs`).",
-    "examination_epochs": "A strategy's examination epochs, also left out (HopGNN timing its merge counts).",
-    "mean_examination_epoch_time": "Their mean time (null without any).",
-    "mean_epoch_time": "Mean of `epoch_time` over the steady epochs; the `mean_` fields below are means of the record's fields of that name over the same epochs.",
-    "mean_compute_time": "Of `compute_time`.",
-    "mean_comm_time": "Of `comm_time`.",
-    "mean_comm_total_time": "Of `comm_total_time`.",
-    "mean_reduce_time": "Of `reduce_time`.",
-    "mean_link_busy_time": "Of `link_busy_time`.",
-    "mean_link_latency_time": "Of `link_latency_time`.",
-    "mean_comm_bytes_per_epoch": "Of `comm_bytes`.",
-    "mean_comm_bytes_by_kind": "Of `comm_bytes_by_kind`, per kind.",
-    "mean_comm_bytes_by_category": "Of `comm_bytes_by_category`, per category.",
-    "mean_comm_time_by_category": "Of `comm_time_by_category`, per category.",
-    "mean_comm_total_time_by_category": "Of `comm_total_time_by_category`, per category.",
-    "mean_comm_wait_time_by_category": "Of `comm_wait_time_by_category`, per category.",
-    "mean_comm_transfer_time_by_category": "Of `comm_transfer_time_by_category`, per category.",
-    "mean_comm_hidden_time_by_category": "Of `comm_hidden_time_by_category`, per category.",
-    "mean_link_busy_time_by_category": "Of `link_busy_time_by_category`, per category.",
-    "comm_share": "`mean_comm_time / mean_epoch_time`: the communication share (`comm_time`).",
-    "training_comm_share": "The exposed time of every training category (`data`, `sync`, `control`) over the epoch, "
-                           "means over the steady epochs: the share `network.calibrate_traffic=training` targets.",
-    "peak_mem_mb": "Largest `peak_mem_mb` of any epoch.",
-    "peak_mem_reserved_mb": "Largest `peak_mem_reserved_mb` of any epoch.",
-    "peak_tensor_mb": "Largest `peak_tensor_mb` of any epoch that has one; null where none does.",
-    "mean_strategy_metrics": "Of `strategy_metrics`, per figure.",
-    "early_stop": "Why and when `train.patience` or `train.target` stopped the run (null where it ran all its epochs).",
-    "total_wall_time": "Seconds of the training loop (null until the run completes).",
-    "code": "The package's files the run's processes had loaded when it completed, rank 0's and its launcher's "
-            "(`gnntrain.provenance`; null until then): a table built from the run is stale only when one of "
-            "them changes (`make check-tables`).",
-    "wandb": "Only where W&B is on: the W&B run's id, project, group and name.",
-    "error": "Only in a run that did not complete: the one-line error.",
-    "error_file": "Only where a worker raised: `error.txt`, which holds its error line and traceback.",
-}
-"""``summary.json``'s fields, in the order written (docs/results.md's table)."""
-
-
 def share(records: list[EpochRecord], categories: tuple[str, ...] = ("data",)) -> float | None:
     """The communication share of ``records``: the mean exposed time of ``categories`` over the
     mean ``epoch_time`` (null without epochs)."""
     epoch = sum(r.epoch_time for r in records)
     exposed = sum(r.comm_time_by_category.get(c, 0.0) for r in records for c in categories)
     return exposed / epoch if epoch > 0 else None
-
-
-def summarize(records: list[EpochRecord], warmup_epochs: int) -> dict[str, Any]:
-    """Best validation score, test score at that epoch, and per-epoch means over the steady
-    epochs: those after the first ``warmup_epochs`` that are not part of a strategy's
-    examination (``strategy_metrics["examination"]``, e.g. HopGNN timing its merge counts),
-    all epochs if there are no others. The examination epochs' mean time is reported apart."""
-    evaluated = [r for r in records if r.val_acc is not None]
-    best = max(evaluated, key=lambda r: r.val_acc, default=None)
-    examined = [r for r in records if r.strategy_metrics.get("examination")]
-    steady = [r for r in records[warmup_epochs:] if not r.strategy_metrics.get("examination")]
-    warmed = min(warmup_epochs, len(records)) if steady else 0
-    steady = steady or records
-    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return {
-        "epochs": len(records),
-        "best_val": best.val_acc if best else None,
-        "test_at_best_val": best.test_acc if best else None,
-        "best_epoch": best.epoch if best else None,
-        "final_loss": records[-1].loss if records else None,
-        "warmup_epochs_excluded": warmed,
-        "examination_epochs": len(examined),
-        "mean_examination_epoch_time": mean([r.epoch_time for r in examined]),
-        "mean_epoch_time": mean([r.epoch_time for r in steady]),
-        "mean_compute_time": mean([r.compute_time for r in steady]),
-        "mean_comm_time": mean([r.comm_time for r in steady]),
-        "mean_comm_total_time": mean([r.comm_total_time for r in steady]),
-        "mean_reduce_time": mean([r.reduce_time for r in steady]),
-        "mean_link_busy_time": mean([r.link_busy_time for r in steady]),
-        "mean_link_latency_time": mean([r.link_latency_time for r in steady]),
-        "mean_comm_bytes_per_epoch": mean([r.comm_bytes for r in steady]),
-        **{f"mean_{field}": {k: mean([getattr(r, field).get(k, 0) for r in steady])
-                             for k in sorted({k for r in steady for k in getattr(r, field)})}
-           for field in ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
-                         "comm_total_time_by_category", "comm_wait_time_by_category",
-                         "comm_transfer_time_by_category", "comm_hidden_time_by_category",
-                         "link_busy_time_by_category")},
-        "comm_share": share(steady),
-        "training_comm_share": share(steady, TRAINING_CATEGORIES),
-        "peak_mem_mb": max((r.peak_mem_mb for r in records), default=None),
-        "peak_mem_reserved_mb": max((r.peak_mem_reserved_mb for r in records), default=None),
-        "peak_tensor_mb": max((r.peak_tensor_mb for r in records if r.peak_tensor_mb is not None), default=None),
-        "mean_strategy_metrics": {k: mean([r.strategy_metrics[k] for r in steady if k in r.strategy_metrics])
-                                  for k in sorted({k for r in steady for k in r.strategy_metrics})},
-    }

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.engine.checkpoint import discard_incomplete
-from gnntrain.engine.metrics import EpochRecord, read_records, summarize
+from gnntrain.engine.metrics import EpochRecord, read_records
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.errors import disk_full_named, interrupts_deferred, is_disk_full
 from gnntrain.files import write_atomically
 
@@ -39,36 +40,38 @@ class RunRecorder:
     the run is: dataset, strategy, partition, ...) head ``summary.json`` and gain the W&B run's
     identity."""
 
-    def __init__(self, run: RootConfig, facts: dict, kept: list[EpochRecord], wandb_id: str | None = None) -> None:
+    def __init__(self, run: RootConfig, facts: RunSummary, kept: list[EpochRecord], wandb_id: str | None = None
+                 ) -> None:
         """``wandb_id``: the W&B run to continue (a resumed run's)."""
-        self.run_dir, self.facts = Path(run.run_dir), facts
+        self.run_dir = Path(run.run_dir)
         self.warmup = run.train.warmup_epochs
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.sinks: list[Any] = [JsonlSink(self.run_dir / "metrics.jsonl", kept)]
         if run.wandb.run is not None:  # the launcher's (follow_in_launcher)
-            facts["wandb"] = run.wandb.run
+            facts = replace(facts, wandb=run.wandb.run)
         elif run.wandb.mode != "disabled":
             wandb_sink = WandbSink(run, self.run_dir, wandb_id)
             self.sinks.append(wandb_sink)
-            facts["wandb"] = wandb_sink.identity()
-        write_summary(self.run_dir, {**facts, "status": "running", **summarize(kept, self.warmup),
-                                     "total_wall_time": None, "code": None})
+            facts = replace(facts, wandb=wandb_sink.identity())
+        self.facts = facts
+        replace(facts, status="running").with_records(kept, self.warmup).write(self.run_dir)
         self.sinks.append(ConsoleProgress(run.train.epochs, self.run_dir))
 
     @property
     def wandb_id(self) -> str | None:
         """The W&B run's id (checkpoints keep it, so a resumed run continues it)."""
-        return self.facts.get("wandb", {}).get("id")
+        return self.facts.wandb["id"] if self.facts.wandb else None
 
     def log(self, record: EpochRecord) -> None:
         for sink in self.sinks:
             sink.log(record)
 
-    def complete(self, figures: dict) -> dict:
-        """Write ``summary.json`` of the completed run (``facts``, then ``figures``) and hand it to
-        the sinks; returns it."""
-        summary = {**self.facts, "status": "completed", **figures}
-        write_summary(self.run_dir, summary)
+    def complete(self, records: list[EpochRecord], early_stop: dict | None, total_wall_time: float,
+                 code: list[str]) -> RunSummary:
+        """Write ``summary.json`` of the run completed with ``records`` and hand it to the sinks;
+        returns it."""
+        summary = self.facts.completed(records, self.warmup, early_stop, total_wall_time, code)
+        summary.write(self.run_dir)
         for sink in self.sinks:
             sink.summarize(summary)
         return summary
@@ -121,7 +124,7 @@ class JsonlSink:
             self.file.flush()
             os.fsync(self.file.fileno())
 
-    def summarize(self, summary: dict) -> None:
+    def summarize(self, summary: RunSummary) -> None:
         pass
 
     def close(self, exit_code: int = 0) -> None:
@@ -160,8 +163,8 @@ class WandbSink:
         row.update(row.pop("strategy_metrics"))
         self.wandb_run.log({k: v for k, v in row.items() if v is not None}, step=record.epoch)
 
-    def summarize(self, summary: dict) -> None:
-        for key, value in summary.items():
+    def summarize(self, summary: RunSummary) -> None:
+        for key, value in summary.to_dict().items():
             self.wandb_run.summary[key] = value
         if self.offline_dir is not None:
             print(f"W&B offline run in {self.offline_dir}; upload it with: wandb sync {self.offline_dir}", flush=True)
@@ -220,9 +223,9 @@ class WandbFollower:
     def finish(self, exit_code: int) -> None:
         """Log the last epochs, the summary of a completed run, and finish the W&B run."""
         self.poll()
-        path = self.run_dir / "summary.json"
-        summary = json.loads(path.read_text()) if path.exists() else {}
-        if exit_code == 0 and summary.get("status") == "completed":
+        path = self.run_dir / SUMMARY_FILE
+        summary = RunSummary.read(path) if path.exists() else None
+        if exit_code == 0 and summary is not None and summary.status == "completed":
             self.sink.summarize(summary)
         self.sink.close(exit_code)
 
@@ -254,26 +257,21 @@ class ConsoleProgress:
         elif record.epoch == 1 or record.epoch % self.every == 0 or record.epoch == self.epochs:
             print(f"epoch {record.epoch:>{len(str(self.epochs))}}/{self.epochs}  {self.status(record)}", flush=True)
 
-    def summarize(self, s: dict) -> None:
+    def summarize(self, s: RunSummary) -> None:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
-        best = "-" if s["best_val"] is None else f"{s['best_val']:.4f}"
-        test = "-" if s["test_at_best_val"] is None else f"{s['test_at_best_val']:.4f}"
-        print(f"done: best val {best} (epoch {s['best_epoch']}), test at best val {test}; "
-              f"mean epoch {s['mean_epoch_time'] * 1e3:.1f} ms (first {s['warmup_epochs_excluded']} "
-              f"{'and ' + str(s['examination_epochs']) + ' examination ' if s['examination_epochs'] else ''}"
-              f"excluded), {s['mean_comm_bytes_per_epoch'] / 2**20:.2f} MiB/epoch; results in {self.run_dir}",
+        best = "-" if s.best_val is None else f"{s.best_val:.4f}"
+        test = "-" if s.test_at_best_val is None else f"{s.test_at_best_val:.4f}"
+        examined = f"and {s.examination_epochs} examination " if s.examination_epochs else ""
+        print(f"done: best val {best} (epoch {s.best_epoch}), test at best val {test}; "
+              f"mean epoch {s.mean_epoch_time * 1e3:.1f} ms (first {s.warmup_epochs_excluded} {examined}"
+              f"excluded), {s.mean_comm_bytes_per_epoch / 2**20:.2f} MiB/epoch; results in {self.run_dir}",
               flush=True)
 
     def close(self, exit_code: int = 0) -> None:
         if self.progress is not None:
             self.progress.stop()
-
-
-def write_summary(run_dir: Path, summary: dict) -> None:
-    """``summary.json``, replaced atomically (a reader never sees half a file)."""
-    write_atomically(run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
 ERROR_FILE = "error.txt"
@@ -309,16 +307,15 @@ def record_stop(run_dir: Path, status: str, error: str, warmup_epochs: int) -> i
     Where a worker's traceback is in ``error.txt``, the run failed: the summary takes that
     worker's error line (not this rank's, which may be a peer's broken connection or torchrun
     stopping it) and ``error_file`` names the file. Returns the number of completed epochs."""
-    path = run_dir / "summary.json"
-    summary = json.loads(path.read_text()) if path.exists() else {}
-    if summary.get("status") == "completed":
-        return summary["epochs"]
-    worker_error = run_dir / ERROR_FILE
+    path = run_dir / SUMMARY_FILE
+    summary = RunSummary.read(path) if path.exists() else RunSummary()
+    if path.exists() and summary.status == "completed":
+        return summary.epochs
+    worker_error, error_file = run_dir / ERROR_FILE, None
     if worker_error.exists():
-        status, error = "failed", worker_error.read_text().partition("\n")[0]
-        summary["error_file"] = ERROR_FILE
-    summary.update(summarize(read_records(run_dir / "metrics.jsonl"), warmup_epochs), status=status, error=error)
+        status, error, error_file = "failed", worker_error.read_text().partition("\n")[0], ERROR_FILE
+    summary = summary.stopped(status, error, read_records(run_dir / "metrics.jsonl"), warmup_epochs, error_file)
     run_dir.mkdir(parents=True, exist_ok=True)
     discard_incomplete(run_dir)  # never resumed from; on a full disk their space lets the summary be written
-    write_summary(run_dir, summary)
-    return summary["epochs"]
+    summary.write(run_dir)
+    return summary.epochs

@@ -15,7 +15,7 @@ the traffic kinds it sends with their categories. From that one declaration
 * the launcher builds its strategy (:attr:`Method.strategy`) and asks it for its layout and
   whether its ranks load only their parts; calibration probes its family's baseline;
 * the memory estimate adds what it keeps beyond its family's baseline (:attr:`Method.memory`);
-* ``scripts/docs.py`` writes its page and the tests that run every strategy include it.
+* ``python -m gnntrain.docs`` writes its page and the tests that run every strategy include it.
 
 A family (:class:`Family`) names its baseline and, where one class runs all its methods (the
 graph-parallel family's :class:`~gnntrain.strategies.graph_parallel.strategy.GraphParallel`,

@@ -13,23 +13,20 @@ caches it) and node-wise sampling with fan-out 10 per layer:
   A subgraph spreads over all ``S`` parts, so it lands near ``1 / S``, as the paper's 50, 25,
   12 and 6% for 2 to 16 servers.
 
-Usage: ``python scripts/locality.py [cora|citeseer|synthetic ...]`` prints the table; ``make repro-hopgnn``
+Usage: ``python -m gnntrain.repro.locality [cora|citeseer|synthetic ...]`` prints the table; ``make repro-hopgnn``
 writes it to ``results/hopgnn/``.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from jobs import compose_config  # noqa: E402
-
-from gnntrain.data import JobData, prepare_job_data  # noqa: E402
-from gnntrain.data.sampling import Topology, sample_blocks, sampling_key  # noqa: E402
+from gnntrain.data import JobData, prepare_job_data
+from gnntrain.data.sampling import Topology, sample_blocks, sampling_key
+from gnntrain.report import markdown
+from gnntrain.repro.jobs import compose_config
 
 PARTS = (2, 4, 8)
 LAYERS = (2, 10)
@@ -86,10 +83,8 @@ def locality_table(graphs: list[str]) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from gnntrain.report import markdown
-
     names = sys.argv[1:] or list(GRAPHS)
     unknown = set(names) - set(GRAPHS)
     if unknown:
-        sys.exit(f"locality.py: unknown graph {', '.join(sorted(unknown))}; valid: {', '.join(GRAPHS)}")
+        sys.exit(f"python -m gnntrain.repro.locality: unknown graph {', '.join(sorted(unknown))}; valid: {', '.join(GRAPHS)}")
     print(markdown(locality_table(names)))

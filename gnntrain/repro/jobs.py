@@ -1,5 +1,6 @@
-"""What the benchmark scripts share: run a gnntrain job (compose the config as the CLI does,
-launch the workers, return ``summary.json``), the synthetic benchmark graph and model, and the
+"""What the benchmark scripts (``scripts/bench*.py``) and the reproduction share: run a gnntrain job
+(compose the config as the CLI does, launch the workers, return the run), the synthetic benchmark
+graph and model, and the
 sweep that runs named configurations one after another, printing each row beside the first
 (the baseline) and writing the rows to a results file."""
 
@@ -16,10 +17,12 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+
 from gnntrain import api
 from gnntrain.config.schema import RootConfig
-
-REPO = Path(__file__).resolve().parents[1]
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run, load_run
+from gnntrain.repro import CHECKOUT
 
 
 def compose_config(overrides: list[str]) -> RootConfig:
@@ -27,14 +30,12 @@ def compose_config(overrides: list[str]) -> RootConfig:
     return api.check(api.compose([*overrides, "wandb.mode=disabled"]))
 
 
-def run_job(overrides: list[str]) -> dict:
-    """The job's ``summary.json``, with its ``metrics.jsonl`` records under ``"records"``."""
+def run_job(overrides: list[str]) -> Run:
+    """The job of ``overrides``, run in a temporary run dir: its summary and per-epoch records."""
     run = compose_config(overrides)
     with tempfile.TemporaryDirectory() as run_dir:
         api.run(replace(run, run_dir=run_dir))
-        summary = json.loads((Path(run_dir) / "summary.json").read_text())
-        lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
-        return {**summary, "records": [json.loads(line) for line in lines]}
+        return load_run(Path(run_dir))
 
 
 def add_bench_args(parser: argparse.ArgumentParser, layers: int = 3) -> None:
@@ -80,23 +81,23 @@ def bench_parser(doc: str, results: Path, workers: int | list[int], layers: int 
     return parser
 
 
-def sweep(args: argparse.Namespace, runs: dict[str, list[str]], row_of: Callable[[str, dict], dict],
+def sweep(args: argparse.Namespace, runs: dict[str, list[str]], row_of: Callable[[str, RunSummary], dict],
           line_of: Callable[[dict, dict], str]) -> list[dict]:
     """Run each named configuration (overrides on top of the bench graph and model), one row
     each from its summary; print every row with :func:`line_of` ``(row, first row)``."""
     print(f"{describe_bench(args)}; {torch.get_num_threads()} threads in this process", flush=True)
     rows: list[dict] = []
     for name, overrides in runs.items():
-        rows.append(row_of(name, run_job([*bench_overrides(args), *overrides])))
+        rows.append(row_of(name, run_job([*bench_overrides(args), *overrides]).summary))
         print(line_of(rows[-1], rows[0]), flush=True)
     return rows
 
 
-def epoch_figures(summary: dict) -> dict:
+def epoch_figures(summary: RunSummary) -> dict:
     """What every bench row reports of a run: mean epoch time, exposed ``data`` communication
     and halo bytes per epoch (both directions)."""
-    by_kind = summary["mean_comm_bytes_by_kind"]
-    return {"epoch_time_s": summary["mean_epoch_time"], "exposed_comm_s": summary["mean_comm_time"],
+    by_kind = summary.mean_comm_bytes_by_kind
+    return {"epoch_time_s": summary.mean_epoch_time, "exposed_comm_s": summary.mean_comm_time,
             "halo_bytes_per_epoch": by_kind.get("halo_fwd", 0) + by_kind.get("halo_bwd", 0)}
 
 
@@ -141,8 +142,8 @@ def measured_process(command: list[str], cwd: Path) -> Measured:
 
 def git_commit() -> str:
     """The checkout's commit, with ``+changes`` where code outside ``results/`` differs from it."""
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=CHECKOUT)
     # the results being written are not a change to the code that produced them
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-                           capture_output=True, text=True, cwd=REPO).stdout.strip()
+                           capture_output=True, text=True, cwd=CHECKOUT).stdout.strip()
     return result.stdout.strip() + ("+changes" if dirty else "")

@@ -25,7 +25,7 @@ setting:
 3. **Table**: per link and strategy, the training seconds and epochs to the target (mean and
    95% t-interval over the seeds that reached it, with how many did), the speed-up over vanilla
    in time to the target (the median of its per-round ratios and the 95% interval of their mean,
-   :class:`repro_tables.Ratio`, over the rounds where both reached it), the best test score at the
+   :class:`gnntrain.report.stats.Ratio`, over the rounds where both reached it), the best test score at the
    best validation epoch, MiB moved per training epoch, peak memory and the chosen setting, read by
    :mod:`gnntrain.report` from the runs' own records (the same rule as ``train.target``); a
    one-line verdict per link; ``accuracy_vs_time_<link>.png`` plots every run's validation score
@@ -35,9 +35,9 @@ Every sweep runs through ``gnntrain -m`` into ``multirun/compare/<scale>/``; a s
 all completed is not run again (``--fresh`` reruns all), so an interrupted comparison goes on
 where it stopped. ``runs.csv`` holds every run, tuning and final (``run``: its folder under
 ``multirun/compare/<scale>/``), each with its wall time (``wall_s``); ``--dry-run`` lists the sweeps,
-their jobs and the wall time those records suggest, and starts nothing (:mod:`sweep_plan`).
+their jobs and the wall time those records suggest, and starts nothing (:mod:`gnntrain.repro.plan`).
 ``--scale paper`` uses ``experiment=compare_paper`` (a GPU cluster) and its grid. Usage:
-``python scripts/compare.py [--scale small|paper] [--strategies vanilla bns ...] [--fresh] [--table]
+``python -m gnntrain.repro.compare [--scale small|paper] [--strategies vanilla bns ...] [--fresh] [--table]
 [--dry-run]``.
 """
 
@@ -45,22 +45,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from check_tables import write_manifest  # noqa: E402
-from jobs import git_commit  # noqa: E402
-from repro_tables import Ratio  # noqa: E402
-from sweep_plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows  # noqa: E402
-
-from gnntrain.report import Run, find_runs, group_rows, plot_accuracy_vs_time, write_csv  # noqa: E402
-from gnntrain.strategies import method  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
+from gnntrain.engine.summary import SUMMARY_FILE
+from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
+from gnntrain.report.runs import Run, find_runs
+from gnntrain.report.stats import Ratio
+from gnntrain.repro import CHECKOUT, SHARED_DATA
+from gnntrain.repro.jobs import git_commit
+from gnntrain.repro.plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows
+from gnntrain.repro.staleness import write_manifest
+from gnntrain.strategies import method
 STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "gnnpipe", "data_parallel",
               "minibatch", "hopgnn", "p3", "naive", "lo"]
 BATCH = {"small": ["strategy.batch_size=16", "strategy.batch_size=32", "strategy.batch_size=64"],
@@ -130,7 +126,7 @@ class Plan:
 
 def complete(path: Path, jobs: int) -> bool:
     """Whether ``path`` holds ``jobs`` completed runs."""
-    return sum(s.get("status") == "completed" for s in run_summaries(path)) >= jobs
+    return sum(s.status == "completed" for s in run_summaries(path)) >= jobs
 
 
 def skipped(plan: Plan, sweep: Sweep) -> str | None:
@@ -192,10 +188,10 @@ def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
 
 
 def runs_and_rows(plan: Plan, sweep: Sweep) -> tuple[list[Run], list[dict]]:
-    """The sweep's completed runs and their rows (:func:`sweep_plan.timed_rows`, ``run`` relative
+    """The sweep's completed runs and their rows (:func:`gnntrain.repro.plan.timed_rows`, ``run`` relative
     to the plan's root)."""
     out = plan.root / sweep.name
-    if not list(out.rglob("summary.json")):
+    if not list(out.rglob(SUMMARY_FILE)):
         return [], []
     runs = find_runs(out)
     return runs, timed_rows(runs, plan.root, TARGET[plan.scale])
@@ -317,8 +313,8 @@ def main() -> None:
     if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)
     os.environ.setdefault("WANDB_MODE", "disabled")
-    plan = Plan(args.scale, REPO / "multirun" / "compare" / args.scale, args.fresh, args.table)
-    out = REPO / "results" / "compare" / ("" if args.scale == "small" else "paper")
+    plan = Plan(args.scale, CHECKOUT / "multirun" / "compare" / args.scale, args.fresh, args.table)
+    out = CHECKOUT / "results" / "compare" / ("" if args.scale == "small" else "paper")
     if args.dry_run:
         print(dry_run(f"make compare (scale={args.scale})", planned(plan, args.strategies), plan.root,
                       out / "runs.csv"))

@@ -28,18 +28,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
-import statistics
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from gnntrain.comm import network
-from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import PLACE
 from gnntrain.engine.early_stop import time_to_target
-from gnntrain.engine.metrics import EpochRecord, read_records
+from gnntrain.engine.metrics import EpochRecord
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run, find_runs
+from gnntrain.report.stats import interval
 from gnntrain.errors import GnntrainError, first_line, warn
 
 IGNORED_KEYS = keys_playing(PLACE)
@@ -48,97 +47,6 @@ SEED_KEY = "seed"
 """The key whose runs are repetitions of one setting (grouped, with mean and interval)."""
 FEW_SEEDS = 3
 """Intervals over fewer seeds than this get a warning: with 2, the t quantile is 12.7."""
-
-
-@dataclass
-class Run:
-    path: Path
-    summary: dict
-    config: dict = field(default_factory=dict)
-    """The flattened config (``section.key`` -> value) Hydra saved, interpolations resolved;
-    empty if none was saved."""
-    records: list[EpochRecord] = field(default_factory=list)
-    interpolated: frozenset[str] = frozenset()
-    """The keys of ``config`` whose saved value is an interpolation (``${seed}``): they follow
-    other keys."""
-
-
-def find_runs(root: Path) -> list[Run]:
-    """Every completed run at or below ``root`` (sorted by path); the others (``status``
-    running, failed or interrupted) are left out with a one-line notice; one-line errors for a
-    bad path."""
-    if not root.exists():
-        raise GnntrainError(f"no such directory: {root}")
-    if not root.is_dir():
-        raise GnntrainError(f"not a directory: {root} (give a run directory or a multirun directory)")
-    summaries = sorted(root.rglob("summary.json"), key=lambda p: natural_key(p.parent.relative_to(root)))
-    runs = []
-    for path in summaries:
-        if "calibration_probe" in path.parts:
-            continue
-        try:
-            runs.append(load_run(path.parent))
-        except GnntrainError as exc:
-            warn(f"left out {path.parent.relative_to(root) if path.parent != root else root}: {exc}")
-    completed = [run for run in runs if run.summary.get("status", "completed") == "completed"]
-    if len(completed) < len(runs):
-        warn(f"left out {len(runs) - len(completed)} run(s) that did not complete: "
-             + ", ".join(f"{run.path.relative_to(root)} ({run.summary['status']})" for run in runs
-                         if run not in completed))
-    if not completed:
-        raise GnntrainError(f"no runs under {root}: no summary.json of a completed run found")
-    return completed
-
-
-def natural_key(path: Path) -> list:
-    """Sort key: numbered job folders in numeric order, named folders after them."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in path.parts]
-
-
-REPORTED_SUMMARY_KEYS = ("status", "strategy", "model", "dataset", "world_size", "mean_epoch_time",
-                         "mean_compute_time", "mean_comm_time", "mean_comm_total_time", "mean_reduce_time",
-                         "mean_comm_bytes_per_epoch", "best_val", "test_at_best_val", "peak_mem_mb")
-"""The keys of ``summary.json`` every run's row needs (:func:`figures`)."""
-
-
-def load_run(path: Path) -> Run:
-    """The run in ``path``; GnntrainError in one line where its files cannot be read."""
-    try:
-        summary = json.loads((path / "summary.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise GnntrainError(f"cannot read {path / 'summary.json'}: {first_line(exc)}") from None
-    lacking = [key for key in REPORTED_SUMMARY_KEYS if not isinstance(summary, dict) or key not in summary]
-    if lacking:
-        raise GnntrainError(f"{path / 'summary.json'} lacks {', '.join(lacking)}")
-    hydra_config = path / ".hydra" / "config.yaml"
-    try:
-        config, interpolated = resolved_config(hydra_config) if hydra_config.exists() else ({}, frozenset())
-    except Exception as exc:  # noqa: BLE001 - YAML and OmegaConf errors alike: the file is unreadable
-        raise GnntrainError(f"cannot read {hydra_config}: {first_line(exc)}") from None
-    try:
-        records = read_records(path / "metrics.jsonl")
-    except (OSError, ValueError, TypeError) as exc:
-        raise GnntrainError(f"cannot read {path / 'metrics.jsonl'}: {first_line(exc)}") from None
-    return Run(path, summary, config, records, interpolated)
-
-
-def resolved_config(path: Path) -> tuple[dict, frozenset[str]]:
-    """The flattened config saved at ``path`` with its interpolations resolved against it, and the
-    keys that held one. An interpolation that cannot be resolved here (Hydra's own resolvers,
-    an environment variable this shell lacks) is kept as written."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    saved = OmegaConf.load(path)
-    config = flatten(OmegaConf.to_container(saved, resolve=False))
-    interpolated = frozenset(k for k, v in config.items() if "${" in json.dumps(v))
-    for key in interpolated:
-        try:
-            node = OmegaConf.select(saved, key, throw_on_resolution_failure=True)
-            config[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-        except OmegaConfBaseException:
-            pass
-    return config, interpolated
 
 
 def differing_keys(runs: list[Run]) -> list[str]:
@@ -207,9 +115,9 @@ def run_label(setting: dict, seed, with_seed: bool, run: str) -> str:
     return " ".join(filter(None, [short_label(setting), f"seed {seed}" if with_seed else ""])) or run
 
 
-def network_label(summary: dict) -> str:
+def network_label(summary: RunSummary) -> str:
     """The network a run ran under (runs from before the ``network`` key: the real transport)."""
-    return network.label(summary.get("network") or {"emulated": False})
+    return network.label(summary.network or {"emulated": False})
 
 
 def named_figures(figures: dict, scale: float = 1.0) -> str | None:
@@ -219,26 +127,24 @@ def named_figures(figures: dict, scale: float = 1.0) -> str | None:
     return " ".join(f"{k}={v:.4g}" for k, v in ordered) or None
 
 
-def figures(summary: dict) -> dict:
+def figures(summary: RunSummary) -> dict:
     """The summary figures of one run, in table units (ms, MiB)."""
     ms = lambda s: None if s is None else s * 1e3  # noqa: E731
-    strategy_metrics = dict(summary.get("mean_strategy_metrics", {}))
-    emulated = (summary.get("network") or {}).get("emulated", False)
+    strategy_metrics = dict(summary.mean_strategy_metrics)
     return {
-        "strategy": summary["strategy"], "model": summary["model"], "dataset": summary["dataset"],
-        "workers": summary["world_size"], "network": network_label(summary),
-        "epoch_ms": ms(summary["mean_epoch_time"]),
-        "compute_ms": ms(summary["mean_compute_time"]),
-        "comm_share": summary["mean_comm_time"] / summary["mean_epoch_time"],
-        "comm_split_ms": named_figures({part: summary.get(f"mean_comm_{part}_time_by_category", {}).get("data", 0.0)
-                                        for part in ("wait", "transfer", "hidden")}, 1e3),
-        "link_busy_ms": ms(summary.get("mean_link_busy_time")) if emulated else None,
-        "reduce_exposed_ms": ms(summary["mean_reduce_time"]),
-        "MiB_per_epoch": summary["mean_comm_bytes_per_epoch"] / 2**20,
-        "MiB_by_kind": named_figures(summary.get("mean_comm_bytes_by_kind", {}), 2**-20),
-        "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
-        "peak_mem_mb": summary["peak_mem_mb"],
-        "peak_tensor_mb": summary.get("peak_tensor_mb"),
+        "strategy": summary.strategy, "model": summary.model, "dataset": summary.dataset,
+        "workers": summary.world_size, "network": network_label(summary),
+        "epoch_ms": ms(summary.mean_epoch_time),
+        "compute_ms": ms(summary.mean_compute_time),
+        "comm_share": summary.mean_comm_time / summary.mean_epoch_time,
+        "comm_split_ms": named_figures(summary.comm_split("data"), 1e3),
+        "link_busy_ms": ms(summary.mean_link_busy_time) if (summary.network or {}).get("emulated") else None,
+        "reduce_exposed_ms": ms(summary.mean_reduce_time),
+        "MiB_per_epoch": summary.mean_comm_bytes_per_epoch / 2**20,
+        "MiB_by_kind": named_figures(summary.mean_comm_bytes_by_kind, 2**-20),
+        "best_val": summary.best_val, "test_at_best_val": summary.test_at_best_val,
+        "peak_mem_mb": summary.peak_mem_mb,
+        "peak_tensor_mb": summary.peak_tensor_mb,
         "saved_for_backward_mb": strategy_metrics.pop("saved_for_backward_mb", None),
         "strategy_metrics": named_figures(strategy_metrics),
     }
@@ -333,7 +239,7 @@ def resolve_target(text: str, runs: list[Run]) -> float:
     value, relative = parse_target(text)
     if not relative:
         return value
-    best = [run.summary["best_val"] for run in runs if run.summary.get("best_val") is not None]
+    best = [run.summary.best_val for run in runs if run.summary.best_val is not None]
     if not best:
         raise GnntrainError(f"--target {text} needs a best validation score, and no run under the path has one")
     return value * max(best)
@@ -354,18 +260,6 @@ GROUP_COLUMNS = {
                      "(empty with fewer than 2); in `report.md`, `mean ± half-width`.",
 }
 """The columns of the group table (``report.md``, ``groups.csv``), in order; ``--help`` lists them."""
-
-
-def interval(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and the half-width of its 95% Student-t interval (None with fewer than 2 values)."""
-    if not values:
-        return None, None
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None
-    from scipy.stats import t
-
-    return mean, float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def group_rows(rows: list[dict], keys: list[str]) -> list[dict]:

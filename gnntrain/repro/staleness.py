@@ -11,12 +11,13 @@ code of a file it measures changed. What it measures is listed beside it (``<tab
   :mod:`gnntrain.provenance`);
 - ``conf``: the config files Hydra composed for its runs (``conf/config.yaml`` and the file of
   each group option chosen, from each run's ``.hydra/hydra.yaml``);
-- ``scripts``: the scripts the build imported to run and tabulate them (this checker aside:
-  it only writes the list).
+- ``build``: the reproduction's modules the build imported to run and tabulate them
+  (:mod:`gnntrain.repro`, this checker aside: it only writes the list; a table built before
+  the reproduction moved into the package lists its ``scripts`` instead).
 
 A table without the list, or a list without an entry (runs recorded before it), measures the
 whole of that part: the package (``gnntrain/``), the configs (``conf/``), every table script
-(:data:`SCRIPTS`). Python files are compared
+(:data:`BUILD`). Python files are compared
 as their syntax trees with docstrings dropped and YAML files as their parsed values, so an edit
 to a docstring or a comment does not make a table stale; any other change does. The check is
 conservative: a change to a module every run imports (a model's base class, the launcher) marks
@@ -36,20 +37,21 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-if TYPE_CHECKING:
-    from gnntrain.report import Run
+from gnntrain.repro import CHECKOUT
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = ("scripts/repro.py", "scripts/repro_tables.py", "scripts/sweep_plan.py", "scripts/locality.py",
-           "scripts/share_curves.py", "scripts/compare.py", "scripts/model_zoo.py", "scripts/jobs.py")
+if TYPE_CHECKING:
+    from gnntrain.report.runs import Run
+
+BUILD = ("gnntrain/repro",)
+"""What a table whose list names no build modules measures of the reproduction: all of it."""
 TABLES = ("results/*/table.md", "results/model_zoo.md")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40}(?:\+changes)?)")
 UNCOMMITTED = "+changes"
-"""What a header's commit ends with where the build ran code not committed (:func:`jobs.git_commit`)."""
+"""What a header's commit ends with where the build ran code not committed (:func:`gnntrain.repro.jobs.git_commit`)."""
 BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
 
 
-def tables(repo: Path = REPO) -> list[Path]:
+def tables(repo: Path = CHECKOUT) -> list[Path]:
     """Every committed table, in path order."""
     return sorted(path for pattern in TABLES for path in repo.glob(pattern))
 
@@ -59,7 +61,7 @@ def manifest(table: Path) -> Path:
     return table.with_name(table.stem + ".code.json")
 
 
-def composed_configs(run_dir: Path, repo: Path = REPO) -> list[str] | None:
+def composed_configs(run_dir: Path, repo: Path = CHECKOUT) -> list[str] | None:
     """The config files Hydra composed for the run in ``run_dir``: ``conf/config.yaml`` and the
     file of each config group option it chose (``hydra.runtime.choices``; options the package
     registers in code have no file, Hydra's own groups are not ours); None where the run saved
@@ -73,22 +75,22 @@ def composed_configs(run_dir: Path, repo: Path = REPO) -> list[str] | None:
     return ["conf/config.yaml", *(f for f in files if (repo / f).is_file())]
 
 
-def imported_scripts(repo: Path = REPO) -> list[str]:
-    """The files under ``scripts/`` this process has imported, the checker aside."""
-    scripts, own = repo / "scripts", Path(__file__).resolve()
+def imported_build(repo: Path = CHECKOUT) -> list[str]:
+    """The files of :mod:`gnntrain.repro` this process has imported, the checker aside."""
+    build, own = repo / "gnntrain" / "repro", Path(__file__).resolve()
     files = {Path(module.__file__).resolve() for module in list(sys.modules.values())
              if getattr(module, "__file__", None)}
-    return sorted(str(f.relative_to(repo)) for f in files if f.is_relative_to(scripts) and f != own)
+    return sorted(str(f.relative_to(repo)) for f in files if f.is_relative_to(build) and f != own)
 
 
 def write_manifest(table: Path, runs: list[Run]) -> None:
     """Beside ``table``, what its build measures: the package files its runs executed (the union
     of their summaries' ``code``), the config files they composed (:func:`composed_configs`) and
-    the scripts this build imported (:func:`imported_scripts`). A list is left out where a run
+    the reproduction's modules this build imported (:func:`imported_build`). A list is left out where a run
     does not record its part, so that the check measures the whole of it."""
-    code = [run.summary.get("code") for run in runs]
+    code = [run.summary.code for run in runs]
     conf = [composed_configs(run.path) for run in runs]
-    lists = {"scripts": imported_scripts()}
+    lists = {"build": imported_build()}
     if runs and None not in code:
         lists["files"] = sorted({f for files in code for f in files})
     if runs and None not in conf:
@@ -101,7 +103,8 @@ def measured(table: Path) -> tuple[str, ...]:
     whole of a part it does not list."""
     path = manifest(table)
     lists = json.loads(path.read_text()) if path.exists() else {}
-    return (*lists.get("scripts", SCRIPTS), *lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",)))
+    build = lists.get("build", lists.get("scripts", BUILD))
+    return (*build, *lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",)))
 
 
 def built(text: str) -> tuple[str | None, str | None]:
@@ -112,7 +115,7 @@ def built(text: str) -> tuple[str | None, str | None]:
     return (commit.group(1) if commit else None), (target.group(1) if target else None)
 
 
-def git(*args: str, repo: Path = REPO) -> str:
+def git(*args: str, repo: Path = CHECKOUT) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
 
@@ -140,7 +143,7 @@ def normalised(path: str, text: str | None) -> object:
     return text
 
 
-def changed_code(commit: str, paths: tuple[str, ...], repo: Path = REPO) -> list[str]:
+def changed_code(commit: str, paths: tuple[str, ...], repo: Path = CHECKOUT) -> list[str]:
     """The files under ``paths`` whose code differs between ``commit`` and HEAD."""
     names = git("diff", "--name-only", commit, "HEAD", "--", *paths, repo=repo).split()
     return [name for name in names
@@ -150,7 +153,7 @@ def changed_code(commit: str, paths: tuple[str, ...], repo: Path = REPO) -> list
 def main() -> int:
     stale = 0
     for table in tables():
-        name = table.relative_to(REPO)
+        name = table.relative_to(CHECKOUT)
         commit, target = built(table.read_text())
         rebuild = f"make {target}" if target else "the make target that builds it (its header names none)"
         if commit is None:

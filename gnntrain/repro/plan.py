@@ -1,4 +1,4 @@
-"""What ``scripts/repro.py`` and ``scripts/compare.py`` share: a build's sweeps (one ``gnntrain -m``
+"""What the papers' builds (:mod:`gnntrain.repro.build`) and :mod:`gnntrain.repro.compare` share: a build's sweeps (one ``gnntrain -m``
 call each, into its folder under the build's multirun root), running one, each job's wall time
 in ``runs.csv``, and ``--dry-run``: every sweep the build would run with its command and jobs,
 the number of jobs and the wall time the recorded runs suggest, with nothing started.
@@ -17,7 +17,6 @@ column of ``runs.csv``); the dry run takes a job's recorded wall time from the r
 from __future__ import annotations
 
 import csv
-import json
 import os
 import shutil
 import subprocess
@@ -26,16 +25,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra import compose as compose_job
-from hydra import initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from gnntrain.composition import register_schemas
-from gnntrain.report import Run, table_rows
+from gnntrain import api
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
+from gnntrain.report import table_rows
+from gnntrain.report.runs import Run
+from gnntrain.repro import CHECKOUT
 from gnntrain.sweep import clock, sweep_jobs
-
-REPO = Path(__file__).resolve().parents[1]
 WALL = "wall_s"
 """The ``runs.csv`` column of a job's wall time in seconds."""
 
@@ -53,10 +50,10 @@ class Sweep:
     """Why this build does not run it; None where it does."""
 
 
-def run_summaries(sweep_dir: Path) -> list[dict]:
+def run_summaries(sweep_dir: Path) -> list[RunSummary]:
     """The ``summary.json`` of every job under ``sweep_dir``, completed or not (calibration
     probes aside)."""
-    return [json.loads(path.read_text()) for path in sorted(sweep_dir.rglob("summary.json"))
+    return [RunSummary.read(path) for path in sorted(sweep_dir.rglob(SUMMARY_FILE))
             if "calibration_probe" not in path.parts]
 
 
@@ -67,7 +64,7 @@ def command(overrides: list[str], out: Path) -> list[str]:
 
 def in_checkout(path: Path) -> Path:
     """``path`` relative to the checkout where it is in it, else as it is."""
-    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return path.relative_to(CHECKOUT) if path.is_relative_to(CHECKOUT) else path
 
 
 def shown(overrides: list[str], out: Path) -> str:
@@ -84,7 +81,7 @@ def launch(name: str, overrides: list[str], out: Path, check: bool) -> None:
     print(f"== {name}: {shown(overrides, out)}", flush=True)
     start = time.perf_counter()
     env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
-    subprocess.run(command(overrides, out), check=check, env=env, cwd=REPO)
+    subprocess.run(command(overrides, out), check=check, env=env, cwd=CHECKOUT)
     print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
@@ -94,7 +91,7 @@ def wall_seconds(run_dir: Path) -> float | None:
     started = run_dir / ".hydra" / "config.yaml"
     if not started.is_file():
         return None
-    return (run_dir / "summary.json").stat().st_mtime - started.stat().st_mtime
+    return (run_dir / SUMMARY_FILE).stat().st_mtime - started.stat().st_mtime
 
 
 def timed_rows(runs: list[Run], root: Path, target: float | None = None) -> list[dict]:
@@ -105,13 +102,11 @@ def timed_rows(runs: list[Run], root: Path, target: float | None = None) -> list
 
 def expand(overrides: list[str]) -> list[list[str]]:
     """Each job's overrides, in job order, as ``gnntrain -m overrides`` launches them
-    (:func:`gnntrain.sweep.sweep_jobs`)."""
-    register_schemas()
-    GlobalHydra.instance().clear()
-    with initialize_config_module("gnntrain.conf", version_base="1.3"):
+    (:func:`gnntrain.sweep.sweep_jobs`), each composed as the CLI does (:func:`gnntrain.api.composing`)."""
+    with api.composing() as compose:
         # no preset sets hydra.sweeper.params, so the overrides alone make the jobs
         config = OmegaConf.create({"hydra": {"sweeper": {"params": None}, "overrides": {"task": overrides}}})
-        return sweep_jobs(config, compose=lambda job: compose_job("config", overrides=job))
+        return sweep_jobs(config, compose=compose)
 
 
 def recorded(csv_path: Path) -> dict[str, float]:

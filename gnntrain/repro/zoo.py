@@ -32,7 +32,7 @@ reads what it ran) and goes to ``results/model_zoo.json`` as it finishes; a cell
 there is not run again (``--fresh`` runs all), so an interrupted sweep continues where it
 stopped. ``--jobs 2`` runs two single-process cells at a time (one thread each; scores do not
 depend on timing). ``--table`` only rewrites ``results/model_zoo.md`` from the JSON.
-Usage: ``python scripts/model_zoo.py [--models gcn gat] [--datasets cora] [--workers 1 2]
+Usage: ``python -m gnntrain.repro.zoo [--models gcn gat] [--datasets cora] [--workers 1 2]
 [--seeds 0 1 2 3 4] [--multi-worker-seeds 0] [--jobs 2]``.
 """
 
@@ -48,13 +48,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from check_tables import write_manifest
-from jobs import git_commit
+from gnntrain.engine.summary import RunSummary
+from gnntrain.report.runs import Run
+from gnntrain.repro import CHECKOUT
+from gnntrain.repro.jobs import git_commit
+from gnntrain.repro.staleness import write_manifest
 
-from gnntrain.report import Run
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
-RUNS = RESULTS.parent / "multirun" / "zoo"
+RESULTS = CHECKOUT / "results"
+RUNS = CHECKOUT / "multirun" / "zoo"
 """Each cell's run folder (:func:`run_dir`): what ``make check-tables`` reads the code and
 configs it ran from."""
 MODELS = ["gcn", "sage", "gat", "gcnii", "deepgcn", "film"]
@@ -110,12 +111,12 @@ def run_cell(model: str, dataset: str, workers: int, seed: int, threads: int) ->
     gnntrain = Path(sys.executable).with_name("gnntrain")
     subprocess.run([str(gnntrain), *args], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "WANDB_MODE": "disabled"})
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = RunSummary.read(folder)
     return {"model": model, "dataset": dataset, "workers": workers, "seed": seed, "commit": git_commit(),
-            "overrides": overrides(model, dataset), "epochs": summary["epochs"], "best_epoch": summary["best_epoch"],
-            "best_val": summary["best_val"], "test_at_best_val": summary["test_at_best_val"],
-            "mean_epoch_time": summary["mean_epoch_time"],
-            "mean_comm_bytes_per_epoch": summary["mean_comm_bytes_per_epoch"]}
+            "overrides": overrides(model, dataset), "epochs": summary.epochs, "best_epoch": summary.best_epoch,
+            "best_val": summary.best_val, "test_at_best_val": summary.test_at_best_val,
+            "mean_epoch_time": summary.mean_epoch_time,
+            "mean_comm_bytes_per_epoch": summary.mean_comm_bytes_per_epoch}
 
 
 def built_at(rows: list[dict]) -> str:
@@ -136,8 +137,7 @@ def ran(row: dict) -> Run:
     """The run of a row: its folder and summary where the folder is still there (an empty
     summary, so the whole package counts, where it is not)."""
     folder = run_dir(row["model"], row["dataset"], row["workers"], row["seed"])
-    summary = folder / "summary.json"
-    return Run(folder, json.loads(summary.read_text()) if summary.is_file() else {})
+    return Run(folder, RunSummary.read(folder) if (folder / "summary.json").is_file() else RunSummary())
 
 
 def _score(rows: list[dict]) -> str:
@@ -155,7 +155,7 @@ def table(rows: list[dict], commit: str) -> str:
     lines = [
         "# Models on Cora and CiteSeer with their papers' settings",
         "",
-        f"Built by `make zoo` (`scripts/model_zoo.py`) at commit {commit}. Test accuracy (%) at the best",
+        f"Built by `make zoo` (`python -m gnntrain.repro.zoo`) at commit {commit}. Test accuracy (%) at the best",
         "validation epoch, mean ± sd over the seeds (5 unless the cell says so: `make zoo` runs seeds 0-4 with 1",
         "worker and seed 0 with 2 and 4), `strategy=vanilla` with 1, 2 and 4 workers; \"seed 0\" sets the three",
         "side by side for one seed. The settings of each row are in the",

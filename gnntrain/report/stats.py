@@ -1,0 +1,48 @@
+"""The statistics every table gives: a mean with its 95% Student-t interval (:func:`interval`),
+and a speed-up measured in interleaved rounds (:class:`Ratio`)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+
+def interval(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and the half-width of its 95% Student-t interval (None with fewer than 2 values)."""
+    if not values:
+        return None, None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    from scipy.stats import t
+
+    return mean, float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+@dataclass
+class Ratio:
+    """A speed-up measured in several interleaved rounds: one ratio per round."""
+
+    values: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def bounds(self) -> tuple[float, float] | None:
+        """The 95% Student-t interval of the ratios' mean (None with one round)."""
+        centre, half = interval(self.values)
+        return None if half is None else (centre - half, centre + half)
+
+    def met(self, target: float) -> str:
+        """``met`` where the interval lies at or above ``target``, ``missed`` where it lies below,
+        else ``undecided`` (the spread straddles it)."""
+        low, high = self.bounds or (self.median, self.median)
+        return "met" if low >= target else "**missed**" if high < target else "undecided (within the spread)"
+
+    def __str__(self) -> str:
+        if self.bounds is None:
+            return f"{self.median:.2f}x (1 round)"
+        return f"{self.median:.2f}x [{self.bounds[0]:.2f}, {self.bounds[1]:.2f}]"

@@ -1,0 +1,200 @@
+"""Reproduce a paper's headline table and figures in shape: ``make repro-<paper>`` (its
+declaration: :mod:`gnntrain.repro.papers`).
+
+Each sweep runs through ``gnntrain -m`` (Hydra multirun, so it runs unchanged under a cluster
+launcher) into ``multirun/repro/<paper>/<sweep>/``; the tables are then built from the runs'
+own ``summary.json`` and ``metrics.jsonl`` (:mod:`gnntrain.report`) and written to
+``results/<paper>/``: ``table.md`` (the paper's rows and columns, the paper's figure beside
+ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's figures).
+
+``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: links
+emulated and calibrated to the paper's communication share; accuracy on Cora);
+``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
+accuracy columns come from the same runs. ``runs.csv`` gives each job's wall time (``wall_s``);
+``--dry-run`` lists the sweeps, their jobs and the wall time those records suggest, and starts
+nothing (:mod:`gnntrain.repro.plan`).
+Usage: ``python -m gnntrain.repro pipegcn|bns|adaqp|gnnpipe|hopgnn [--scale small|paper] [--only SWEEP,...]
+[--dry-run]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from gnntrain.comm.network import link_overrides
+from gnntrain.report import markdown, write_csv
+from gnntrain.report.runs import Run, find_runs
+from gnntrain.repro import CHECKOUT, SHARED_DATA
+from gnntrain.repro.curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors, link_sources
+from gnntrain.repro.jobs import git_commit
+from gnntrain.repro.paper import Paper
+from gnntrain.repro.papers import PAPERS
+from gnntrain.repro.plan import Sweep, dry_run, launch, run_summaries, timed_rows
+from gnntrain.repro.staleness import write_manifest
+
+REPEATS = 3
+"""How many times each speed sweep runs (seeds 0, 1, ...), in interleaved rounds (:func:`planned`)."""
+
+
+def sweeps_of(paper: Paper, scale: str = "small") -> dict[str, list[str]]:
+    """The paper's sweeps: its own, and at ``scale=small`` its share curve's (whose links are
+    calibrated; a paper-sized build runs on its cluster's one network)."""
+    return {**paper.sweeps, **(curve_sweeps(paper.curve) if scale == "small" else {})}
+
+
+def speed_sweeps(paper: Paper) -> set[str]:
+    """The paper's sweeps that run in interleaved rounds: its speed sweeps and its curve's."""
+    return {*paper.speed, *curve_sweeps(paper.curve)}
+
+
+ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
+
+
+def paper_sized(overrides: list[str]) -> list[str] | None:
+    """A small sweep's paper-sized form: the ``_paper`` preset where there is one (a preset
+    without one is paper-sized already); None for the CPU-sized accuracy sweeps (paper-sized
+    runs report their own accuracy)."""
+    if any(preset in overrides for preset in ACCURACY_PRESETS):
+        return None
+    sized = []
+    for o in overrides:
+        if o.startswith("experiment=") and (CHECKOUT / "conf" / "experiment" / f"{o.split('=')[1]}_paper.yaml").is_file():
+            o = f"{o}_paper"
+        if not o.startswith("network"):
+            sized.append(o)
+    return sized
+
+
+def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool) -> list[Sweep]:
+    """The paper's sweeps at ``scale``, in the order they run: the others first, then the speed
+    sweeps (:attr:`Paper.speed`) in :data:`REPEATS` rounds, each round running every one of them
+    once at its seed (``<sweep>/repeat<r>``), so that the systems a speed-up compares run side by
+    side, interleaved, whatever the machine does meanwhile, and under one link per round
+    (:attr:`Paper.trusting`); last the :attr:`Paper.same_link` sweeps,
+    whose link (that of their source's first run) is added only when they run. Skipped: all with
+    ``tables_only``, those ``only`` leaves out."""
+    steady, rounds, after = [], [], []
+    for name, overrides in sweeps_of(paper, scale).items():
+        if scale == "paper":
+            overrides = paper_sized(overrides)
+            if overrides is None:
+                continue
+        skipped = ("--tables-only: its runs are read" if tables_only
+                   else "--only: its existing runs are read" if only is not None and name not in only else None)
+        if name in speed_sweeps(paper):
+            trusted = ["network.recheck=false"] if name in paper.trusting else []
+            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted, f"seed={r}"],
+                                 linked(paper, f"{name}/repeat{r}"), skipped)) for r in range(REPEATS)]
+        elif name in paper.same_link:
+            after.append(Sweep(name, overrides, linked(paper, name), skipped))
+        else:
+            steady.append(Sweep(name, overrides, None, skipped))
+    return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])] + after
+
+
+def link_source(paper: Paper, sweep: str) -> str | None:
+    """The sweep whose first run's link ``sweep`` runs under: a :attr:`Paper.same_link` sweep's
+    source, a curve method's baseline in the same round
+    (:func:`gnntrain.repro.curves.link_sources`); None for a sweep that calibrates its own."""
+    name, _, repeat = sweep.partition("/")
+    curve = link_sources(paper.curve).get(name)
+    return f"{curve}/{repeat}" if curve else paper.same_link.get(name)
+
+
+def linked(paper: Paper, sweep: str) -> str | None:
+    """How :func:`planned` names the link of a sweep that takes another's."""
+    source = link_source(paper, sweep)
+    return f"the link of {source}'s runs" if source else None
+
+
+def unreached_only(sweep_dir: Path) -> bool:
+    """Whether every run of a sweep failed because no link gave its share (a curve's point)."""
+    summaries = run_summaries(sweep_dir)
+    return bool(summaries) and all(s.status == "failed" and UNREACHABLE in (s.error or "") for s in summaries)
+
+
+def link_taken(sweep: Sweep, source: str | None, runs_root: Path) -> list[str]:
+    """The link overrides of a sweep that runs under another's (:func:`link_source`): those of
+    the source's first run; for a sweep the build skips, those its own first run ran under (the
+    source may have no runs left, as after a build stopped part-way). [] for a sweep that
+    calibrates its own, or a skipped one with no runs either."""
+    if source is None:
+        return []
+    if sweep.skipped is not None:
+        own = find_runs(runs_root / sweep.name) if (runs_root / sweep.name).is_dir() else []
+        if own:
+            return link_overrides(own[0].summary.network)
+    found = find_runs(runs_root / source) if (runs_root / source).is_dir() else []
+    if found:
+        return link_overrides(found[0].summary.network)
+    if sweep.skipped is not None:
+        return []
+    raise SystemExit(f"gnntrain.repro: {sweep.name} runs under the link of {source}, which has no completed run under "
+                     f"{runs_root / source}; run it too (--only {source},{sweep.name.split('/')[0]})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("paper", choices=list(PAPERS))
+    parser.add_argument("--scale", choices=["small", "paper"], default="small")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/<paper> (small), "
+                                                                 "results/<paper>/paper (paper)")
+    parser.add_argument("--tables-only", action="store_true", help="rebuild the tables from existing runs")
+    parser.add_argument("--only", default=None, help="comma-separated sweep names to run again; the tables read "
+                                                     "the others' existing runs")
+    parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
+                                                             "recorded runs suggest; start nothing")
+    args = parser.parse_args()
+    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
+        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
+    only = args.only.split(",") if args.only else None
+    paper = PAPERS[args.paper]
+    known = sweeps_of(paper, args.scale)
+    unknown = set(only or []) - set(known)
+    if unknown:
+        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(known)}")
+    runs_root = CHECKOUT / "multirun" / "repro" / args.paper / args.scale
+    out = args.out or CHECKOUT / "results" / args.paper / ("" if args.scale == "small" else "paper")
+    plan = planned(paper, args.scale, only, args.tables_only)
+    if args.dry_run:
+        print(dry_run(f"make repro-{args.paper} (scale={args.scale})", plan, runs_root, out / "runs.csv"))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    sweeps = {}
+    for sweep in plan:
+        source = link_source(paper, sweep.name)
+        if source and (runs_root / source).is_dir() and unreached_only(runs_root / source):
+            print(f"== {sweep.name}: not run: no link reached its baseline's share ({source})", flush=True)
+            continue
+        sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, source, runs_root)]
+        if sweep.skipped is None:
+            on_curve = sweep.name.split("/")[0] in curve_sweeps(paper.curve)
+            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=not on_curve)
+            failed = [e for e in failed_errors(runs_root / sweep.name) if UNREACHABLE not in e] if on_curve else []
+            if failed:
+                raise SystemExit(f"gnntrain.repro: {sweep.name}: {len(failed)} job(s) failed: {failed[0]}")
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known
+                                  if (runs_root / name).is_dir() and not unreached_only(runs_root / name)}
+    every = [run for name in runs for run in runs[name]]
+    rows = timed_rows(every, runs_root)
+    write_csv(rows, out / "runs.csv")
+    (out / "runs.md").write_text(markdown(rows))
+    elapsed = time.perf_counter() - start
+    header = (f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
+              f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
+              f"metrics.jsonl (all runs: runs.csv). Sweeps: "
+              + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
+              + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
+    text = paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
+    (out / "table.md").write_text(f"{header}\n\n{text}")
+    write_manifest(out / "table.md", every)
+    print(text)
+    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the figures in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""What the papers' tables share: choosing runs, timing them alike, ratios, cells and plots
+(:mod:`gnntrain.repro.build` runs the sweeps; each paper's module builds its tables).
+
+Every number is read from a run's ``summary.json`` or ``metrics.jsonl``. Throughput is epochs
+per second over the steady epochs (the first ``train.warmup_epochs`` excluded); ``s`` is
+the baseline's communication share as its paper defines it (``network.calibrate_traffic``):
+``summary.json``'s ``comm_share`` (exposed ``data`` communication over the epoch, all-reduces
+apart, mean over ranks: PipeGCN, BNS-GCN, AdaQP, HopGNN) or ``training_comm_share`` (every
+training category: GNNPipe); hiding all of it could at best give ``1 / max(s, 1 - s)``.
+
+Speed. Every speed figure compares systems over the same epochs of their runs: from the first
+epoch after every run's warm-up and examination epochs (:func:`timed_from`) to the last; each
+speed sweep runs three times in interleaved rounds (:mod:`gnntrain.repro.build`), and a speed-up is
+given as the median of its per-round ratios with the 95% Student-t interval of their mean
+(:class:`~gnntrain.report.stats.Ratio`). A target counts as met only where the whole interval is past it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import mean, stdev
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from gnntrain.report import network_label  # noqa: E402
+from gnntrain.report.runs import Run  # noqa: E402
+from gnntrain.report.stats import Ratio  # noqa: E402
+
+
+def select(runs: list[Run], **conditions) -> list[Run]:
+    """Runs whose config has every ``key=value`` (``__`` in a key stands for ``.``)."""
+    want = {k.replace("__", "."): v for k, v in conditions.items()}
+    return [r for r in runs if all(r.config.get(k) == v for k, v in want.items())]
+
+
+def one(runs: list[Run], **conditions) -> Run | None:
+    found = select(runs, **conditions)
+    return found[0] if found else None
+
+
+def timed_from(runs: list[Run]) -> int:
+    """The first epoch every one of ``runs`` times: after each one's warm-up epochs and its
+    examination epochs (HopGNN timing its merge counts), so that all are timed alike."""
+    last = 0
+    for run in runs:
+        examined = [r.epoch for r in run.records if r.strategy_metrics.get("examination")]
+        last = max(last, run.config.get("train.warmup_epochs", 0), *examined)
+    short = [run for run in runs if not run.records or run.records[-1].epoch <= last]
+    if short:
+        raise ValueError(f"{short[0].path} ends at epoch {short[0].records[-1].epoch if short[0].records else 0}: a "
+                         f"table times every run from epoch {last + 1} (after every run's warm-up and examination "
+                         "epochs), so each needs epochs after that")
+    return last + 1
+
+
+def epoch_time(run: Run, start: int) -> float:
+    """The run's mean epoch time from epoch ``start`` on."""
+    return mean(r.epoch_time for r in run.records if r.epoch >= start)
+
+
+def speedup(base: list[Run], method: list[Run], start: int, cost: Callable[[Run, int], float] = epoch_time) -> Ratio:
+    """``base``'s epoch time over ``method``'s, per round (runs paired by seed), from epoch ``start``."""
+    by_seed = {r.config.get("seed"): r for r in base}
+    return Ratio([cost(by_seed[r.config.get("seed")], start) / cost(r, start)
+                  for r in method if r.config.get("seed") in by_seed])
+
+
+def timing_note(runs: list[Run], start: int) -> str:
+    """What a table's speed figures time, in one sentence."""
+    rounds = sorted({r.config.get("seed") for r in runs})
+    last = max(r.records[-1].epoch for r in runs)
+    counted = f"{len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}"
+    return (f"Speed: epochs {start}-{last} of every run (each run's warm-up and examination epochs fall before "
+            f"them), {counted} (seeds {', '.join(str(x) for x in rounds)}); a speed-up is the median of its "
+            f"per-round ratios [95% interval of their mean].")
+
+
+def share_cell(runs: list[Run]) -> str:
+    """The communication share ``runs`` (a baseline's rounds) reached, their mean, against the
+    share their link was calibrated to (``network.calibration``): marked where more than 0.03 off."""
+    reached = mean(share(r) for r in runs)
+    target = ((runs[0].summary.network or {}).get("calibration") or {}).get("share")
+    if target is None:
+        return f"{reached:.2f}"
+    return f"{reached:.2f}" + ("" if abs(reached - target) <= 0.03 else f" (**off its target {target:.2f}**)")
+
+
+def share(run: Run) -> float:
+    """The run's communication share as its paper defines it (module docstring): its
+    ``network.calibrate_traffic``'s exposed time over the epoch."""
+    summary = run.summary
+    return (summary.training_comm_share if run.config.get("network.calibrate_traffic") == "training"
+            else summary.comm_share)
+
+
+def test_score(run: Run | None) -> float | None:
+    return run.summary.test_at_best_val * 100 if run and run.summary.test_at_best_val is not None else None
+
+
+def fmt(value: float | None, spec: str = ".3g", suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def setting_line(run: Run, model: bool = True, network: bool = True) -> str:
+    summary = run.summary
+    parts = [f"{summary.dataset} ({summary.num_nodes} nodes, {summary.num_edges} edges)"]
+    parts += [summary.model] if model else []
+    parts += [f"network: {network_label(summary)}"] if network else []
+    return ", ".join(parts)
+
+
+def authors_settings(run: Run) -> str:
+    """Which of the PipeGCN/BNS-GCN authors' settings a run used."""
+    c = run.config
+    return ", ".join([("inductive (trained on the training nodes' subgraph)" if c.get("dataset.inductive")
+                       else "transductive"),
+                      "first layer precomputed" if c.get("model.precompute_first") else "first layer exchanged",
+                      f"METIS {c.get('partition.objective', 'cut')} objective"])
+
+
+def curves(series: dict[str, Run | list[Run]], path: Path, title: str) -> None:
+    """Validation accuracy per epoch, one line per label: a run's, or the mean of several runs'
+    (seeds) at the epochs they all evaluated."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for label, runs in series.items():
+        runs = runs if isinstance(runs, list) else [runs]
+        scores = [{r.epoch: r.val_acc for r in run.records if r.val_acc is not None} for run in runs]
+        epochs = sorted(set.intersection(*(set(s) for s in scores)))
+        ax.plot(epochs, [mean([s[e] * 100 for s in scores]) for e in epochs], label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation accuracy (%)")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def bars(groups: dict[str, dict[str, float]], ylabel: str, path: Path, title: str) -> None:
+    """One cluster of bars per group (e.g. partitions), one bar per method."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    methods = list(dict.fromkeys(m for g in groups.values() for m in g))
+    width = 0.8 / max(1, len(methods))
+    for i, method in enumerate(methods):
+        xs = [j + i * width for j, g in enumerate(groups.values()) if method in g]
+        ax.bar(xs, [g[method] for g in groups.values() if method in g], width, label=method)
+    ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(groups))], list(groups))
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def mean_sd(values: list[float]) -> str:
+    """Mean ± sd of ``values`` (one value alone; ``-`` for none)."""
+    if not values:
+        return "-"
+    return f"{mean(values):.2f} ± {stdev(values):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+
+
+def scores(runs: list[Run]) -> list[float]:
+    """The test scores (%) of those of ``runs`` that have one."""
+    return [test_score(r) for r in runs if test_score(r) is not None]
