@@ -1,5 +1,5 @@
 """``gnntrain``: Hydra composes the config; the job is checked, calibrated and run by
-:mod:`gnntrain.api`, as every other caller runs one.
+:mod:`gnntrain.job.api`, as every other caller runs one.
 
 Errors a user can cause (an unknown option, a misspelt key, a wrong type, a missing dataset,
 a dead worker) are printed as one line, ``gnntrain: error: ...``, with exit code 2 (bad
@@ -13,7 +13,7 @@ the signal's number.
 Every run directory ends with a ``summary.json`` whose ``status`` says how the run ended:
 ``completed``, ``failed`` or ``interrupted`` (with the error line and the figures of the epochs
 it completed). In a sweep a failed job is reported and the sweep goes on; the last line then
-sums up the failed jobs and the exit code is 1 (:mod:`gnntrain.sweep`).
+sums up the failed jobs and the exit code is 1 (:mod:`gnntrain.job.sweep`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from gnntrain.config import one_line
 from gnntrain.config.schema import RootConfig
 from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
                              warn)
-from gnntrain.help import print_help, wants_help
-from gnntrain.run_dir import RunDirBusy, owned, write_hydra_files
-from gnntrain.sweep import LAST_SWEEP, SweepRefused
+from gnntrain.job.help import print_help, wants_help
+from gnntrain.job.launch.join import adopt_submitit_tasks, leave_torchrun_world, under_torchrun
+from gnntrain.job.run_dir import RunDirBusy, owned, write_hydra_files
+from gnntrain.job.sweep import LAST_SWEEP, SweepRefused
 
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
@@ -49,8 +50,6 @@ def _job(cfg: DictConfig) -> None:
     if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
         signal.signal(signal.SIGINT, interrupt)
     try:
-        from gnntrain.launch.join import adopt_submitit_tasks
-
         adopt_submitit_tasks()  # a task of a submitit job knows its rank from here on
         with ExitStack() as held:
             if int(os.environ.get("RANK", "0")) == 0:  # under torchrun or submitit rank 0 holds it for the job
@@ -77,7 +76,7 @@ def _job(cfg: DictConfig) -> None:
 
 
 def _run_job(cfg: DictConfig, run_dir: Path, hydra_cfg: DictConfig) -> None:
-    from gnntrain import api
+    from gnntrain.job import api
 
     plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     if plain["run_dir"]:
@@ -96,7 +95,7 @@ def _write_partitioned_dataset(run: RootConfig) -> None:
     """``partition.only``: cut the dataset into ``partition.parts`` parts (default: as many as
     the job's strategy and workers need) and write the per-part files."""
     from gnntrain.data import write_partitioned_dataset
-    from gnntrain.launch import job_layout, resolve_world_size
+    from gnntrain.job.validation import job_layout, resolve_world_size
 
     parts = run.partition.parts or job_layout(run, resolve_world_size(run)).parts
     parted = write_partitioned_dataset(run, parts)
@@ -147,8 +146,6 @@ def _world_broken(exc: BaseException) -> bool:
     """Whether a failed worker leaves this process's world unusable for the sweep's next jobs:
     under torchrun every job of a sweep runs in the same process group, which a rank that failed
     has broken, so the sweep ends here (torchrun then stops the other ranks)."""
-    from gnntrain.launch.join import under_torchrun
-
     return isinstance(exc, WorkerFailed) and under_torchrun()
 
 
@@ -156,7 +153,7 @@ def _unswept_knob_hint(exc: BaseException, argv: list[str]) -> str:
     """Hydra composes a sweep's config once before its jobs, with the values not swept: a knob
     of one strategy (model) given one plain value fails there for the options without it. The
     way to give it: a sweep of that one value, which each job then keeps where its option has
-    the key (:mod:`gnntrain.sweep`)."""
+    the key (:mod:`gnntrain.job.sweep`)."""
     if not {"-m", "--multirun"} & set(argv):
         return ""
     for override in argv:
@@ -185,16 +182,32 @@ def _worker_traceback(exc: BaseException, run_dir: Path | None) -> str:
     return f"\nworker rank {exc.rank}'s traceback (also in {kept}):\n{exc.trace.rstrip()}"
 
 
+def register_sweeper() -> None:
+    """Make gnntrain's sweeper known to Hydra, which finds plugins by listing the ``hydra_plugins``
+    folders, which an editable install has none of. Imported after Hydra's scan of its plugins,
+    which executes the basic sweeper's module again: the subclass must extend the class it left."""
+    from hydra.core.plugins import Plugins
+
+    plugins = Plugins.instance()
+    from hydra_plugins.gnntrain_sweeper import KnobSweeper
+
+    plugins.register(KnobSweeper)
+
+
 def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
         # imports the strategies, and the plugins GNNTRAIN_PLUGINS names: their errors are one line too
-        from gnntrain.composition import register_schemas
+        from gnntrain.job.composition import register_schemas
+        from gnntrain.job.launch.fork_server import worker_context
 
         register_schemas()
+        register_sweeper()
         if wants_help(sys.argv[1:]):
             print_help(sys.argv[1:])
             return
+        if not under_torchrun():
+            worker_context()  # the fork server imports torch while this process composes the job
         _job()
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc, hint=_unswept_knob_hint(exc, sys.argv[1:]))
@@ -209,8 +222,6 @@ def main() -> None:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
               + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
         sys.exit(1)
-    from gnntrain.launch import leave_torchrun_world, under_torchrun
-
     if under_torchrun():
         leave_torchrun_world()
 

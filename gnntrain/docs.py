@@ -33,7 +33,7 @@ from gnntrain.config import schema
 from gnntrain.config.keys import part_of
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.summary import RunSummary
-from gnntrain.help import GROUPS, field_docs
+from gnntrain.job.help import GROUPS, field_docs
 from gnntrain.models import MODELS
 from gnntrain import strategies
 from gnntrain.strategies import METHODS, families, method

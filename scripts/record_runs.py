@@ -14,13 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from gnntrain.job import api
+from gnntrain.repro import CHECKOUT
 
-from conftest import make_cfg  # noqa: E402
-from gnntrain import api  # noqa: E402
-
-RECORDED = ROOT / "tests" / "data" / "baseline_runs.json"
+RECORDED = CHECKOUT / "tests" / "data" / "baseline_runs.json"
 KEYS = ("epoch", "loss", "train_acc", "val_acc", "test_acc", "comm_bytes", "comm_bytes_by_kind", "eval_comm_bytes")
 
 
@@ -33,8 +30,7 @@ def main() -> None:
     for name in names:
         run = recorded["runs"][name]
         with tempfile.TemporaryDirectory() as run_dir:
-            cfg = make_cfg(*recorded["common"], *run["overrides"])
-            cfg["run_dir"] = run_dir
+            cfg = api.compose([*recorded["common"], *run["overrides"]], run_dir=run_dir)
             api.run(cfg)
             rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
         run["epochs"] = [{key: row[key] for key in KEYS} for row in rows]

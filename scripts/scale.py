@@ -12,7 +12,7 @@ partitionable as real graphs). Per step, each its own ``gnntrain`` process tree 
 2. training with the part files: vanilla on 1, 2 and 4 workers, and pipegcn, bns and adaqp on
    2 and 4 workers (one method of each kind: stale halos, sampled halos, quantised halos):
    mean epoch time after the first, bytes per epoch, and the measured per-rank peak beside
-   the estimate made before training (:mod:`gnntrain.memory_estimate`). A job the estimate
+   the estimate made before training (:mod:`gnntrain.job.memory`). A job the estimate
    stops as too large for this machine is recorded as such, with the estimate.
 
 Each cost is also divided by the step's directed edges; ``growth`` is that cost per edge at the

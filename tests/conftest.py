@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.config.schema import ModelConfig, RootConfig
 from gnntrain.models import MODELS
 
@@ -48,7 +48,7 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def make_cfg(*overrides: str) -> dict:
     """The resolved config ``gnntrain`` would build for these overrides, as a plain dict,
-    checked as ``gnntrain`` checks it (:mod:`gnntrain.api`)."""
+    checked as ``gnntrain`` checks it (:mod:`gnntrain.job.api`)."""
     cfg = api.compose(list(overrides))
     api.check(cfg)
     return cfg

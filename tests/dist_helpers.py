@@ -12,13 +12,13 @@ import torch.distributed as dist
 
 from conftest import make_run
 
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data import JobData
 from gnntrain.data import prepare_job_data
-from gnntrain.launch import job_layout
+from gnntrain.job.validation import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.base import Tallies

@@ -1,5 +1,6 @@
-"""The packages that hold the mechanisms never reach up to the code that runs a job, the config
-package, which every other reads, reaches up to none, and what ``--help`` reads imports no torch."""
+"""The packages that hold the mechanisms never reach up to the code that runs a job (the job path,
+the CLI, the report and the reproduction), the config package, which every other reads, reaches up
+to none, what ``--help`` reads imports no torch, and no code edits ``sys.path`` to import."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gnntrain"
 LOWER = ("engine", "strategies", "parallel", "models", "comm", "data")
-UPPER = ("gnntrain.launch", "gnntrain.cli", "gnntrain.api", "gnntrain.sweep", "gnntrain.composition",
-         "gnntrain.validation")
+UPPER = ("gnntrain.job", "gnntrain.cli", "gnntrain.report", "gnntrain.repro")
+REPO = PACKAGE.parent
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -28,11 +29,23 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
+def is_upper(name: str) -> bool:
+    return any(name == upper or name.startswith(upper + ".") for upper in UPPER)
+
+
 @pytest.mark.parametrize("package", LOWER)
-def test_lower_packages_do_not_import_the_launcher_or_the_cli(package: str) -> None:
-    offending = {str(path.relative_to(PACKAGE.parent)): sorted(n for n in imported_modules(path) if n in UPPER)
+def test_lower_packages_do_not_import_the_job_path_or_the_cli(package: str) -> None:
+    offending = {str(path.relative_to(REPO)): sorted(filter(is_upper, imported_modules(path)))
                  for path in sorted((PACKAGE / package).rglob("*.py"))}
     assert not {path: names for path, names in offending.items() if names}
+
+
+def test_no_code_edits_the_import_path() -> None:
+    """The reproduction is part of the package; the scripts and tests import it as any module."""
+    edits = [str(path.relative_to(REPO)) for folder in ("gnntrain", "scripts", "tests", "hydra_plugins")
+             for path in sorted((REPO / folder).rglob("*.py")) if "sys.path.insert" in path.read_text()
+             and path != Path(__file__).resolve()]
+    assert edits == []
 
 
 def test_the_config_package_imports_nothing_above_it() -> None:
@@ -52,8 +65,8 @@ def test_help_and_the_declarations_import_no_torch() -> None:
     only the declarations, which name their implementations: torch, which takes longer to import
     than the help takes to print, stays unloaded (docs/extending.md)."""
     script = ("import contextlib, io, sys\n"
-              "from gnntrain.help import print_help\n"
-              "from gnntrain.composition import register_schemas, typed_run\n"
+              "from gnntrain.job.help import print_help\n"
+              "from gnntrain.job.composition import register_schemas, typed_run\n"
               "from gnntrain.strategies import METHODS\n"
               "from gnntrain.models import MODELS\n"
               "register_schemas()\n"

@@ -106,11 +106,11 @@ def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
     one has imported whatever earlier tests did."""
     cfg = make_cfg("strategy=pipegcn", "cluster.world_size=2", "dataset.num_nodes=300", "train.epochs=2")
     cfg["run_dir"] = str(tmp_path / "run")
-    launcher = "import json, sys; from gnntrain import api; api.run(json.loads(sys.argv[1]))"
+    launcher = "import json, sys; from gnntrain.job import api; api.run(json.loads(sys.argv[1]))"
     subprocess.run([sys.executable, "-c", launcher, json.dumps(cfg)], check=True, cwd=REPO, timeout=120)
     code = RunSummary.read(tmp_path / "run").code
     assert {"gnntrain/strategies/graph_parallel/stale.py", "gnntrain/comm/communicator.py",
-            "gnntrain/launch/spawn.py", "gnntrain/validation.py"} <= set(code)
+            "gnntrain/job/launch/spawn.py", "gnntrain/job/validation.py"} <= set(code)
     assert "gnntrain/strategies/minibatch/p3.py" not in code
     assert all((REPO / path).is_file() for path in code)
 

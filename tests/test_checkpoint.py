@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_same_training, make_run, train_records
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, WorkerFailed
 from gnntrain.engine.summary import RunSummary

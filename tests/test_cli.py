@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from gnntrain.strategies import METHODS
-from gnntrain.sweep import own_knobs_only
+from gnntrain.job.sweep import own_knobs_only
 from gnntrain.engine.summary import RunSummary
 
 BIN = Path(sys.executable).parent

@@ -12,10 +12,10 @@ import torch
 
 from conftest import make_run
 from dist_helpers import assert_gradients_close, ring_transfers, trace_full_batch, trace_job
-from gnntrain import api
-from gnntrain.composition import typed_run
+from gnntrain.job import api
+from gnntrain.job.composition import typed_run
 from gnntrain.errors import ConfigError
-from gnntrain.launch import job_layout
+from gnntrain.job.validation import job_layout
 
 EPOCHS = 3
 COMMON = ("model.layers=3", "model.hidden=16", "model.dropout=0.5", "train.dtype=float64",

@@ -174,7 +174,7 @@ def test_a_sweep_goes_on_after_a_failed_job_and_reports_it(tmp_path) -> None:
 
 
 def test_the_sweep_progress_estimates_the_time_left_from_the_jobs_so_far(monkeypatch) -> None:
-    from gnntrain import sweep
+    from gnntrain.job import sweep
 
     clock = iter([0.0, 60.0, 100.0, 220.0, 300.0])
     monkeypatch.setattr(sweep.time, "perf_counter", lambda: next(clock))
@@ -334,7 +334,7 @@ def test_every_config_key_has_a_description_for_the_help() -> None:
     from dataclasses import fields
 
     from gnntrain.config import schema
-    from gnntrain.help import field_docs
+    from gnntrain.job.help import field_docs
     from gnntrain.models import MODELS
     from gnntrain.strategies import METHODS
 

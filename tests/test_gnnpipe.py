@@ -13,13 +13,13 @@ import torch
 
 from conftest import make_run
 from dist_helpers import assert_gradients_close, trace_full_batch, trace_gnnpipe, trace_job
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.data import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.models import MODELS
 from gnntrain.graph import build_local_graph
-from gnntrain.launch import job_layout
+from gnntrain.job.validation import job_layout
 from gnntrain.models import build_model
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer

@@ -17,7 +17,7 @@ from conftest import make_run, train_records
 from gnntrain.comm import namespaces
 from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError
-from gnntrain.validation import validate
+from gnntrain.job.validation import validate
 from test_cli import GNNTRAIN, SMALL, _live_processes_in_group, run, wait_for_epochs
 from test_torchrun import _local, _losses, _two_nodes
 from gnntrain.engine.summary import RunSummary

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import make_run
 
-from gnntrain import calibration
+from gnntrain.job import calibration
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, part_of, plays, setting
 from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_cfg, make_run
-from gnntrain import api, memory_estimate
+from gnntrain.job import api
+from gnntrain.job import memory as memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.strategies.graph_parallel.config import SAMPLED_GRAPH_BYTES_PER_EDGE

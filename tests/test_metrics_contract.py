@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import train_records
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.clock import clock_of
 from gnntrain.comm import timeline
 from gnntrain.comm.meter import CommMeter, by_category, category

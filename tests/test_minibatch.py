@@ -11,12 +11,12 @@ import torch
 
 from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.data import prepare_job_data
 from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
-from gnntrain.launch import job_layout
+from gnntrain.job.validation import job_layout
 from gnntrain.models import MODELS as registered_models
 from gnntrain.models import build_model
 from gnntrain.models.gnn import no_halo

@@ -13,8 +13,8 @@ import torch
 
 from conftest import make_cfg, make_run
 from dist_helpers import exchanges_in_flight, late_one_sided_send, timed_transfers
-from gnntrain import api
-from gnntrain import calibration
+from gnntrain.job import api
+from gnntrain.job import calibration
 from gnntrain.comm.network import GBIT, EmulatedNetwork, describe, link_overrides, wire
 from gnntrain.config.schema import NetworkConfig
 from gnntrain.errors import ConfigError

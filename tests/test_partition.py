@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from gnntrain.data import partition
-from gnntrain import api
-from gnntrain.composition import typed_run
+from gnntrain.job import api
+from gnntrain.job.composition import typed_run
 from gnntrain.data.partition import comm_volume, graph_fingerprint, load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.errors import ConfigError
-from gnntrain.validation import validate
+from gnntrain.job.validation import validate
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 

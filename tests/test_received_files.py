@@ -25,8 +25,8 @@ from gnntrain.data.parted import PartedDataset, part_file
 from gnntrain.data.partition import load_assignment, load_or_partition
 from gnntrain.data.registry import load_dataset, load_file
 from gnntrain.errors import ConfigError
-from gnntrain.launch.spawn import rendezvous_store
-from gnntrain.run_dir import LOCK_FILE, RunDirBusy, owned
+from gnntrain.job.launch.spawn import rendezvous_store
+from gnntrain.job.run_dir import LOCK_FILE, RunDirBusy, owned
 from gnntrain.safe_load import UnsafeFile
 
 SMALL = ("dataset.num_nodes=300", "dataset.avg_degree=6", "model.hidden=8")
@@ -127,7 +127,7 @@ def test_the_cli_refuses_a_held_run_dir_and_leaves_the_first_job_s_files(tmp_pat
     train_records(run_dir, *SMALL, "train.epochs=2")
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
-                               "from gnntrain.run_dir import owned\nwith owned(Path(sys.argv[1])):\n"
+                               "from gnntrain.job.run_dir import owned\nwith owned(Path(sys.argv[1])):\n"
                                "    print('held', flush=True); time.sleep(60)", str(run_dir)],
                               stdout=subprocess.PIPE, text=True)
     try:

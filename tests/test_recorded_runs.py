@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_cfg
-from gnntrain import api
+from gnntrain.job import api
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "baseline_runs.json").read_text())
 ACC_TOLERANCE = 0.5 / 120  # 120 = the smallest split (validation, test) of the 600-node graph

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_run
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.errors import ConfigError
 from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import build_optimizer

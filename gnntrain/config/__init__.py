@@ -5,7 +5,7 @@ Hydra composes ``conf/config.yaml`` with one option from each group (``dataset``
 ``schema/<group>`` config group): the root ones of :mod:`gnntrain.config.schema`, or a strategy
 family's own, so a misspelt key or a value of the wrong type fails at composition time instead
 of deep inside a worker. Every component checks what types cannot express itself
-(:mod:`gnntrain.validation` runs the checks). This package imports nothing of gnntrain above it:
+(:mod:`gnntrain.job.validation` runs the checks). This package imports nothing of gnntrain above it:
 the registries of models and strategies, which extend its schemas, sit above it.
 """
 

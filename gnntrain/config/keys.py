@@ -7,7 +7,7 @@ is in every list that needs it:
   table (:mod:`gnntrain.report`); neither kind is part of a dataset's cache key
   (:func:`gnntrain.data.dataset_key`);
 * :data:`~gnntrain.config.schema.WORKLOAD` keys are the setting network calibration measures and
-  caches per (:mod:`gnntrain.calibration`).
+  caches per (:mod:`gnntrain.job.calibration`).
 
 A root section whose field plays a part passes it to every key in it. The walk reads the base
 schema of each section (:func:`~gnntrain.config.schema.section`), not the schemas of a group's

@@ -479,7 +479,7 @@ def check(key: str, value: Any, ok: bool, rule: str) -> None:
 @dataclass
 class SweeperConfig:
     """``hydra/sweeper=gnntrain``: Hydra's basic sweeper keeping each strategy's and model's own
-    knobs (:func:`gnntrain.sweep.sweep_jobs`)."""
+    knobs (:func:`gnntrain.job.sweep.sweep_jobs`)."""
 
     _target_: str = "hydra_plugins.gnntrain_sweeper.KnobSweeper"
     max_batch_size: Optional[int] = None

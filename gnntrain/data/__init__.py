@@ -49,7 +49,7 @@ class JobData:
     """With ``dataset.inductive``: the whole graph, which ``data`` (the training nodes'
     subgraph) is cut from and validation and test are scored on."""
     memory_estimate: dict | None = None
-    """The largest rank's estimated peak (:mod:`gnntrain.memory_estimate`), where the launcher
+    """The largest rank's estimated peak (:mod:`gnntrain.job.memory`), where the launcher
     made one."""
 
     def part_fields(self, rank: int, world_size: int) -> dict:

@@ -49,7 +49,7 @@ from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
 from gnntrain.parallel.mesh import WorkerContext
-from gnntrain.provenance import loaded_code
+from gnntrain.engine.provenance import loaded_code
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.base import Tallies
 

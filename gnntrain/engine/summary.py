@@ -134,7 +134,7 @@ class RunSummary:
     """Seconds of the training loop (null until the run completes)."""
     code: Optional[list[str]] = None
     """The package's files the run's processes had loaded when it completed, rank 0's and its launcher's
-    (`gnntrain.provenance`; null until then): a table built from the run is stale only when one of them changes
+    (`gnntrain.engine.provenance`; null until then): a table built from the run is stale only when one of them changes
     (`make check-tables`)."""
     error_file: Optional[str] = None
     """Only where a worker raised: `error.txt`, which holds its error line and traceback."""

@@ -16,7 +16,7 @@ runs (:attr:`Curve.headline`) instead of running them twice.
 
 A share may be out of reach on this machine: where the communication that no bandwidth changes
 (latency, waits for slower peers) already takes more of the baseline's epoch, no link gives it
-(``gnntrain.calibration``). Such a run fails with that reason; a curve sweep whose runs failed
+(``gnntrain.job.calibration``). Such a run fails with that reason; a curve sweep whose runs failed
 only so does not stop the build (:func:`failed_errors`), and the curve states the point's reason
 instead of a speed-up. Where the waits of a paper's setting put its floor near 0.3, its curve
 starts higher; where its all-reduce, which slows with the link too, caps the data share below
@@ -40,7 +40,7 @@ from gnntrain.repro.plan import run_summaries  # noqa: E402
 from gnntrain.repro.tables import share, speedup, timed_from  # noqa: E402
 
 UNREACHABLE = "is out of reach"
-"""What the error of a run says where no link gives its share (``gnntrain.calibration``)."""
+"""What the error of a run says where no link gives its share (``gnntrain.job.calibration``)."""
 
 
 def curve_sweeps(curve: Curve) -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.config.schema import RootConfig
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run, load_run

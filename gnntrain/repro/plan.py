@@ -27,12 +27,12 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from gnntrain import api
+from gnntrain.job import api
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.report import table_rows
 from gnntrain.report.runs import Run
 from gnntrain.repro import CHECKOUT
-from gnntrain.sweep import clock, sweep_jobs
+from gnntrain.job.sweep import clock, sweep_jobs
 WALL = "wall_s"
 """The ``runs.csv`` column of a job's wall time in seconds."""
 
@@ -102,7 +102,7 @@ def timed_rows(runs: list[Run], root: Path, target: float | None = None) -> list
 
 def expand(overrides: list[str]) -> list[list[str]]:
     """Each job's overrides, in job order, as ``gnntrain -m overrides`` launches them
-    (:func:`gnntrain.sweep.sweep_jobs`), each composed as the CLI does (:func:`gnntrain.api.composing`)."""
+    (:func:`gnntrain.job.sweep.sweep_jobs`), each composed as the CLI does (:func:`gnntrain.job.api.composing`)."""
     with api.composing() as compose:
         # no preset sets hydra.sweeper.params, so the overrides alone make the jobs
         config = OmegaConf.create({"hydra": {"sweeper": {"params": None}, "overrides": {"task": overrides}}})

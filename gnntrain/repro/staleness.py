@@ -8,7 +8,7 @@ code of a file it measures changed. What it measures is listed beside it (``<tab
 :func:`write_manifest`), each list read from what ran:
 
 - ``files``: the package files its runs executed (their ``summary.json`` ``code``:
-  :mod:`gnntrain.provenance`);
+  :mod:`gnntrain.engine.provenance`);
 - ``conf``: the config files Hydra composed for its runs (``conf/config.yaml`` and the file of
   each group option chosen, from each run's ``.hydra/hydra.yaml``);
 - ``build``: the reproduction's modules the build imported to run and tabulate them

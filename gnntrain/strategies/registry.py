@@ -48,6 +48,24 @@ PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
 
 
 @dataclass(frozen=True)
+class RankShape:
+    """What a rank holds, as a method's :attr:`Method.memory` sees it (:mod:`gnntrain.job.memory`)."""
+
+    inner: int
+    """Inner nodes."""
+    halo: int
+    """Halo rows one exchange brings in."""
+    sent: int
+    """Rows one exchange sends (its inner rows, once per peer that reads them)."""
+    edges: int
+    """In-edges of its inner nodes."""
+    widths: tuple[int, ...]
+    """Each message-passing layer's input width: the widths its halo exchanges move."""
+    value_bytes: int
+    """Bytes per value of the training dtype."""
+
+
+@dataclass(frozen=True)
 class Family:
     name: str
     """The family's name, e.g. ``graph_parallel``."""
@@ -83,7 +101,7 @@ class Method:
     instance of ``config``)."""
     memory: Optional[Callable[[Any, Any], float]] = None
     """Bytes a rank keeps while training beyond what its family's baseline keeps, given its typed
-    section and the rank's :class:`~gnntrain.memory_estimate.RankShape`, for the estimate made
+    section and the rank's :class:`RankShape`, for the estimate made
     before training; None: nothing beyond."""
 
     @property

@@ -12,14 +12,11 @@ torch: the implementations are named (``"module:Class"``) and imported when a jo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, choices
 from gnntrain.errors import ConfigError
-from gnntrain.strategies.registry import Family, Method, register
-
-if TYPE_CHECKING:
-    from gnntrain.memory_estimate import RankShape
+from gnntrain.strategies.registry import Family, Method, RankShape, register
 
 PACKAGE = "gnntrain.strategies.graph_parallel"
 

@@ -78,7 +78,7 @@ def start_rank_process(run: RootConfig, rank: int, world_size: int, local_rank: 
 def _rendezvous(init_method: str, timeout: timedelta) -> dict:
     """How this rank meets its peers: torchrun's environment (``env://``), or, for a spawned
     job (``tcp://host:port``), as a client of the store its launcher serves
-    (:func:`gnntrain.launch.spawn.rendezvous_store`)."""
+    (:func:`gnntrain.job.launch.spawn.rendezvous_store`)."""
     if not init_method.startswith("tcp://"):
         return {"init_method": init_method}
     host, _, port = init_method.removeprefix("tcp://").rpartition(":")

@@ -6,7 +6,7 @@ the CLI turns into its last line and a non-zero exit).
 
 :class:`SweepChecks` is a Hydra callback (``hydra.callbacks.sweep`` in ``conf/config.yaml``).
 Up front it enumerates the jobs as the sweeper does (:func:`sweep_jobs`) and checks each as a
-run would (:func:`gnntrain.api.check`); other sweepers (e.g. Optuna's) choose their jobs as
+run would (:func:`gnntrain.job.api.check`); other sweepers (e.g. Optuna's) choose their jobs as
 they go and are not checked up front. At the end it reads
 how each job ended from its ``summary.json`` (:func:`gnntrain.engine.recorder.record_stop`), so
 it works the same for jobs that ran in other processes or on other machines.
@@ -38,7 +38,7 @@ from omegaconf.errors import OmegaConfBaseException
 from gnntrain.config import one_line
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.errors import GnntrainError
-from gnntrain.help import GROUPS
+from gnntrain.job.help import GROUPS
 from gnntrain.report.runs import natural_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -225,7 +225,7 @@ def _schema_keys(section: str, option: str) -> set[str]:
 
 def job_problem(config: DictConfig, overrides: list[str]) -> str | None:
     """Why the job with these overrides would be refused at its start, or None."""
-    from gnntrain import api
+    from gnntrain.job import api
 
     try:
         job = GlobalHydra.instance().config_loader().load_sweep_config(config, overrides)

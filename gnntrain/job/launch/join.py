@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import sys
 
-import torch.distributed as dist
-
 from gnntrain.errors import warn
 
 def under_torchrun() -> bool:
@@ -21,6 +19,8 @@ def leave_torchrun_world() -> None:
     gloo groups Python still holds (each job's device mesh keeps its own) have threads running,
     which aborted about one worker exit in 25 here ("terminate called without an active
     exception") after every job had written its results."""
+    import torch.distributed as dist  # joining a world needs no torch: the CLI asks before importing it
+
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

@@ -2,9 +2,8 @@
 
 The parent has loaded the dataset and partition once (only the manifest where the ranks load
 their parts); ``world_size`` processes start with ``torch.multiprocessing`` and receive the
-tensors through shared memory. They are forked from a fork server (:func:`_worker_context`)
-that imported torch once, when the launcher's first job started: a spawned interpreter spends
-1.5-2 s importing torch before it does anything, per worker and per job of a sweep. If any worker dies, the others are terminated at once and
+tensors through shared memory. They are forked from a fork server (:mod:`.fork_server`) that
+imported torch once for every job of the launcher. If any worker dies, the others are terminated at once and
 :class:`~gnntrain.errors.WorkerFailed` names the rank that failed first, with its traceback; on Ctrl-C or SIGTERM
 (:class:`~gnntrain.errors.JobInterrupted` from the CLI's signal handler), or any other
 exception in the launcher, the workers are terminated too; a launcher killed outright
@@ -20,8 +19,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import multiprocessing
-import multiprocessing.forkserver
 import os
 import pickle
 import select
@@ -38,15 +35,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from gnntrain.comm import namespaces
-from gnntrain.composition import typed_run
+from gnntrain.job.composition import typed_run
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.data import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
-from gnntrain.launch.rank import WorkerFn, run_rank
+from gnntrain.job.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
-from gnntrain.strategies.registry import PLUGINS_VARIABLE, load_plugins
+from gnntrain.job.launch.fork_server import worker_context
+from gnntrain.strategies.registry import load_plugins
 
 FOLLOW_EVERY_S = 0.5
 """How often the launcher passes rank 0's new epochs on to the W&B run."""
@@ -57,33 +55,8 @@ before it kills them: a stopped worker (SIGSTOP) holds a SIGTERM pending, so onl
 it. After a failure torch's ``join`` waits its grace twice (for the workers to end, then after
 SIGTERM), so it is given half; left unset it waits 30 s after SIGTERM."""
 
-FORK_SERVER_PRELOAD = ("torch", "torch.distributed", "torch._dynamo")
-"""What the fork server imports before it forks any worker: the imports every worker needs and
-that cost the most (torch's optimizers import its compiler's front end, 1.5 s on a CPU), none of
-gnntrain (whose plugins depend on the job's environment)."""
-
 # torch logs each worker it terminates after a failure; the failure is reported in one line here.
 logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
-
-
-def _worker_context() -> multiprocessing.context.BaseContext:
-    """The multiprocessing context the workers start in: a fork server's, which imported
-    :data:`FORK_SERVER_PRELOAD` once; each worker is a fork of it, so a job's workers, and every
-    later job's of the same launcher (a sweep, a test session), start without importing torch.
-
-    The server is a child of the launcher started by its first job, with the environment of that
-    moment, which a worker replaces by its launcher's at the time of its job (:func:`_spawned`).
-    It starts without ``GNNTRAIN_PLUGINS``: a worker imports the plugins its job names once it has
-    its job's environment, not those of the environment the server began with."""
-    context = mp.get_context("forkserver")
-    context.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
-    plugins = os.environ.pop(PLUGINS_VARIABLE, None)
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        if plugins is not None:
-            os.environ[PLUGINS_VARIABLE] = plugins
-    return context
 
 
 def _stop_with_the_launcher(launcher: int) -> None:
@@ -117,9 +90,9 @@ def _spawned(local_rank: int, environment: dict[str, str], fn: WorkerFn, config:
     finished worker's shutdown (``std::terminate``) on a loaded machine, turning a complete
     run into a failed job. A failing worker leaves the same way once torch has written its
     traceback, so that abort's line cannot come before the job's one-line error. The config
-    arrives plain and is typed here (:func:`~gnntrain.composition.typed_run`), once this
+    arrives plain and is typed here (:func:`~gnntrain.job.composition.typed_run`), once this
     process has imported the plugins whose classes a typed config holds: those ``environment``,
-    the launcher's environment when it started the job, names (:func:`_worker_context`).
+    the launcher's environment when it started the job, names (:mod:`.fork_server`).
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
@@ -225,7 +198,7 @@ def _with_unreachable_nodes(failed: WorkerFailed, kernel: namespaces.KernelNetwo
 def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, world_size: int,
                     follower: WandbFollower | None, init_method: str,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
-    failed_at = _worker_context().Array("d", world_size, lock=False)
+    failed_at = worker_context().Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
                                  args=(dict(os.environ), fn, plain(run), job, layout, world_size, init_method,
                                        os.getpid(), failed_at, network_namespaces))

@@ -45,6 +45,7 @@ from gnntrain.graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.strategies import method
+from gnntrain.strategies.registry import RankShape
 
 RUNTIME_MB = 360.0
 """A worker's resident memory before its data: Python, torch, gnntrain (measured on this
@@ -66,24 +67,6 @@ BACKWARD_FACTOR = 2.0
 """The saved activations and, at the backward's peak, gradients of about the same rows."""
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2}
-
-
-@dataclass(frozen=True)
-class RankShape:
-    """What a rank holds, as a method's :attr:`~gnntrain.strategies.registry.Method.memory` sees it."""
-
-    inner: int
-    """Inner nodes."""
-    halo: int
-    """Halo rows one exchange brings in."""
-    sent: int
-    """Rows one exchange sends (its inner rows, once per peer that reads them)."""
-    edges: int
-    """In-edges of its inner nodes."""
-    widths: tuple[int, ...]
-    """Each message-passing layer's input width: the widths its halo exchanges move."""
-    value_bytes: int
-    """Bytes per value of the training dtype."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 LAUNCHER_CODE = "GNNTRAIN_LAUNCHER_CODE"
 """The environment variable that carries the launcher's modules to the workers."""
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def _own_code() -> set[str]:

@@ -64,7 +64,8 @@ from gnntrain.config.typed import plain
 from gnntrain.engine.loop import run_training
 from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import ConfigError
-from gnntrain.launch import launch, under_torchrun
+from gnntrain.job.launch.join import under_torchrun
+from gnntrain.job.launch.start import launch
 from gnntrain.strategies import baseline_of, schema_of
 
 PROBE_SEED = 0

@@ -24,8 +24,8 @@ from gnntrain.strategies import METHODS, method
 
 
 def register_schemas() -> None:
-    """The schemas and every registered model and strategy in Hydra's ConfigStore, and
-    gnntrain's sweeper among Hydra's plugins."""
+    """The schemas and every registered model and strategy in Hydra's ConfigStore, with the
+    config of gnntrain's sweeper (the CLI registers its class, :func:`gnntrain.cli.register_sweeper`)."""
     cs = ConfigStore.instance()
     cs.store(name="schema", node=RootConfig)
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
@@ -41,19 +41,6 @@ def register_schemas() -> None:
     cs.store(group="schema/cluster", name="cluster", node=ClusterConfig)
     cs.store(group="schema/network", name="network", node=NetworkConfig)
     cs.store(group="hydra/sweeper", name="gnntrain", node=SweeperConfig, provider="gnntrain")
-    register_sweeper()
-
-
-def register_sweeper() -> None:
-    """Make gnntrain's sweeper known to Hydra, which finds plugins by listing the ``hydra_plugins``
-    folders, which an editable install has none of. Imported after Hydra's scan of its plugins,
-    which executes the basic sweeper's module again: the subclass must extend the class it left."""
-    from hydra.core.plugins import Plugins
-
-    plugins = Plugins.instance()
-    from hydra_plugins.gnntrain_sweeper import KnobSweeper
-
-    plugins.register(KnobSweeper)
 
 
 def option_schema(group: str, name: str) -> type:

@@ -4,16 +4,16 @@ and the tests all go through these four steps, so none of them can run a config 
 * :func:`compose` — the plain, resolved config ``gnntrain OVERRIDES`` builds (Hydra's compose
   API over the packaged ``gnntrain.conf``, schemas registered: :func:`composing`);
 * :func:`check` — what is refused before any worker starts: every component's checks
-  (:func:`gnntrain.validation.validate`) and the job's layout on its world size (the
-  strategy's mesh and parts, :func:`gnntrain.launch.job_layout`); the sweep callback checks
-  every job of a sweep with it before the first starts;
+  (:func:`gnntrain.job.validation.validate`), the job's layout on its world size (the
+  strategy's mesh and parts, :func:`gnntrain.job.validation.job_layout`) and what its launcher
+  rules out; the sweep callback checks every job of a sweep with it before the first starts;
 * :func:`calibrate` — the network's bandwidths set by ``network.calibrate_share``
-  (:mod:`gnntrain.calibration`);
-* :func:`run` — check, calibrate and launch the workers (:func:`gnntrain.launch.launch`), each
-  running ``worker`` (default: the training loop).
+  (:mod:`gnntrain.job.calibration`);
+* :func:`run` — check, calibrate and launch the workers (:func:`gnntrain.job.launch.start.launch`),
+  each running ``worker`` (default: the training loop).
 
 Each step takes the plain config or the typed one (:class:`~gnntrain.config.schema.RootConfig`);
-a plain one is typed once, on entry (:func:`gnntrain.composition.typed_run`), and everything
+a plain one is typed once, on entry (:func:`gnntrain.job.composition.typed_run`), and everything
 after it reads the typed sections.
 """
 
@@ -28,13 +28,14 @@ from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
-from gnntrain.calibration import calibrated
-from gnntrain.composition import register_schemas, typed_run
+from gnntrain.job.calibration import calibrated
+from gnntrain.job.composition import register_schemas, typed_run
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.schema import check as check_value
 from gnntrain.engine.loop import run_training
-from gnntrain.launch import WorkerFn, job_layout, launch, resolve_world_size
-from gnntrain.validation import validate
+from gnntrain.job.launch.rank import WorkerFn
+from gnntrain.job.launch.start import launch
+from gnntrain.job.validation import check_launcher, job_layout, resolve_world_size, validate
 
 
 @contextmanager
@@ -62,6 +63,7 @@ def check(cfg: dict | RootConfig) -> RootConfig:
     parts serve later runs on that many parts, whatever this config's number of workers."""
     run = typed_run(cfg)
     validate(run)
+    check_launcher(run)
     if not (run.partition.only and run.partition.parts is not None):
         world_size = resolve_world_size(run)
         job_layout(run, world_size)
