@@ -7,23 +7,31 @@ a launcher's every job (a sweep, a test session) start at once. The CLI starts i
 knows the job runs here (:func:`worker_context`), so that the server's imports overlap the
 launcher's own composing, checking and data loading.
 
-The server is a child of the launcher with the environment of the moment it started, which a
-worker replaces by its launcher's at the time of its job. It starts without ``GNNTRAIN_PLUGINS``
-and imports none of gnntrain: a worker imports the plugins its job names once it has its job's
-environment, not those of the environment the server began with. This module imports no torch.
+The server is a child of the launcher with the environment of the moment it started and no
+output of its own (a pipe it held would keep whoever reads the launcher's output waiting for it).
+A worker takes its launcher's environment and output at the time of its job instead
+(:class:`Surroundings`). The server starts without ``GNNTRAIN_PLUGINS``, so it imports no plugin:
+a worker imports the plugins its job names once it has its job's environment, not those of the
+environment the server began with (gnntrain reads no other variable while it imports). This
+module imports no torch.
 """
 
 from __future__ import annotations
 
 import multiprocessing.forkserver
 import os
+import sys
+from dataclasses import dataclass
+from multiprocessing import reduction
 from multiprocessing.context import BaseContext
 
 from gnntrain.strategies.registry import PLUGINS_VARIABLE
 
-PRELOAD = ("torch", "torch.distributed", "torch._dynamo")
-"""What the fork server imports before it forks any worker: the imports every worker needs and
-that cost the most (torch's optimizers import its compiler's front end, 1.5 s on a CPU)."""
+PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "gnntrain.job.launch.spawn", "gnntrain.engine.loop")
+"""What the fork server imports before it forks any worker: what every worker imports (torch's
+optimizers import its compiler's front end, 1.5 s on a CPU; a rank's start and the epoch loop),
+and no strategy's implementation, which only its own runs load (a run lists the package files it
+loaded: ``summary.json``'s ``code``)."""
 
 
 def worker_context() -> BaseContext:
@@ -32,9 +40,48 @@ def worker_context() -> BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
     plugins = os.environ.pop(PLUGINS_VARIABLE, None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    output = [os.dup(1), os.dup(2)]
+    silent = os.open(os.devnull, os.O_WRONLY)
     try:
+        os.dup2(silent, 1)
+        os.dup2(silent, 2)
         multiprocessing.forkserver.ensure_running()
     finally:
+        os.dup2(output[0], 1)
+        os.dup2(output[1], 2)
+        for fd in (*output, silent):
+            os.close(fd)
         if plugins is not None:
             os.environ[PLUGINS_VARIABLE] = plugins
     return context
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What a worker takes from its launcher when the launcher starts its job: the environment,
+    and the files its standard output and error write to, passed as file descriptors of its own."""
+
+    environment: dict[str, str]
+    output_fds: tuple[int, int]
+
+    @classmethod
+    def of_this_process(cls) -> Surroundings:
+        return cls(dict(os.environ), (sys.stdout.fileno(), sys.stderr.fileno()))
+
+    def __reduce__(self) -> tuple:
+        return _received, (self.environment, *(reduction.DupFd(fd) for fd in self.output_fds))
+
+    def adopt(self) -> None:
+        """In the worker: its launcher's environment and output in place of the fork server's."""
+        os.environ.clear()
+        os.environ.update(self.environment)
+        for fd, standard in zip(self.output_fds, (1, 2)):
+            os.dup2(fd, standard)
+            os.close(fd)
+
+
+def _received(environment: dict[str, str], stdout: reduction.DupFd, stderr: reduction.DupFd) -> Surroundings:
+    """The surroundings a worker unpickles: the output files as descriptors it inherited."""
+    return Surroundings(environment, (stdout.detach(), stderr.detach()))

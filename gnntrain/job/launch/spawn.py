@@ -43,7 +43,7 @@ from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
 from gnntrain.job.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
-from gnntrain.job.launch.fork_server import worker_context
+from gnntrain.job.launch.fork_server import Surroundings, worker_context
 from gnntrain.strategies.registry import load_plugins
 
 FOLLOW_EVERY_S = 0.5
@@ -82,7 +82,7 @@ def _stop_with_the_launcher(launcher: int) -> None:
     threading.Thread(target=stop_when_it_ends, name="launcher-watch", daemon=True).start()
 
 
-def _spawned(local_rank: int, environment: dict[str, str], fn: WorkerFn, config: dict, job: JobData, layout: Layout,
+def _spawned(local_rank: int, surroundings: Surroundings, fn: WorkerFn, config: dict, job: JobData, layout: Layout,
              world_size: int, init_method: str, launcher: int, failed_at: Any,
              network_namespaces: tuple[list[str], list[str]] | None) -> None:
     """A spawned worker. After an orderly finish (results written, process group destroyed)
@@ -91,8 +91,9 @@ def _spawned(local_rank: int, environment: dict[str, str], fn: WorkerFn, config:
     run into a failed job. A failing worker leaves the same way once torch has written its
     traceback, so that abort's line cannot come before the job's one-line error. The config
     arrives plain and is typed here (:func:`~gnntrain.job.composition.typed_run`), once this
-    process has imported the plugins whose classes a typed config holds: those ``environment``,
-    the launcher's environment when it started the job, names (:mod:`.fork_server`).
+    process has taken its launcher's environment and output (``surroundings``,
+    :class:`~gnntrain.job.launch.fork_server.Surroundings`) and imported the plugins it names,
+    whose classes a typed config holds.
 
     Ctrl-C is the launcher's to handle: it stops the workers with SIGTERM, which a worker turns
     into :class:`JobInterrupted`, so rank 0's sinks close within the launcher's grace period
@@ -105,8 +106,7 @@ def _spawned(local_rank: int, environment: dict[str, str], fn: WorkerFn, config:
     worker moves into before anything opens a socket (gloo then binds to the node's link), and
     every namespace of the job, which it holds while it lives (:func:`namespaces.join`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.clear()
-    os.environ.update(environment)
+    surroundings.adopt()
     if network_namespaces is not None:
         per_rank, every = network_namespaces
         namespaces.join(per_rank[local_rank], every)
@@ -200,7 +200,7 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
     failed_at = worker_context().Array("d", world_size, lock=False)
     context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
-                                 args=(dict(os.environ), fn, plain(run), job, layout, world_size, init_method,
+                                 args=(Surroundings.of_this_process(), fn, plain(run), job, layout, world_size, init_method,
                                        os.getpid(), failed_at, network_namespaces))
     frozen = FrozenWorkers(context.processes)
     try:
