@@ -19,8 +19,8 @@ that nothing runs between two epochs.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import torch
 
@@ -50,49 +50,54 @@ class Tallies:
         return totals
 
 
-class Strategy(Protocol):
+class Strategy(ABC):
+    """The epoch loop's view of a method (module docstring). A strategy implements its layout,
+    its epoch, its evaluation and its checkpointed state; a strategy with no figures of its own
+    and nothing in flight after the last epoch keeps the defaults below."""
+
     meter: CommMeter
+    """Every byte this rank sends, by kind."""
 
     @staticmethod
+    @abstractmethod
     def layout(run: RootConfig, world_size: int) -> Layout:
         """The mesh and the number of graph partitions this strategy needs on ``world_size``
         workers; raises ConfigError where it cannot use them."""
-        ...
 
+    @abstractmethod
     def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
         """``run``: the run's typed config (:class:`~gnntrain.config.schema.RootConfig`);
         ``run.strategy`` is an instance of the method's registered config dataclass."""
-        ...
 
+    @abstractmethod
     def train_epoch(self, epoch: int) -> torch.Tensor:
         """Train one epoch (1-based); this rank's share of its loss."""
-        ...
 
+    @abstractmethod
     def evaluate(self) -> torch.Tensor:
         """This rank's share of ``[correct_train, total_train, correct_val, total_val,
         correct_test, total_test]`` (F1-micro's 2TP and 2TP+FP+FN for multilabel data)."""
-        ...
 
-    def epoch_tallies(self) -> Tallies:
-        """This rank's strategy-specific tallies of the epoch just trained, taken without
-        communication."""
-        ...
-
-    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        """The strategy-specific figures of an epoch from its tallies combined over the ranks
-        (:meth:`Tallies.combine`); reads nothing that changes from one epoch to the next."""
-        ...
-
-    def finish(self) -> None:
-        """Complete whatever is still in flight after the last epoch."""
-        ...
-
+    @abstractmethod
     def state_dict(self) -> dict:
         """Everything the next epoch depends on besides the global generators: model,
         optimizer and the method's own state (after the epoch just trained), for checkpoints
         (:mod:`gnntrain.engine.checkpoint`)."""
-        ...
 
+    @abstractmethod
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict`'s result (tensors on the CPU)."""
-        ...
+
+    def epoch_tallies(self) -> Tallies:
+        """This rank's strategy-specific tallies of the epoch just trained, taken without
+        communication; none by default."""
+        return Tallies()
+
+    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """The strategy-specific figures of an epoch from its tallies combined over the ranks
+        (:meth:`Tallies.combine`); reads nothing that changes from one epoch to the next. None by
+        default."""
+        return {}
+
+    def finish(self) -> None:
+        """Complete whatever is still in flight after the last epoch; nothing by default."""

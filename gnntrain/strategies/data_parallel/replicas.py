@@ -30,7 +30,7 @@ from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
-from gnntrain.strategies.base import Tallies
+from gnntrain.strategies.base import Strategy
 
 
 def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, replicas: int) -> torch.Tensor:
@@ -42,7 +42,7 @@ def replica_share(graph: LocalGraph, global_mask: torch.Tensor, replica: int, re
     return owner[graph.global_ids[: graph.num_inner]] == replica
 
 
-class DataParallel:
+class DataParallel(Strategy):
     @staticmethod
     def layout(run: RootConfig, world_size: int) -> Layout:
         group = run.strategy.graph_parallel
@@ -67,15 +67,6 @@ class DataParallel:
 
     def evaluate(self) -> torch.Tensor:
         return self.step.local_eval_counts(self.halo)
-
-    def epoch_tallies(self) -> Tallies:
-        return Tallies()
-
-    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        return {}
-
-    def finish(self) -> None:
-        pass
 
     def state_dict(self) -> dict:
         return self.step.state_dict()

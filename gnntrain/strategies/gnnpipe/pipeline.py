@@ -75,7 +75,7 @@ from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
-from gnntrain.strategies.base import Tallies
+from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.gnnpipe.config import GNNPipeConfig
 
 
@@ -100,7 +100,7 @@ def pipeline_shape(run: RootConfig, world_size: int) -> tuple[int, int, int]:
     return stages, group, chunks
 
 
-class GNNPipe:
+class GNNPipe(Strategy):
     @staticmethod
     def layout(run: RootConfig, world_size: int) -> Layout:
         stages, group, chunks = pipeline_shape(run, world_size)

@@ -39,7 +39,7 @@ from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.bit_plans import AdaptiveBits, UniformBits, fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import AdaQPConfig
 from gnntrain.strategies.graph_parallel.overlap import OverlappedHaloExchange
-from gnntrain.strategies.graph_parallel.strategy import halo_wire
+from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire
 
 
 def make_plan(config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel):
@@ -51,7 +51,7 @@ def make_plan(config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model:
     return AdaptiveBits(config, graph, comm, model)
 
 
-class Quantized:
+class Quantized(HaloPolicy):
     def __init__(self, config: AdaQPConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.graph, self.comm = graph, comm
         self.plan = make_plan(config, graph, comm, model)
@@ -105,9 +105,6 @@ class Quantized:
                                gather_time=assign - totals["solve_time"], assign_gap=totals["assign_gap"],
                                assign_timeouts=totals["assign_timeouts"])
         return metrics
-
-    def finish(self) -> None:
-        pass
 
     def state_dict(self) -> dict:
         return {"generator": self.exchange.generator.get_state(),

@@ -49,7 +49,7 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.pinned import PinnedStaging
 from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import SamplingConfig
-from gnntrain.strategies.graph_parallel.strategy import halo_wire
+from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire
 
 def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
     """Boolean mask over halo nodes: those that are the source of a kept in-edge."""
@@ -98,7 +98,7 @@ def _inverse(q: float) -> float:
     return 1.0 / q if q > 0 else 0.0
 
 
-class BoundarySampling:
+class BoundarySampling(HaloPolicy):
     """``strategy.name`` in {bns, bes, dropedge}; ``strategy.p`` as in the module docstring."""
 
     def __init__(self, config: SamplingConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
@@ -181,9 +181,6 @@ class BoundarySampling:
     def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
         """Of an epoch: ``sampling_time`` (slowest rank) and ``dropped_edges`` (all ranks)."""
         return {name: totals[name] for name in ("sampling_time", "dropped_edges") if name in totals}
-
-    def finish(self) -> None:
-        pass
 
     def state_dict(self) -> dict:
         return {"generator": self.generator.get_state()}

@@ -43,7 +43,7 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import PipeGCNConfig
-from gnntrain.strategies.graph_parallel.strategy import halo_wire
+from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire
 
 @dataclass
 class Arrived:
@@ -88,7 +88,7 @@ class _StaleStream:
         return received
 
 
-class Stale:
+class Stale(HaloPolicy):
     def __init__(self, config: PipeGCNConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.comm = comm
         self.graph = graph

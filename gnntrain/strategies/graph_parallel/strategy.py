@@ -3,7 +3,7 @@ method's halo policy (:mod:`gnntrain.strategies.graph_parallel`)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from abc import ABC, abstractmethod
 
 import torch
 
@@ -18,7 +18,7 @@ from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.inductive import WholeGraphScores
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.strategies import registry
-from gnntrain.strategies.base import Tallies
+from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig, HalfHalosConfig
 
 
@@ -30,39 +30,41 @@ def halo_wire(config: GraphParallelConfig) -> torch.dtype | None:
     return getattr(torch, str(config.halo_dtype))
 
 
-class HaloPolicy(Protocol):
-    """Built as ``policy(strategy config, local graph, communicator, model)``."""
+class HaloPolicy(ABC):
+    """How a graph-parallel method obtains its layers' halo rows; built as
+    ``policy(strategy config, local graph, communicator, model)``. A policy with no figures of
+    its own, no state beyond the model's and nothing in flight keeps the defaults below."""
 
+    @abstractmethod
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         """The graph epoch ``epoch`` trains on (the rank's local graph, or a sample of it with
         the same inner nodes) and the source of its layers' halo rows."""
-        ...
 
+    @abstractmethod
     def evaluation_halo(self) -> HaloSource:
         """Halo rows for evaluation, which always runs on the rank's full local graph."""
-        ...
 
     def epoch_tallies(self) -> Tallies:
         """This rank's policy-specific tallies of the epoch just trained (no communication)."""
-        ...
+        return Tallies()
 
     def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
         """Policy-specific figures from the tallies combined over the ranks
         (:meth:`gnntrain.strategies.base.Strategy.epoch_metrics`)."""
-        ...
+        return {}
 
     def finish(self) -> None:
         """Complete whatever is still in flight after the last epoch."""
-        ...
 
     def state_dict(self) -> dict:
         """The policy's own state for a checkpoint (in-flight halos waited for)."""
-        ...
+        return {}
 
-    def load_state_dict(self, state: dict) -> None: ...
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict`'s result."""
 
 
-class GraphParallel:
+class GraphParallel(Strategy):
     """A graph-parallel strategy: mesh ``gp`` = all workers, one partition per worker, which is
     all a rank loads."""
 

@@ -9,12 +9,11 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig
-from gnntrain.strategies.graph_parallel.strategy import halo_wire
+from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire
 
 
-class Synchronous:
+class Synchronous(HaloPolicy):
     def __init__(self, config: GraphParallelConfig, graph: LocalGraph, comm: Communicator,
                  model: MessagePassingModel) -> None:
         self.graph = graph
@@ -26,19 +25,3 @@ class Synchronous:
 
     def evaluation_halo(self) -> HaloSource:
         return self.exchange
-
-    def epoch_tallies(self) -> Tallies:
-        return Tallies()
-
-    def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        return {}
-
-    def finish(self) -> None:
-        pass
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
-

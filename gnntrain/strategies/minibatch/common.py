@@ -62,7 +62,7 @@ from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, 
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.pinned import PinnedStaging
-from gnntrain.strategies.base import Tallies
+from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.minibatch.config import MiniBatchConfig
 
 
@@ -87,7 +87,7 @@ def minibatch_layout(run: RootConfig, world_size: int) -> Layout:
     return Layout({"dp": world_size}, parts=world_size)
 
 
-class MiniBatchTraining:
+class MiniBatchTraining(Strategy):
     """Model, optimizer, feature store and mini-batches of one rank; a strategy supplies
     :meth:`accumulate` (one iteration's forward and backward, gradients left in ``.grad``) and
     may deal the roots otherwise (:meth:`iterations`)."""
@@ -250,6 +250,3 @@ class MiniBatchTraining:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-
-    def finish(self) -> None:
-        pass
