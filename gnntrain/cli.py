@@ -94,7 +94,7 @@ def _run_job(cfg: DictConfig, run_dir: Path, hydra_cfg: DictConfig) -> None:
 def _write_partitioned_dataset(run: RootConfig) -> None:
     """``partition.only``: cut the dataset into ``partition.parts`` parts (default: as many as
     the job's strategy and workers need) and write the per-part files."""
-    from gnntrain.data import write_partitioned_dataset
+    from gnntrain.data.job import write_partitioned_dataset
     from gnntrain.job.validation import job_layout, resolve_world_size
 
     parts = run.partition.parts or job_layout(run, resolve_world_size(run)).parts

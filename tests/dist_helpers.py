@@ -16,8 +16,8 @@ from gnntrain.job import api
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import JobData
+from gnntrain.data.job import prepare_job_data
 from gnntrain.job.validation import job_layout
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class

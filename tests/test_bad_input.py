@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import make_cfg
-from gnntrain.config.schema import DatasetConfig, DatasetSource
+from gnntrain.config.schema import DatasetConfig
 from gnntrain.data.graph_checks import BadDataset
 from gnntrain.data.registry import load_file
 from gnntrain.data.synthetic import generate
@@ -66,7 +66,7 @@ def test_a_malformed_dataset_file_is_one_line_naming_what_is_wrong(case: str, tm
     change(arrays)
     torch.save(arrays, tmp_path / "g.pt")
     with pytest.raises(BadDataset) as refused:
-        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "g.pt"),
+        load_file(DatasetConfig(name="mine", source="file", file=str(tmp_path / "g.pt"),
                                 root=str(tmp_path)), tmp_path)
     line = str(refused.value)
     assert line.startswith("dataset 'mine': ") and expected in line and "\n" not in line, line

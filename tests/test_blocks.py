@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import make_run, model_config
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import MODELS, build_model
 

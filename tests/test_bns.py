@@ -14,7 +14,7 @@ import torch
 from conftest import make_run
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
 from gnntrain.aggregation import MEAN, SYMMETRIC, Aggregation
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.parallel.mesh import WorkerContext

@@ -35,7 +35,7 @@ import pytest
 import torch
 
 from conftest import assert_same_training, make_run, train_records
-from gnntrain.data import write_partitioned_dataset
+from gnntrain.data.job import write_partitioned_dataset
 from gnntrain.strategies import METHODS
 from gnntrain.engine.summary import RunSummary
 

@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import Data
 
 from conftest import DATA_ROOT, make_run, needs_real_data
-from gnntrain.data import dataset_key
+from gnntrain.data.job import dataset_key
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.errors import DatasetUnavailable

@@ -25,7 +25,7 @@ from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_training
 from gnntrain.job import api
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.models import build_model
 from gnntrain.models.norm import BatchNorm
 from gnntrain.parallel.mesh import WorkerContext

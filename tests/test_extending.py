@@ -14,12 +14,14 @@ from gnntrain.engine.summary import RunSummary
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "int8_halo.py"
 MODEL = REPO / "docs" / "examples" / "mean_conv.py"
+SOURCE = REPO / "docs" / "examples" / "ring_source.py"
 TINY = ["dataset.num_nodes=300", "cluster.world_size=2", "train.epochs=3", "wandb.mode=disabled"]
 
 
-def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join([str(EXAMPLE), str(MODEL)]) if plugins else ""}
-    return subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY, *overrides, f"hydra.run.dir={tmp_path / name}"],
+def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True,
+              common: tuple[str, ...] = tuple(TINY)) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join(map(str, (EXAMPLE, MODEL, SOURCE))) if plugins else ""}
+    return subprocess.run([sys.executable, "-m", "gnntrain.cli", *common, *overrides, f"hydra.run.dir={tmp_path / name}"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
@@ -75,6 +77,19 @@ def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) 
     assert one[-1]["loss"] < one[0]["loss"]
     assert [r["loss"] for r in two] == pytest.approx([r["loss"] for r in one], rel=1e-9)
     assert _summary(tmp_path, "two").model == "mean_conv"
+
+
+def test_a_dataset_source_from_one_file_is_a_dataset_option_with_its_keys_checked(tmp_path: Path) -> None:
+    """docs/examples/ring_source.py: a generator registered as a source is ``dataset=ring``, typed
+    by its own config (its keys set on the command line), loaded in every worker."""
+    ring = tuple(o for o in TINY if not o.startswith("dataset."))
+    done = _gnntrain(tmp_path, "ring", "dataset=ring", "dataset.cliques=12", "dataset.clique_size=5", common=ring)
+    assert done.returncode == 0, done.stderr
+    summary = _summary(tmp_path, "ring")
+    assert (summary.dataset, summary.num_nodes, summary.status) == ("ring", 60, "completed")
+    bad = _gnntrain(tmp_path, "bad_ring", "dataset=ring", "dataset.num_classes=13", "dataset.cliques=12", common=ring)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
+        "gnntrain: error: dataset.num_classes=13 is invalid; it must be in [2, dataset.cliques=12]")
 
 
 def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ import torch
 from conftest import make_run
 from dist_helpers import assert_gradients_close, trace_full_batch, trace_gnnpipe, trace_job
 from gnntrain.job import api
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.models import MODELS

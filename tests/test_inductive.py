@@ -9,7 +9,7 @@ import torch
 from torch_geometric.utils import subgraph
 
 from conftest import make_run, train_records
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.data.graph_data import induced_subgraph
 from gnntrain.data.registry import load_dataset
 from gnntrain.errors import ConfigError

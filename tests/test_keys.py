@@ -13,7 +13,7 @@ from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, part_of, plays, setting
 from gnntrain.config.schema import CONDUCT, PLACE, WORKLOAD
 from gnntrain.config.typed import plain
-from gnntrain.data import dataset_key
+from gnntrain.data.job import dataset_key
 from gnntrain.engine.checkpoint import FREE_ON_RESUME, _trained_config
 from gnntrain.report import IGNORED_KEYS, differing_keys
 from gnntrain.engine.summary import RunSummary

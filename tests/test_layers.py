@@ -10,7 +10,7 @@ from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from conftest import make_run, model_config, needs_real_data
 from gnntrain import keyed
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 from gnntrain.models import MODELS, build_model

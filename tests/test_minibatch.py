@@ -12,7 +12,7 @@ import torch
 from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
 from gnntrain.job import api
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph

@@ -16,7 +16,7 @@ import torch
 from conftest import assert_same_training, make_run, train_records
 from gnntrain.job import api
 from gnntrain.job.composition import typed_run
-from gnntrain.data import JobData, parted_folder, partition_spec, prepare_job_data, write_partitioned_dataset
+from gnntrain.data.job import JobData, parted_folder, partition_spec, prepare_job_data, write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
 from gnntrain.data.partition import carve_part
 from gnntrain.errors import ConfigError

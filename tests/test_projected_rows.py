@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import make_run, needs_real_data, train_records
-from gnntrain.data import prepare_job_data
+from gnntrain.data.job import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import rows
 from gnntrain.models.gat import GATLayer

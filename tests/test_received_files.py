@@ -19,8 +19,8 @@ import torch
 
 from conftest import make_run, train_records
 from gnntrain.cache import cache_folder
-from gnntrain.config.schema import DatasetConfig, DatasetSource
-from gnntrain.data import write_partitioned_dataset
+from gnntrain.config.schema import DatasetConfig
+from gnntrain.data.job import write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset, part_file
 from gnntrain.data.partition import load_assignment, load_or_partition
 from gnntrain.data.registry import load_dataset, load_file
@@ -91,7 +91,7 @@ def test_crafted_part_files_and_assignments_are_refused(tmp_path) -> None:
 def test_a_crafted_dataset_file_is_refused(tmp_path) -> None:
     craft(tmp_path / "graph.pt", tmp_path / "marker")
     with pytest.raises(UnsafeFile, match="graph.pt is refused: it names " + OPENS):
-        load_file(DatasetConfig(name="mine", source=DatasetSource.file, file=str(tmp_path / "graph.pt"),
+        load_file(DatasetConfig(name="mine", source="file", file=str(tmp_path / "graph.pt"),
                                 root=str(tmp_path)), tmp_path)
     assert not (tmp_path / "marker").exists()
 

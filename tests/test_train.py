@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import make_run
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.engine.early_stop import EarlyStopping, Stop, time_to_target
 from gnntrain.engine import loop as loop_module
 from gnntrain.engine.loop import EpochLoop

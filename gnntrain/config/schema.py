@@ -87,19 +87,17 @@ def workload(default: Any) -> Any:
     return role(WORKLOAD, default)
 
 
-DatasetSource = choices("DatasetSource", "pyg", "ogb", "file", "synthetic")
-
-
 @dataclass
 class DatasetConfig:
     """A graph, declared by its YAML in the ``dataset`` group (``conf/dataset/<name>.yaml``, or a
-    user's ``--config-dir``): where it comes from is ``source`` and that source's keys; the
-    loaders are in :mod:`gnntrain.data.registry`."""
+    user's ``--config-dir``): where it comes from is ``source`` and that source's keys (a source
+    with keys of its own types its datasets by a dataclass extending this one; the sources are
+    declared in :mod:`gnntrain.data.sources`)."""
 
     name: str = MISSING
     """What the graph is called in logs, tables and cache file names."""
-    source: DatasetSource = DatasetSource.pyg
-    """Where it comes from: pyg (a torch_geometric.datasets class), ogb (an OGB node-property dataset), file (a .npz or .pt of arrays), synthetic (generated)."""
+    source: str = "pyg"
+    """Where it comes from: pyg (a torch_geometric.datasets class), ogb (an OGB node-property dataset), file (a .npz or .pt of arrays), synthetic (generated), or a plugin's source."""
     pyg_class: Optional[str] = None
     """source=pyg: the class in torch_geometric.datasets, e.g. Planetoid or WikipediaNetwork."""
     args: dict[str, Any] = field(default_factory=dict)
@@ -137,7 +135,7 @@ class SyntheticConfig(DatasetConfig):
 
     name: str = "synthetic"
     """What the graph is called in logs, tables and cache file names."""
-    source: DatasetSource = DatasetSource.synthetic
+    source: str = "synthetic"
     """Generated on the fly (no files)."""
     num_nodes: int = 2000
     """Nodes."""

@@ -5,7 +5,8 @@ schema's dataclass (:class:`~gnntrain.config.schema.RootConfig`) whose sections 
 their schemas, the strategy's and the model's those they registered (``run.strategy.chunks``,
 ``run.model.hidden``, ``run.train.dtype``), so a misspelt key fails where it is written and an
 editor knows every key. Which dataclass a group's option has is the caller's to say
-(``option_schema``): the registries of models and strategies sit above this package.
+(``option_schema``): the registries of models, strategies and dataset sources sit above this
+package.
 :func:`plain` gives a section back as plain data, for the files written for users and for keys
 made of a config's values.
 """
@@ -17,18 +18,11 @@ from typing import Any, Callable
 
 from omegaconf import OmegaConf
 
-from gnntrain.config.schema import DatasetConfig, RootConfig, SyntheticConfig, typed
+from gnntrain.config.schema import RootConfig, typed
 
 OptionSchema = Callable[[str, str], type]
-"""``(group, option name)`` -> the option's config dataclass, for the ``model`` and ``strategy`` groups."""
-
-
-def dataset_config(section: Any) -> DatasetConfig:
-    """A dataset section as the schema its keys belong to (the synthetic generator's, or the plain one)."""
-    if isinstance(section, DatasetConfig):
-        return section
-    plain_keys = {f.name for f in dataclasses.fields(DatasetConfig)}
-    return typed(DatasetConfig if set(section) <= plain_keys else SyntheticConfig, section)
+"""``(group, name)`` -> the config dataclass of the ``model`` or ``strategy`` option of that name,
+or of the ``dataset`` source of that name."""
 
 
 def run_config(cfg: dict | RootConfig, option_schema: OptionSchema) -> RootConfig:
@@ -40,7 +34,7 @@ def run_config(cfg: dict | RootConfig, option_schema: OptionSchema) -> RootConfi
     for field in dataclasses.fields(RootConfig):
         value, schema = cfg[field.name], field.metadata.get("schema")
         if field.name == "dataset":
-            value = dataset_config(value)
+            value = typed(option_schema("dataset", value["source"]), value)
         elif field.name in ("model", "strategy"):
             value = typed(option_schema(field.name, value["name"]), value)
         elif schema is not None:

@@ -1,5 +1,6 @@
-"""Dataset loaders by ``dataset.source``: every graph is declared by a YAML in the ``dataset``
-config group (the built-in ones in ``conf/dataset``), naming its source and that source's keys:
+"""The built-in dataset sources' loaders (their declarations: :mod:`gnntrain.data.sources`): every
+graph is declared by a YAML in the ``dataset`` config group (the built-in ones in ``conf/dataset``),
+naming its source and that source's keys:
 
 * ``pyg``: ``torch_geometric.datasets.<pyg_class>(root, **args)``;
 * ``ogb``: OGB's ``PygNodePropPredDataset(ogb_name)``;
@@ -20,28 +21,26 @@ import hashlib
 import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from gnntrain.cache import cache_folder
-from gnntrain.config.schema import DatasetConfig, SyntheticConfig, check
+from gnntrain.config.schema import DatasetConfig, SyntheticConfig
 from gnntrain.data import synthetic
 from gnntrain.data.graph_checks import check_arrays, check_split
+from gnntrain.data.sources import dataset_file, dataset_source
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
 from gnntrain.safe_load import UnsafeFile, load_plain, names_code
-
-Loader = Callable[[Any, Path], GraphData]
 
 # Split used for graphs that ship without one (LINKX Facebook100 graphs, user files without
 # masks), over labeled nodes.
 UNSPLIT_FRACTIONS = (0.5, 0.25)
 
-FILE_SUFFIXES = (".npz", ".pt")
 FILE_ARRAYS = "edge_index [2, E], x [N, F], y [N] (or [N, C] with dataset.multilabel=true)"
 FILE_MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -308,12 +307,6 @@ def load_ogb(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
     return _graph_data(dataset, data, num_classes=ds.num_classes)
 
 
-def dataset_file(dataset: DatasetConfig) -> Path:
-    """``dataset.file``, absolute or under ``dataset.root``."""
-    path = Path(dataset.file).expanduser()
-    return path if path.is_absolute() else Path(dataset.root).expanduser() / path
-
-
 def load_file(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
     """``source: file``: a ``.npz`` (numpy arrays) or ``.pt`` (a dict of tensors) holding
     ``edge_index`` [2, E] (sources, then targets), ``x`` [N, F], ``y`` [N] (class ids, -1 for
@@ -358,64 +351,6 @@ def load_synthetic(dataset: SyntheticConfig, cache_dir: Path) -> GraphData:
     return data
 
 
-def validate_pyg(dataset: DatasetConfig) -> None:
-    """``dataset.pyg_class`` is a class of ``torch_geometric.datasets``."""
-    import torch_geometric.datasets as pyg_datasets
-
-    if dataset.pyg_class not in pyg_datasets.__all__:
-        raise ConfigError(f"dataset.pyg_class={dataset.pyg_class} is not a class of torch_geometric.datasets; "
-                          f"valid: {', '.join(sorted(pyg_datasets.__all__))}")
-
-
-def validate_ogb(dataset: DatasetConfig) -> None:
-    """``dataset.ogb_name`` is given."""
-    if not dataset.ogb_name:
-        raise ConfigError(f"dataset.ogb_name={dataset.ogb_name} is invalid for dataset.source=ogb; it must be an OGB "
-                          "node-property dataset name, e.g. ogbn-arxiv, ogbn-products, ogbn-papers100M")
-
-
-def validate_file(dataset: DatasetConfig) -> None:
-    """``dataset.file`` names a file of a kind :func:`load_file` reads."""
-    if not dataset.file or Path(dataset.file).suffix not in FILE_SUFFIXES:
-        raise ConfigError(f"dataset.file={dataset.file} is invalid for dataset.source=file; it must be a path "
-                          f"ending in {' or '.join(FILE_SUFFIXES)}")
-
-
-def validate_synthetic(dataset: SyntheticConfig) -> None:
-    """The generator's keys (:class:`~gnntrain.config.schema.SyntheticConfig`) in their ranges."""
-    nodes, classes = dataset.num_nodes, dataset.num_classes
-    check("dataset.num_classes", classes, classes >= 2, ">= 2")
-    check("dataset.num_nodes", nodes, nodes >= classes, f">= dataset.num_classes={classes}")
-    check("dataset.avg_degree", dataset.avg_degree, 0 < dataset.avg_degree <= nodes - 1,
-          f"in (0, dataset.num_nodes - 1 = {nodes - 1}]")
-    check("dataset.num_features", dataset.num_features, dataset.num_features >= 1, ">= 1")
-    check("dataset.homophily", dataset.homophily, 0 <= dataset.homophily <= 1, "in [0, 1]")
-    check("dataset.feature_noise", dataset.feature_noise, dataset.feature_noise >= 0, ">= 0")
-    check("dataset.train_frac", dataset.train_frac, 0 < dataset.train_frac < 1, "in (0, 1)")
-    room = 1 - dataset.train_frac
-    check("dataset.val_frac", dataset.val_frac, 0 <= dataset.val_frac <= room,
-          f"in [0, 1 - dataset.train_frac = {room:g}]")
-
-
-@dataclass(frozen=True)
-class Source:
-    """A ``dataset.source``: how it loads a graph and the checks of its own keys, both given
-    the typed ``dataset`` section."""
-
-    load: Loader
-    validate: Callable[[Any], None]
-
-
-SOURCES: dict[str, Source] = {"pyg": Source(load_pyg, validate_pyg), "ogb": Source(load_ogb, validate_ogb),
-                              "file": Source(load_file, validate_file),
-                              "synthetic": Source(load_synthetic, validate_synthetic)}
-
-
-def validate_dataset(dataset: DatasetConfig) -> None:
-    """The checks of the dataset's source (:class:`Source`)."""
-    SOURCES[dataset.source].validate(dataset)
-
-
 def row_normalized(x: torch.Tensor) -> torch.Tensor:
     """Each row of ``x`` divided by its sum, rows summing to 0 left as they are: the feature
     normalisation of the GCN and GAT papers (Kipf & Welling's ``preprocess_features``), the same
@@ -425,8 +360,9 @@ def row_normalized(x: torch.Tensor) -> torch.Tensor:
 
 
 def load_dataset(dataset: DatasetConfig, cache_dir: str | Path) -> GraphData:
-    """Load the graph the typed ``dataset`` config section declares, its features row-normalised
-    where ``dataset.normalize_features``."""
-    validate_dataset(dataset)
-    data = SOURCES[dataset.source].load(dataset, Path(cache_dir).expanduser())
+    """Load the graph the typed ``dataset`` config section declares with its source's loader
+    (:mod:`gnntrain.data.sources`), its features row-normalised where ``dataset.normalize_features``."""
+    source = dataset_source(dataset.source)
+    source.check(dataset)
+    data = source.loader()(dataset, Path(cache_dir).expanduser())
     return replace(data, x=row_normalized(data.x)) if dataset.normalize_features else data

@@ -38,7 +38,7 @@ from gnntrain.comm import namespaces, network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import TRAINING_CATEGORIES, EpochLedger, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.data.partition import comm_volume
 from gnntrain.engine import checkpoint
 from gnntrain.engine.early_stop import EarlyStopping

@@ -4,10 +4,12 @@ conversion of the composed config into the typed one everything after it reads.
 * :func:`register_schemas` puts the schemas in Hydra's ConfigStore, under ``schema`` and
   ``schema/<group>``; every registered model and strategy also becomes the ``model`` or
   ``strategy`` option of its name, built from its config dataclass
-  (:mod:`gnntrain.models.registry`, :mod:`gnntrain.strategies.registry`);
+  (:mod:`gnntrain.models.registry`, :mod:`gnntrain.strategies.registry`), and every dataset
+  source's config is ``schema/dataset/<name>``, a generator's also the ``dataset`` option of its
+  name (:mod:`gnntrain.data.sources`);
 * :func:`typed_run` turns the plain composed config into :class:`~gnntrain.config.schema.RootConfig`
-  (:func:`gnntrain.config.typed.run_config`), the model's and the strategy's sections as the
-  dataclasses they registered. A spawned worker receives the plain config and types it here
+  (:func:`gnntrain.config.typed.run_config`), the model's, the strategy's and the dataset's
+  sections as the dataclasses they registered. A spawned worker receives the plain config and types it here
   too, after its imports have registered the plugins' classes.
 """
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 from hydra.core.config_store import ConfigStore
 
 from gnntrain.config.schema import (
-    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SweeperConfig, SyntheticConfig,
+    ClusterConfig, DatasetConfig, ModelConfig, NetworkConfig, RootConfig, StrategyConfig, SweeperConfig,
 )
 from gnntrain.config.typed import run_config
+from gnntrain.data.sources import SOURCES, dataset_source
 from gnntrain.models import MODELS, model_spec
 from gnntrain.strategies import METHODS, method
 
@@ -29,7 +32,11 @@ def register_schemas() -> None:
     cs = ConfigStore.instance()
     cs.store(name="schema", node=RootConfig)
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)
-    cs.store(group="schema/dataset", name="synthetic", node=SyntheticConfig)
+    for name, source in SOURCES.items():
+        if source.config is not DatasetConfig:
+            cs.store(group="schema/dataset", name=name, node=source.config)
+        if source.is_a_dataset:
+            cs.store(group="dataset", name=name, node=source.config(name=name, source=name))
     cs.store(group="schema/model", name="model", node=ModelConfig)
     for name, spec in MODELS.items():
         cs.store(group="schema/model", name=name, node=spec.config)
@@ -44,8 +51,10 @@ def register_schemas() -> None:
 
 
 def option_schema(group: str, name: str) -> type:
-    """The config dataclass the ``model`` or ``strategy`` option ``name`` registered; ConfigError
-    naming the valid ones for an unknown name."""
+    """The config dataclass the ``model`` or ``strategy`` option ``name``, or the ``dataset`` source
+    ``name``, registered; ConfigError naming the valid ones for an unknown name."""
+    if group == "dataset":
+        return dataset_source(name).config
     return model_spec(name).config if group == "model" else method(name).config
 
 

@@ -3,7 +3,7 @@
 Every component checks its own keys, given its typed section: the model
 (:meth:`~gnntrain.models.registry.ModelSpec.check`), the strategy's family and method
 (:meth:`~gnntrain.strategies.registry.Method.check`), the dataset's source
-(:class:`~gnntrain.data.registry.Source`), and the root sections, each by its schema's
+(:class:`~gnntrain.data.sources.Source`), and the root sections, each by its schema's
 ``validate``. :func:`validate` runs those hooks, then the rules that tie two components
 together. What depends on where the job runs is checked here too, before anything starts: the
 number of workers the device and backend allow (:func:`resolve_world_size`), the strategy's
@@ -18,7 +18,7 @@ import os
 import torch
 
 from gnntrain.config.schema import RootConfig, check
-from gnntrain.data.registry import validate_dataset
+from gnntrain.data.sources import dataset_source
 from gnntrain.errors import ConfigError
 from gnntrain.job.launch.join import under_torchrun
 from gnntrain.models import build_model, model_spec
@@ -28,7 +28,7 @@ from gnntrain.strategies import METHODS, graph_parallel, method, strategy_class
 
 def validate(run: RootConfig) -> None:
     """Every component's checks of its own keys, then the rules between components."""
-    validate_dataset(run.dataset)
+    dataset_source(run.dataset.source).check(run.dataset)
     model_spec(run.model.name).check(run.model, run.train.weight_decay)
     for section in (run.train, run.cluster, run.partition, run.network):
         section.validate()

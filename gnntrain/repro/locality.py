@@ -23,7 +23,7 @@ import sys
 
 import torch
 
-from gnntrain.data import JobData, prepare_job_data
+from gnntrain.data.job import JobData, prepare_job_data
 from gnntrain.data.sampling import Topology, sample_blocks, sampling_key
 from gnntrain.report import markdown
 from gnntrain.repro.jobs import compose_config

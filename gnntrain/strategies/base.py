@@ -26,7 +26,7 @@ import torch
 
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext
 
 

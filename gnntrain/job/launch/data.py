@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from gnntrain.cache import cache_folder
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
+from gnntrain.data.job import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
     write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
 from gnntrain.errors import GnntrainError, first_line

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.data.parted import part_file
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import first_line, warn

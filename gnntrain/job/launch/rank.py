@@ -14,7 +14,7 @@ import torch.distributed as dist
 from gnntrain.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 
 WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]

@@ -38,7 +38,7 @@ from gnntrain.comm import namespaces
 from gnntrain.job.composition import typed_run
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.engine.recorder import WandbFollower
 from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
 from gnntrain.job.launch.rank import WorkerFn, run_rank

@@ -24,7 +24,7 @@ import torch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep

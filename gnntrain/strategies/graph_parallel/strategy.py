@@ -10,7 +10,7 @@ import torch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.full_batch import FullBatchStep

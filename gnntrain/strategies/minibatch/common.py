@@ -50,7 +50,7 @@ from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, to_device, unpack
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph

@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.migration import migrate, wait_all

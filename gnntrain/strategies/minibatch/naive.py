@@ -44,7 +44,7 @@ import torch
 
 from gnntrain.comm.communicator import InFlight
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.gnn import LinearPart

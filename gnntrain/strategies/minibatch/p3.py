@@ -43,7 +43,7 @@ from __future__ import annotations
 import torch
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.data import JobData
+from gnntrain.data.job import JobData
 from gnntrain.data.sampling import SampledBlocks, pack
 from gnntrain.models import rows as projected_rows
 from gnntrain.models.projection import split, stacked_weight
