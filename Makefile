@@ -7,6 +7,8 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_FLAGS ?=
 PYTEST_FLAGS ?=
+# every run lists its slowest tests, so a suite that grows slower says where
+DURATIONS := --durations=25
 
 .PHONY: install run test test-slow test-all bench network-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
@@ -23,14 +25,14 @@ run: install
 	$(BIN)/gnntrain
 
 test: install
-	WANDB_MODE=disabled $(BIN)/pytest -m "not slow" $(PYTEST_FLAGS)
+	WANDB_MODE=disabled $(BIN)/pytest -m "not slow" $(DURATIONS) $(PYTEST_FLAGS)
 
 # The long cases (exactness on Cora, more models for the unbiasedness checks, 4-worker PipeGCN).
 test-slow: install
-	WANDB_MODE=disabled $(BIN)/pytest -m slow $(PYTEST_FLAGS)
+	WANDB_MODE=disabled $(BIN)/pytest -m slow $(DURATIONS) $(PYTEST_FLAGS)
 
 test-all: install
-	WANDB_MODE=disabled $(BIN)/pytest $(PYTEST_FLAGS)
+	WANDB_MODE=disabled $(BIN)/pytest $(DURATIONS) $(PYTEST_FLAGS)
 
 bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench.py

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,21 @@ def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("gnntrain-cache")
     os.environ["GNNTRAIN_CACHE"] = str(cache)
     return cache
+
+
+@pytest.fixture(scope="session")
+def plugin_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/extending.md's sweep, run once for the tests of the sweeper and of the report: the
+    baselines vanilla and AdaQP and the int8-halo plugin at two values of its own knob (four jobs,
+    numbered in that order), 3 epochs of a 600-node graph on 2 workers."""
+    root = tmp_path_factory.mktemp("plugin_sweep") / "sweep"
+    env = {**os.environ, "WANDB_MODE": "disabled", "GNNTRAIN_PLUGINS": str(REPO / "docs" / "examples" / "int8_halo.py")}
+    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", "strategy=vanilla,adaqp,int8_halo",
+                           "strategy.clip=0.5,1", "dataset.num_nodes=600", "dataset.avg_degree=6", "train.epochs=3",
+                           "train.warmup_epochs=1", "cluster.world_size=2", f"hydra.sweep.dir={root}"],
+                          capture_output=True, text=True, env=env, cwd=root.parent)
+    assert done.returncode == 0, done.stderr
+    return root
 
 
 def make_cfg(*overrides: str) -> dict:

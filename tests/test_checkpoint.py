@@ -14,28 +14,39 @@ from gnntrain.job import api
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, WorkerFailed
 from gnntrain.engine.summary import RunSummary
+from gnntrain.strategies import METHODS
 
 COMMON = ("dataset.num_nodes=500", "dataset.avg_degree=6", "train.epochs=6", "train.dtype=float64",
           "model.dropout=0.5", "model=sage", "model.hidden=16", "train.checkpoint_every=2")
-STRATEGIES = {
-    "vanilla": ["strategy=vanilla"],
-    "pipegcn": ["strategy=pipegcn", "strategy.smooth=gf", "strategy.bits=4"],
-    "bns": ["strategy=bns", "strategy.p=0.5"],
-    "adaqp": ["strategy=adaqp", "strategy.period=2", "strategy.group_size=20"],
-    "gnnpipe": ["strategy=gnnpipe", "strategy.chunks=4", "strategy.alpha=3"],
-    "gnnpipe_historical_gradients": ["strategy=gnnpipe", "strategy.chunks=4", "strategy.detach_history=false",
-                                     "strategy.fixed_history=false"],
-    "data_parallel": ["strategy=data_parallel"],
-    "hopgnn": ["strategy=hopgnn", "strategy.batch_size=40", "strategy.fanout=3"],
-    "p3": ["strategy=p3", "strategy.batch_size=100", "strategy.fanout=3"],
-    "naive": ["strategy=naive", "strategy.batch_size=100", "strategy.fanout=3"],
+SETTINGS = {
+    "pipegcn": ["strategy.smooth=gf", "strategy.bits=4"],
+    "bns": ["strategy.p=0.5"],
+    "bes": ["strategy.p=0.5"],
+    "dropedge": ["strategy.p=0.5"],
+    "adaqp": ["strategy.period=2", "strategy.group_size=20"],
+    "gnnpipe": ["strategy.chunks=4", "strategy.alpha=3"],
+    "minibatch": ["strategy.batch_size=100", "strategy.fanout=3"],
+    "lo": ["strategy.batch_size=100", "strategy.fanout=3"],
+    "hopgnn": ["strategy.batch_size=40", "strategy.fanout=3"],
+    "p3": ["strategy.batch_size=100", "strategy.fanout=3"],
+    "naive": ["strategy.batch_size=100", "strategy.fanout=3"],
 }
-"""AdaQP adaptive: widths reassigned every 2 epochs from traces and a profiled cost model, with
-stochastic rounding; PipeGCN with smoothing and quantized stale halos in flight at every
-checkpoint; GNNPipe with its history refreshed every 3 epochs (so the checkpoint of epoch 4
-holds a history older than the epoch's rows) and, without tricks 2 and 3, with historical
-gradients handed on across the checkpoint; HopGNN with the merge count its examination chose
-in epoch 2 (8 iterations per epoch) carried by the checkpoints."""
+"""Settings that give a method state to carry across a checkpoint (every registered method is
+resumed; one without settings here runs at its defaults): AdaQP adaptive, widths reassigned every
+2 epochs from traces and a profiled cost model, with stochastic rounding; PipeGCN with smoothing
+and quantized stale halos in flight at every checkpoint; GNNPipe with its history refreshed every
+3 epochs (so the checkpoint of epoch 4 holds a history older than the epoch's rows); HopGNN with
+the merge count its examination chose in epoch 2 (8 iterations per epoch) carried by the
+checkpoints; the mini-batch family on small batches and fan-outs."""
+VARIANTS = {"gnnpipe_historical_gradients": ["strategy=gnnpipe", "strategy.chunks=4", "strategy.detach_history=false",
+                                             "strategy.fixed_history=false"]}
+"""Settings of one method resumed besides its own: GNNPipe without tricks 2 and 3, whose
+historical gradients are handed on across the checkpoint."""
+STRATEGIES = {**{name: [f"strategy={name}", *SETTINGS.get(name, [])] for name in METHODS}, **VARIANTS}
+
+
+def test_every_setting_names_a_registered_method() -> None:
+    assert set(SETTINGS) <= set(METHODS)
 
 
 def _run(run_dir: Path, *overrides: str) -> list[dict]:

@@ -122,6 +122,8 @@ def test_main_job_writes_the_results_contract(model, tmp_path) -> None:
                "train.eval_every=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "epoch 5/5" in res.stdout and "MiB/epoch" in res.stdout
+    assert res.stdout.strip().splitlines()[-1].endswith(f"results in {run_dir}")
+    assert not (run_dir / "cli.log").exists(), "no empty log is left"
 
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5]

@@ -99,11 +99,9 @@ def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
                           cwd=tmp_path)
 
 
-def test_one_sweep_runs_the_plugin_at_each_value_of_its_knob_beside_the_baselines(tmp_path: Path) -> None:
+def test_one_sweep_runs_the_plugin_at_each_value_of_its_knob_beside_the_baselines(plugin_sweep: Path) -> None:
     """docs/extending.md's recipe: a knob of one strategy reaches that strategy's jobs only."""
-    done = _sweep(tmp_path, "strategy=vanilla,adaqp,int8_halo", "strategy.clip=0.5,1")
-    assert done.returncode == 0, done.stderr
-    jobs = sorted((tmp_path / "sweep").glob("[0-9]*"), key=lambda p: int(p.name))
+    jobs = sorted(plugin_sweep.glob("[0-9]*"), key=lambda p: int(p.name))
     summaries = [RunSummary.read(job) for job in jobs]
     overrides = [(job / ".hydra" / "overrides.yaml").read_text() for job in jobs]
     assert [s.strategy for s in summaries] == ["vanilla", "adaqp", "int8_halo", "int8_halo"]

@@ -187,16 +187,6 @@ def test_the_sweep_progress_estimates_the_time_left_from_the_jobs_so_far(monkeyp
     assert sweep.clock(3725) == "1h02m" and sweep.clock(12.4) == "12s"
 
 
-def test_the_last_line_names_the_run_directory_and_no_empty_log_is_left(tmp_path) -> None:
-    run_dir = tmp_path / "run"
-    res = run([GNNTRAIN, "train.epochs=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path,
-              env=dict(os.environ, WANDB_MODE="disabled"))
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.strip().splitlines()[-1].endswith(f"results in {run_dir}")
-    assert not (run_dir / "cli.log").exists()
-    assert RunSummary.read(run_dir).status == "completed"
-
-
 @pytest.mark.slow
 def test_wandb_keeps_quiet_unless_asked(tmp_path) -> None:
     env = dict(os.environ, WANDB_MODE="offline")

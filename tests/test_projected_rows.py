@@ -16,12 +16,12 @@ from gnntrain.models.gat import GATLayer
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gnn import transform_first
 from gnntrain.models.sage import SAGELayer
+from gnntrain.strategies import METHODS
 
-STRATEGIES = {
-    "vanilla": [], "pipegcn": [], "bns": ["strategy.p=0.5"], "bes": ["strategy.p=0.5"],
-    "dropedge": ["strategy.p=0.5"], "adaqp": ["strategy.assign=uniform"], "data_parallel": [],
-    "gnnpipe": ["strategy.chunks=4"], "minibatch": [], "lo": [], "p3": [], "hopgnn": [], "naive": [],
-}
+SETTINGS = {"bns": ["strategy.p=0.5"], "bes": ["strategy.p=0.5"], "dropedge": ["strategy.p=0.5"],
+            "adaqp": ["strategy.assign=uniform"], "gnnpipe": ["strategy.chunks=4"]}
+"""The settings each registered method runs with here (its defaults where it has none)."""
+STRATEGIES = {name: SETTINGS.get(name, []) for name in METHODS}
 FAST = ("vanilla", "gnnpipe", "p3")
 
 
