@@ -198,9 +198,9 @@ def test_target_stops_at_the_first_epoch_reaching_it(tmp_path) -> None:
 
 def test_the_users_pipeline_example_runs_out_of_the_box(tmp_path) -> None:
     """``gnntrain strategy=gnnpipe model=gcnii`` on the default graph and cluster (2 stages of
-    GCNII's 64 layers, 8 chunks), shortened to 3 epochs."""
+    GCNII's 64 layers, 8 chunks), shortened to 2 epochs."""
     run_dir = tmp_path / "run"
-    res = run([GNNTRAIN, "strategy=gnnpipe", "model=gcnii", "train.epochs=3", f"hydra.run.dir={run_dir}"], tmp_path)
+    res = run([GNNTRAIN, "strategy=gnnpipe", "model=gcnii", "train.epochs=2", f"hydra.run.dir={run_dir}"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "mesh pp=2 x gp=1" in res.stdout
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -18,9 +18,9 @@ SOURCE = REPO / "docs" / "examples" / "ring_source.py"
 TINY = ["dataset.num_nodes=300", "cluster.world_size=2", "train.epochs=3", "wandb.mode=disabled"]
 
 
-def _gnntrain(tmp_path: Path, name: str, *overrides: str, plugins: bool = True,
-              common: tuple[str, ...] = tuple(TINY)) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join(map(str, (EXAMPLE, MODEL, SOURCE))) if plugins else ""}
+def _gnntrain(tmp_path: Path, name: str, *overrides: str, common: tuple[str, ...] = tuple(TINY)
+              ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join(map(str, (EXAMPLE, MODEL, SOURCE)))}
     return subprocess.run([sys.executable, "-m", "gnntrain.cli", *common, *overrides, f"hydra.run.dir={tmp_path / name}"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
 
@@ -29,13 +29,11 @@ def _summary(tmp_path: Path, name: str) -> RunSummary:
     return RunSummary.read(tmp_path / name)
 
 
-def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(tmp_path: Path) -> None:
-    done = _gnntrain(tmp_path, "int8", "strategy=int8_halo")
-    assert done.returncode == 0, done.stderr
-    vanilla = _gnntrain(tmp_path, "vanilla", "strategy=vanilla", plugins=False)
-    assert vanilla.returncode == 0, vanilla.stderr
-    int8, full = _summary(tmp_path, "int8"), _summary(tmp_path, "vanilla")
-    assert int8.status == "completed" and int8.strategy == "int8_halo"
+def test_a_halo_compression_method_from_one_file_runs_through_gnntrain(plugin_sweep: Path) -> None:
+    """int8 halos (clip 1, the default: the sweep's last job) against vanilla (its first) on the
+    same graph: halo rows forward as int8 codes and scales, gradients back at full precision."""
+    full, int8 = RunSummary.read(plugin_sweep / "0"), RunSummary.read(plugin_sweep / "3")
+    assert int8.status == "completed" and int8.strategy == "int8_halo" and full.strategy == "vanilla"
     sent, baseline = int8.mean_comm_bytes_by_kind, full.mean_comm_bytes_by_kind
     assert sent.get("halo_fwd", 0) == 0 and sent["halo_bwd"] == baseline["halo_bwd"]
     # a byte per value and 4 per row against 4 per value, on rows of 32 (input) and 16 (hidden) values
@@ -68,15 +66,18 @@ def test_a_plugin_that_is_not_there_is_named(tmp_path: Path) -> None:
 
 
 def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) -> None:
-    for name, workers in (("one", 1), ("two", 2)):
-        done = _gnntrain(tmp_path, name, "model=mean_conv", f"cluster.world_size={workers}", "model.dropout=0",
-                         "train.dtype=float64")
-        assert done.returncode == 0, done.stderr
-    one, two = ([json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
-                for name in ("one", "two"))
+    """One sweep: the model on one worker (job 0) and on two (job 1), float64, no dropout."""
+    env = {**os.environ, "GNNTRAIN_PLUGINS": str(MODEL)}
+    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *TINY, "model=mean_conv",
+                           "cluster.world_size=1,2", "model.dropout=0", "train.dtype=float64",
+                           f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    one, two = ([json.loads(line) for line in (tmp_path / "sweep" / job / "metrics.jsonl").read_text().splitlines()]
+                for job in ("0", "1"))
     assert one[-1]["loss"] < one[0]["loss"]
     assert [r["loss"] for r in two] == pytest.approx([r["loss"] for r in one], rel=1e-9)
-    assert _summary(tmp_path, "two").model == "mean_conv"
+    assert RunSummary.read(tmp_path / "sweep" / "1").model == "mean_conv"
 
 
 def test_a_dataset_source_from_one_file_is_a_dataset_option_with_its_keys_checked(tmp_path: Path) -> None:
