@@ -5,7 +5,9 @@ Each sweep runs through ``gnntrain -m`` (Hydra multirun, so it runs unchanged un
 launcher) into ``multirun/repro/<paper>/<sweep>/``; the tables are then built from the runs'
 own ``summary.json`` and ``metrics.jsonl`` (:mod:`gnntrain.report`) and written to
 ``results/<paper>/``: ``table.md`` (the paper's rows and columns, the paper's figure beside
-ours, the setting and the git commit), PNG figures and ``runs.csv`` (every run's figures).
+ours, the setting and the git commit), PNG figures, ``runs.csv`` (every run's figures) and
+``runs.tar.gz`` (the files of the runs it read, :mod:`gnntrain.repro.archive`: ``--tables-only
+--runs <them unpacked>`` rebuilds the table from them).
 
 ``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: links
 emulated and calibrated to the paper's communication share; accuracy on Cora);
@@ -28,6 +30,7 @@ from gnntrain.comm.network import link_overrides
 from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.repro import CHECKOUT, SHARED_DATA
+from gnntrain.repro.archive import write_runs_archive
 from gnntrain.repro.curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors, link_sources
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
@@ -147,6 +150,9 @@ def main() -> None:
                                                      "the others' existing runs")
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
                                                              "recorded runs suggest; start nothing")
+    parser.add_argument("--runs", type=Path, default=None, help="the folder of the runs (default: "
+                                                                "multirun/repro/<paper>/<scale>), e.g. a committed "
+                                                                "runs.tar.gz unpacked")
     args = parser.parse_args()
     if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
@@ -156,7 +162,7 @@ def main() -> None:
     unknown = set(only or []) - set(known)
     if unknown:
         parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(known)}")
-    runs_root = CHECKOUT / "multirun" / "repro" / args.paper / args.scale
+    runs_root = args.runs or CHECKOUT / "multirun" / "repro" / args.paper / args.scale
     out = args.out or CHECKOUT / "results" / args.paper / ("" if args.scale == "small" else "paper")
     plan = planned(paper, args.scale, only, args.tables_only)
     if args.dry_run:
@@ -192,8 +198,10 @@ def main() -> None:
     text = paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
     (out / "table.md").write_text(f"{header}\n\n{text}")
     write_manifest(out / "table.md", every)
+    write_runs_archive(runs_root, list(known), out / "runs.tar.gz")
     print(text)
-    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the figures in {out}")
+    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "
+          f"in {out}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""A committed table rebuilds byte for byte from the runs committed beside it
+(``results/<paper>/runs.tar.gz``, :mod:`gnntrain.repro.archive`): the tables below the header line
+(which names the commit and the build's wall time) and every run's row in ``runs.csv``."""
+
+from __future__ import annotations
+
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from gnntrain.repro import CHECKOUT, build
+from gnntrain.repro.archive import archived_files, extract_runs_archive, write_runs_archive
+
+ARCHIVES = sorted(CHECKOUT.glob("results/*/runs.tar.gz"))
+
+
+@pytest.mark.parametrize("archive", ARCHIVES, ids=lambda path: path.parent.name)
+def test_a_table_rebuilds_byte_for_byte_from_its_committed_runs(archive: Path, tmp_path: Path, monkeypatch) -> None:
+    runs = extract_runs_archive(archive, tmp_path / "runs")
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["gnntrain.repro", archive.parent.name, "--tables-only", "--runs", str(runs),
+                                      "--out", str(out)])
+    build.main()
+    committed = archive.parent
+    assert (out / "table.md").read_text().split("\n", 1)[1] == (committed / "table.md").read_text().split("\n", 1)[1]
+    assert (out / "runs.csv").read_text() == (committed / "runs.csv").read_text()
+
+
+def test_an_archive_keeps_what_a_table_reads_and_refuses_a_member_outside_its_folder(tmp_path: Path) -> None:
+    job = tmp_path / "runs" / "speed" / "repeat0" / "0"
+    (job / ".hydra").mkdir(parents=True)
+    (job / "checkpoints").mkdir()
+    for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml", "checkpoints/rank0.pt", "wandb.log"):
+        (job / name).write_text(name)
+    (job / "calibration_probe" / "preset").mkdir(parents=True)
+    (job / "calibration_probe" / "preset" / "summary.json").write_text("{}")
+    kept = [path.relative_to(tmp_path / "runs").as_posix() for path in archived_files(tmp_path / "runs", ["speed"])]
+    assert kept == ["speed/repeat0/0/.hydra/config.yaml", "speed/repeat0/0/metrics.jsonl", "speed/repeat0/0/summary.json"]
+    write_runs_archive(tmp_path / "runs", ["speed"], tmp_path / "runs.tar.gz")
+    back = extract_runs_archive(tmp_path / "runs.tar.gz", tmp_path / "back")
+    assert (back / "speed" / "repeat0" / "0" / "summary.json").stat().st_mtime == (job / "summary.json").stat().st_mtime
+    with tarfile.open(tmp_path / "evil.tar.gz", "w:gz") as evil:
+        evil.add(job / "summary.json", arcname="../outside.json")
+    with pytest.raises(tarfile.OutsideDestinationError):
+        extract_runs_archive(tmp_path / "evil.tar.gz", tmp_path / "unpacked")
+    assert not (tmp_path / "outside.json").exists()
