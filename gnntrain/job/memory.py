@@ -6,7 +6,8 @@ during a step, the activations the forward keeps for the backward and the backwa
 gradients. Per rank, with ``I`` inner and ``H`` halo nodes, ``E`` in-edges of inner nodes, ``F``
 features and ``s`` bytes per value of the training dtype:
 
-* ``runtime``: the interpreter, torch and gnntrain, before any data (:data:`RUNTIME_MB`);
+* ``runtime``: the interpreter, torch and gnntrain, before any data (:data:`RUNTIME_MB`, by how
+  the rank's process starts);
 * ``features``: ``(I + H) F s``, the inner rows and the halo rows of the input;
 * ``graph``: :data:`BYTES_PER_EDGE` per in-edge (the part's edge lists, the CSR orders, indices
   and values of a matrix and its transpose, and what sorting them takes) and 28 bytes per
@@ -47,10 +48,12 @@ from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.strategies import method
 from gnntrain.strategies.registry import RankShape
 
-RUNTIME_MB = 360.0
-"""A worker's resident memory before its data: Python, torch, gnntrain (measured on this
-project's CPU workers: 325-395 MiB; SciPy, which AdaQP's adaptive bit assignment imports when it
-first solves, adds about 40 MiB)."""
+RUNTIME_MB = {"forked": 280.0, "started": 360.0}
+"""A worker's resident memory before its data: Python, torch, gnntrain. ``forked``: a spawned
+job's worker, forked from the fork server that imported them (:mod:`gnntrain.job.launch.fork_server`;
+measured on this project's CPU workers: 277-279 MiB); ``started``: a process that imports them
+itself (torchrun's or submitit's ranks; 325-395 MiB). SciPy, which AdaQP's adaptive bit
+assignment imports when it first solves, adds about 40 MiB to either."""
 BYTES_PER_EDGE = 100.0
 """Resident bytes per in-edge of a rank's part: 16 of edge lists, 16 of CSR orders, 16 of CSR
 indices and 8 of values for a matrix and its transpose, and the sort that orders them (a
@@ -148,34 +151,37 @@ def saved_bytes_per_row(model: ModelConfig, features: int, classes: int) -> tupl
 
 
 def estimate_rank(model: ModelConfig, kept_beyond: Callable[[RankShape], float] | None, dtype: str, facts: GraphFacts,
-                  inner: int, halo: int, sent: int, edges: int) -> MemoryEstimate:
+                  inner: int, halo: int, sent: int, edges: int, runtime_mb: float) -> MemoryEstimate:
     """The estimated peak of a rank with ``inner`` and ``halo`` nodes, ``sent`` rows sent per
     exchange and ``edges`` in-edges, whose method keeps ``kept_beyond(shape)`` bytes beyond its
-    family's baseline (None: nothing)."""
+    family's baseline (None: nothing), on a runtime of ``runtime_mb``."""
     size = DTYPE_BYTES[dtype]
     (per_inner, per_halo, per_edge), widths = _fitted(model, facts.num_features, facts.num_classes)
     activations = BACKWARD_FACTOR * (per_inner * inner + per_halo * halo + per_edge * edges) * size / 4
     shape = RankShape(inner, halo, sent, edges, widths, size)
     return MemoryEstimate(
-        runtime_mb=RUNTIME_MB,
+        runtime_mb=runtime_mb,
         features_mb=(inner + halo) * facts.num_features * size / 2**20,
         graph_mb=(BYTES_PER_EDGE * edges + BYTES_PER_NODE * (inner + halo)) / 2**20,
         activations_mb=activations / 2**20,
         method_mb=0.0 if kept_beyond is None else kept_beyond(shape) / 2**20)
 
 
-def estimate_job(run: RootConfig, facts: GraphFacts, stats: dict) -> list[MemoryEstimate]:
+def estimate_job(run: RootConfig, facts: GraphFacts, stats: dict, forked: bool = True) -> list[MemoryEstimate]:
     """Every rank's estimate for a graph-parallel partition's ``stats``
     (:func:`~gnntrain.data.partition.partition_stats`; a partitioned dataset written before they
     counted each part's in-edges and sent rows spreads the edges by inner nodes and takes the
-    rows sent for the rows received)."""
+    rows sent for the rows received); ``forked``: the ranks are forked from the fork server, not
+    started on their own (:data:`RUNTIME_MB`)."""
     inner, halo = stats["inner_nodes"], stats["boundary_nodes"]
     edges = stats.get("inner_edges") or [facts.num_edges * count // max(facts.num_nodes, 1) for count in inner]
     sent = stats.get("sent_rows") or halo
     memory = method(run.strategy.name).memory
     kept_beyond = None if memory is None else partial(memory, run.strategy)
     dtype = str(run.train.dtype)
-    return [estimate_rank(run.model, kept_beyond, dtype, facts, i, h, s, e) for i, h, s, e in zip(inner, halo, sent, edges)]
+    runtime = RUNTIME_MB["forked" if forked else "started"]
+    return [estimate_rank(run.model, kept_beyond, dtype, facts, i, h, s, e, runtime)
+            for i, h, s, e in zip(inner, halo, sent, edges)]
 
 
 def available_mb() -> float:

@@ -40,17 +40,18 @@ class PreparedJob:
         exists), with the estimated peak memory per rank (:meth:`estimate_memory`)."""
         job = (prepared_once(self.run, self.layout, self.ranks_load_parts) if under_torchrun
                else prepared_under_lock(self.run, self.layout, self.ranks_load_parts, write_parts=False))
-        self.estimate_memory(job, here)
+        self.estimate_memory(job, here, forked=not under_torchrun)
         return job
 
-    def estimate_memory(self, job: JobData, here: range) -> None:
-        """Where each rank holds one part: the estimated peak per rank (:mod:`gnntrain.job.memory`)
-        into ``job`` and on the console (rank 0), and the job stopped if the ranks ``here`` would
-        need more memory than this machine has."""
+    def estimate_memory(self, job: JobData, here: range, forked: bool) -> None:
+        """Where each rank holds one part: the estimated peak per rank (:mod:`gnntrain.job.memory`;
+        ``forked``: the ranks are forked from the fork server) into ``job`` and on the console
+        (rank 0), and the job stopped if the ranks ``here`` would need more memory than this
+        machine has."""
         if not self.ranks_load_parts or job.facts.num_nodes == 0:
             return
         try:
-            estimates = estimate_job(self.run, job.facts, job.stats)
+            estimates = estimate_job(self.run, job.facts, job.stats, forked)
         except Exception as exc:  # noqa: BLE001 - a model the probe cannot run still trains
             warn(f"no memory estimate: the model's probe forward failed ({first_line(exc)})")
             return
