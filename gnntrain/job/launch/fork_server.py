@@ -18,6 +18,7 @@ module imports no torch.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing.forkserver
 import os
 import sys
@@ -39,6 +40,16 @@ def worker_context() -> BaseContext:
     runs already (it lives as long as the launcher)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
+    _start_silently()
+    multiprocessing.forkserver.ensure_running()  # started again where it died
+    return context
+
+
+@functools.cache
+def _start_silently() -> None:
+    """Start the fork server, once per launcher, with no output and without ``GNNTRAIN_PLUGINS``
+    (module docstring): the launcher's standard output and error point at nothing, and its
+    environment lacks the variable, only while the server is started."""
     plugins = os.environ.pop(PLUGINS_VARIABLE, None)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -55,7 +66,6 @@ def worker_context() -> BaseContext:
             os.close(fd)
         if plugins is not None:
             os.environ[PLUGINS_VARIABLE] = plugins
-    return context
 
 
 @dataclass(frozen=True)
