@@ -70,6 +70,10 @@ class Clock:
         mark.synchronize()
         return at + event.elapsed_time(mark) / 1e3
 
+    def pause(self) -> None:
+        """Nothing: the rank is about to block on its peers (a virtual clock may let another rank
+        compute then, :meth:`gnntrain.virtual.clock.VirtualClock.pause`)."""
+
     def anchor(self) -> None:
         """Wait for the current stream's work and take a new anchor (an event the host sees
         happen now). Only the current stream: transfers still in flight on other streams (a
@@ -87,11 +91,23 @@ class Clock:
 _CLOCKS: dict[torch.device, Clock] = {}
 
 
-def clock_of(device: torch.device | str) -> Clock:
-    """The process's clock of ``device`` (one per device, so every timer shares its anchor)."""
+def _key(device: torch.device | str) -> torch.device:
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def use(clock) -> None:
+    """Make ``clock`` (a :class:`gnntrain.virtual.clock.VirtualClock`) the process's clock of its
+    device: every timer made from now on reads it."""
+    _CLOCKS[_key(clock.device)] = clock
+
+
+def clock_of(device: torch.device | str) -> Clock:
+    """The process's clock of ``device`` (one per device, so every timer shares its anchor): the
+    device's timeline, or the rank's virtual clock under ``cluster.clock=virtual`` (:func:`use`)."""
+    device = _key(device)
     if device not in _CLOCKS:
         _CLOCKS[device] = Clock(device)
     return _CLOCKS[device]

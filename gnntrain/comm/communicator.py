@@ -40,6 +40,14 @@ threads cost more than they save (an exchange over loopback took 500-850 us agai
 Every point-to-point transfer posts its receives first. An all-to-all's dtypes are checked as a
 collective's either way, as on NCCL, where it stays one ``all_to_all_single``.
 
+Virtual time (``cluster.clock=virtual``, :mod:`gnntrain.virtual`). The data moves as it does
+otherwise; every operation is also posted to the rank's links at its virtual post time, and its
+*stamp* (the post time and when the rank's egress is through) travels beside the data: gathered
+over the group for an all-to-all or an all-reduce, one float64 message after each
+point-to-point message to the same peer. At the wait the rank's clock moves to the completion
+the network model gives from the stamps it needs (:mod:`gnntrain.comm.link_model`), and every
+mark the meter keeps is virtual. Nothing sleeps, and no real completion is marked.
+
 Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
 when the stream reaches the transfer, not when the host queues it (the host may be far ahead);
 so under an emulated network the host waits for the stream to reach each transfer before it
@@ -61,10 +69,13 @@ import torch.distributed as dist
 from gnntrain.clock import Clock, Mark, clock_of
 from gnntrain.comm.dtypes import check_sendable
 from gnntrain.comm.meter import CommMeter, Posting
+from gnntrain.comm.link_model import LEVELS, Stamp
 from gnntrain.comm.network import EmulatedNetwork, Hold
+from gnntrain.virtual.ops import VirtualOp
 
 if TYPE_CHECKING:
     from gnntrain.parallel.mesh import WorkerContext
+    from gnntrain.virtual.rank import VirtualRank
 
 
 EXCHANGE_TAGS = 2**20
@@ -107,16 +118,17 @@ class Communicator:
         if ctx.mesh is None:
             return cls(0, 1, ctx.device, None, meter)
         return cls(ctx.mesh.get_local_rank(axis), ctx.mesh[axis].size(), ctx.device, ctx.mesh.get_group(axis),
-                   meter, ctx.network, ctx.over_network)
+                   meter, ctx.network, ctx.over_network, virtual=ctx.virtual)
 
     @classmethod
     def of_world(cls, ctx: WorkerContext, meter: CommMeter) -> Communicator:
         """The communicator over every rank of the job."""
-        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network, ctx.over_network)
+        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network, ctx.over_network,
+                   virtual=ctx.virtual)
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
                  meter: CommMeter | None = None, network: EmulatedNetwork | None = None,
-                 receives_first: bool = False, lane: int = 0) -> None:
+                 receives_first: bool = False, lane: int = 0, virtual: VirtualRank | None = None) -> None:
         """``receives_first``: run gloo's all-to-alls as point-to-point transfers, receives posted
         first (the module docstring; for ranks that reach each other over a network). ``lane``:
         0, or which side channel over the same ranks this is (:meth:`keys_of`)."""
@@ -128,6 +140,10 @@ class Communicator:
         self.network = network
         self.receives_first = receives_first
         self.lane = lane
+        self.virtual = virtual if world_size > 1 else None
+        """The rank under the virtual clock, where the group has peers (None: no transfer to time)."""
+        self.virtual_clock = virtual.clock if virtual is not None else None
+        """The rank's virtual clock under ``cluster.clock=virtual``."""
         self.clock: Clock = clock_of(device)
         self.job_backend = str(dist.get_backend()) if dist.is_initialized() else None
         """The job's backend, whose dtypes every transfer is checked against, with peers or not
@@ -141,10 +157,11 @@ class Communicator:
             return Communicator(self.rank, 1, self.device, None, self.meter, self.network)
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
+        self.clock.pause()
         group = dist.new_group(backend=dist.get_backend())
         _SIDE_CHANNELS[0] += 1
         return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network,
-                            self.receives_first, _SIDE_CHANNELS[0])
+                            self.receives_first, _SIDE_CHANNELS[0], self.virtual)
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -191,10 +208,13 @@ class Communicator:
         self.meter.record(kind, payload_bytes(send))
         started = self.clock.mark()
         keys = self.keys_of()
-        posting = self.meter.post(kind, keys, self.clock, started)
+        posting = self.meter.post(kind, keys, self.clock, started, followed=self.world_size > 1)
         row = payload_bytes(send[:1]) if send.shape[0] else 0
         hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
                                    {q: n * row for q, n in enumerate(recv_splits)})
+        virtual = self._virtual_collective(VirtualOp(
+            "exchange", kind, started, sent=self._messages([(q, n * row) for q, n in enumerate(send_splits)], keys[:1]),
+            received=self._messages([(q, n * row) for q, n in enumerate(recv_splits)], keys[:1])))
         works, post, landed = [], None, []
         if self.world_size == 1:
             recv.copy_(send)
@@ -207,7 +227,9 @@ class Communicator:
             post, landed = self._point_to_point([(q, sent[q]) for q in peers if send_splits[q]],
                                                 [(q, arriving[q]) for q in peers if recv_splits[q]], kind,
                                                 exchange_tag(keys))
-        return InFlight(self, recv, send, works, kind, posting, decode, hold, landed=landed, post=post)
+        self._posted()
+        return InFlight(self, recv, send, works, kind, posting, decode, hold, landed=landed, post=post,
+                        virtual=virtual)
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
@@ -221,10 +243,14 @@ class Communicator:
                                   started)
         hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
-        post, landed = self._point_to_point(sends, recvs, kind)
+        virtual, stamp_sends, stamp_recvs = self._virtual_messages(VirtualOp(
+            "exchange", kind, started, sent=self._messages([(q, payload_bytes(t)) for q, t in sends], posting.keys),
+            received=self._messages([(q, payload_bytes(t)) for q, t in recvs], posting.keys[len(sends):])))
+        post, landed = self._point_to_point(sends + stamp_sends, recvs + stamp_recvs, kind)
         works = post()
+        self._posted()
         return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, posting, hold=hold,
-                        landed=landed)
+                        landed=landed, virtual=virtual)
 
     def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
         """Start sending ``tensors`` to ``peer`` (a rank of this group), one-sided: the peer
@@ -243,8 +269,11 @@ class Communicator:
         posting = self.meter.post(kind, self.keys_of([peer]), self.clock, started)
         hold = self._hold_exchange(started, {peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
-        works = self._point_to_point([(peer, t) for t in tensors + stamp], [], kind)[0]()
-        return InFlight(self, None, tensors + stamp, works, kind, posting, hold=hold)
+        virtual, stamp_sends, _ = self._virtual_messages(VirtualOp(
+            "send", kind, started, sent=self._messages([(peer, nbytes)], posting.keys)))
+        works = self._point_to_point([(peer, t) for t in tensors + stamp] + stamp_sends, [], kind)[0]()
+        self._posted()
+        return InFlight(self, None, tensors + stamp, works, kind, posting, hold=hold, virtual=virtual)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
@@ -255,9 +284,58 @@ class Communicator:
             stamp = torch.empty(1, dtype=torch.float64, device=self.device)
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([], [peer]), self.clock, started)
-        post, landed = self._point_to_point([], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])], kind)
+        virtual, _, stamp_recvs = self._virtual_messages(VirtualOp(
+            "recv", kind, started, received=self._messages([(peer, sum(payload_bytes(t) for t in buffers))],
+                                                           posting.keys)))
+        post, landed = self._point_to_point(
+            [], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])] + stamp_recvs, kind)
         works = post()
-        return InFlight(self, buffers, None, works, kind, posting, stamp=stamp, landed=landed)
+        self._posted()
+        return InFlight(self, buffers, None, works, kind, posting, stamp=stamp, landed=landed, virtual=virtual)
+
+    def _messages(self, per_peer: list[tuple[int, int]], keys: tuple) -> list[tuple[int, int, tuple]]:
+        """An operation's messages for the virtual clock (:mod:`gnntrain.virtual.ops`): per peer of
+        this group with bytes for it, its world rank, the bytes and the message's key (one key
+        for all of a collective's); none to this rank itself."""
+        if self.virtual is None:
+            return []
+        if len(keys) == 1 and keys[0][1] < 0:
+            keys = keys * len(per_peer)
+        return [(self._global(q), n, key) for (q, n), key in zip(per_peer, keys) if q != self.rank and n]
+
+    def _virtual_collective(self, op: VirtualOp) -> _VirtualWait | None:
+        """Post ``op`` (a collective) to the rank's links and gather every member's stamp
+        beside it, asynchronously."""
+        if self.virtual is None:
+            return None
+        op_id = self.virtual.post(op)
+        post, egress = op.stamp()
+        gathered = torch.empty(self.world_size * (1 + len(egress)), dtype=torch.float64, device=self.device)
+        work = dist.all_gather_single(gathered, torch.tensor([post, *egress], dtype=torch.float64,
+                                                                  device=self.device), group=self.group, async_op=True)
+        members = {world: q for q, world in enumerate(self.world_ranks)}
+        sources = [members[peer] for peer, _, _ in op.received]
+        rows = gathered.view(self.world_size, -1)
+        return _VirtualWait(self.virtual, op, op_id, [work], lambda: [_as_stamp(rows[q]) for q in sources])
+
+    def _virtual_messages(self, op: VirtualOp) -> tuple[_VirtualWait | None, list, list]:
+        """Post ``op`` (point-to-point messages) to the rank's links; the stamp sent after each
+        message to its peer and the buffers receiving the stamps of the messages it receives."""
+        if self.virtual is None:
+            return None, [], []
+        op_id = self.virtual.post(op)
+        post, egress = op.stamp()
+        mine = torch.tensor([post, *egress], dtype=torch.float64, device=self.device)
+        members = {world: q for q, world in enumerate(self.world_ranks)}
+        sends = [(members[peer], mine) for peer, _, _ in op.sent]
+        recvs = [(members[peer], torch.empty(1 + len(LEVELS), dtype=torch.float64, device=self.device))
+                 for peer, _, _ in op.received]
+        return _VirtualWait(self.virtual, op, op_id, [], lambda: [_as_stamp(b) for _, b in recvs]), sends, recvs
+
+    def _posted(self) -> None:
+        """Under the virtual clock, forget what posting took (it is communication, not compute)."""
+        if self.virtual is not None:
+            self.virtual.clock.skip()
 
     def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                         kind: str, tag: int = 0) -> tuple[Callable[[], list], list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -318,7 +396,11 @@ class Communicator:
             return t
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of(), self.clock, started)
+        self.clock.pause()
         dist.all_reduce(t, op=op, group=self.group)
+        if self.virtual is not None:
+            self._virtual_ring(t, kind, posting)
+            return t
         not_before = 0.0
         if self.network is not None:
             hold = self.network.all_reduce(self.clock.host_time(started), payload_bytes(t), self.world_ranks)
@@ -328,6 +410,22 @@ class Communicator:
         self.meter.record(kind, payload_bytes(t))
         self.meter.record_span(posting, started, self.clock.mark(), not_before)
         return t
+
+    def _virtual_ring(self, t: torch.Tensor, kind: str, posting: Posting) -> None:
+        """The all-reduce just made, in virtual time: post it as a ring, gather every member's
+        reservation and move the clock to the ring's completion."""
+        ring = VirtualOp("ring", kind, posting.started, group=self.world_ranks, nbytes=payload_bytes(t),
+                         key=posting.keys[0])
+        op_id = self.virtual.post(ring)
+        gathered = torch.empty(self.world_size, dtype=torch.float64, device=self.device)
+        dist.all_gather_single(gathered, torch.tensor([ring.reserved], dtype=torch.float64, device=self.device),
+                                    group=self.group)
+        done, resumed = self.virtual.complete(ring, op_id, posting.started,
+                                              [(0.0, (x,)) for x in gathered.tolist()])
+        posting.completed = done
+        self.meter.record_link(kind, *self.virtual.links.link_cost(ring))
+        self.meter.record(kind, payload_bytes(t))
+        self.meter.record_span(posting, posting.started, resumed, done)
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
         """Differentiable sum of ``t`` over ranks (for statistics such as batch norm's): the
@@ -339,6 +437,7 @@ class Communicator:
         """All-reduce for telemetry (metric aggregation); deliberately not counted as training
         communication."""
         if self.world_size > 1:
+            self.clock.pause()
             dist.all_reduce(t, op=op, group=self.group)
         return t
 
@@ -348,6 +447,7 @@ class Communicator:
         if self.world_size == 1:
             return t.unsqueeze(0)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
+        self.clock.pause()
         dist.all_gather(out, t.contiguous(), group=self.group)
         return torch.stack(out)
 
@@ -356,6 +456,7 @@ class Communicator:
         if self.world_size == 1:
             return [obj]
         out: list = [None] * self.world_size
+        self.clock.pause()
         dist.all_gather_object(out, obj, group=self.group)
         return out
 
@@ -384,17 +485,18 @@ class InFlight:
     def __init__(self, comm: Communicator, recv: Any, send: Any, works: list, kind: str, posting: Posting,
                  decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
                  stamp: torch.Tensor | None = None, landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
-                 post: Callable[[], list] | None = None) -> None:
+                 post: Callable[[], list] | None = None, virtual: _VirtualWait | None = None) -> None:
         self.comm, self.recv, self.send, self.works, self.kind = comm, recv, send, works, kind
+        self.virtual = virtual
         self.posting = posting
         if hold is not None:
             posting.not_before = hold.ready_at
         self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
         self.waiter: _Waiter | None = None
         if post is not None:
-            self.waiter = _Waiter(post, self._mark_completed)
+            self.waiter = _Waiter(post, self._mark_completed if virtual is None else _ignore)
             return
-        if not works:
+        if not works or virtual is not None:  # under the virtual clock the model gives the completion
             return
         if comm.backend == "nccl":
             watch = _watch_stream(comm.device)
@@ -417,6 +519,7 @@ class InFlight:
         exposed communication."""
         clock = self.comm.clock
         reached = clock.mark()
+        clock.pause()
         if self.waiter is not None:
             self.waiter.join()
         else:
@@ -424,6 +527,13 @@ class InFlight:
                 work.wait()
         for tensor, buffer in self.landed:
             tensor.copy_(buffer, non_blocking=True)
+        if self.virtual is not None:
+            done, resumed = self.virtual.finish(reached)
+            self.posting.completed = done
+            self.comm.meter.record_link(self.kind, *self.virtual.rank.links.link_cost(self.virtual.op))
+            self.comm.meter.record_span(self.posting, reached, resumed, done)
+            self.send = None
+            return self.decode(self.recv) if self.decode is not None else self.recv
         not_before = 0.0
         if self.hold is not None:
             self.hold.wait()
@@ -433,9 +543,39 @@ class InFlight:
             arrival = float(self.stamp)
             Hold(arrival, 0.0, 0.0).wait()
             not_before = max(not_before, arrival)
-        self.comm.meter.record_span(self.posting, reached, clock.mark(), not_before)
+        if self.comm.virtual_clock is not None:  # nothing moved between ranks: no time passes
+            self.comm.virtual_clock.skip()
+            resumed = reached
+        else:
+            resumed = clock.mark()
+        self.comm.meter.record_span(self.posting, reached, resumed, not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
+
+
+def _ignore(_: Any) -> None:
+    pass
+
+
+def _as_stamp(row: torch.Tensor) -> Stamp:
+    post, *egress = row.tolist()
+    return post, tuple(egress)
+
+
+class _VirtualWait:
+    """What completing an operation in virtual time takes: the works bringing its stamps and a
+    function reading them once they are in (:meth:`gnntrain.virtual.ops.VirtualOp.stamp_sources`
+    order)."""
+
+    def __init__(self, rank: VirtualRank, op: VirtualOp, op_id: int, works: list,
+                 stamps: Callable[[], list[Stamp]]) -> None:
+        self.rank, self.op, self.op_id, self.works, self.stamps = rank, op, op_id, works, stamps
+
+    def finish(self, reached: float) -> tuple[float, float]:
+        """The completion and the time the rank goes on, having reached its wait at ``reached``."""
+        for work in self.works:
+            work.wait()
+        return self.rank.complete(self.op, self.op_id, reached, self.stamps())
 
 
 class _Waiter:

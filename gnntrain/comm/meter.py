@@ -178,13 +178,14 @@ class CommMeter:
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
 
-    def post(self, kind: str, keys: tuple, clock: Any, started: Any) -> Posting:
+    def post(self, kind: str, keys: tuple, clock: Any, started: Any, followed: bool = True) -> Posting:
         """An operation of ``kind`` whose data is ready at the mark ``started``; followed until
-        it has been waited for and accounted in an epoch (:meth:`account`)."""
+        it has been waited for and accounted in an epoch (:meth:`account`), unless ``followed``
+        is false (a group of one rank: nothing moves between ranks)."""
         key = self._prefix + kind
         self.record(kind, 0)  # a kind only received is listed, as every rank lists the same kinds
         posting = Posting(key, keys, clock, started)
-        if category(key) in TIMED_CATEGORIES:
+        if followed and category(key) in TIMED_CATEGORIES:
             self._open.append(posting)
         return posting
 

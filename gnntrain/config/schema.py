@@ -47,6 +47,8 @@ NetworkMode = choices("NetworkMode", "emulated", "kernel")
 SharedTraffic = choices("SharedTraffic", "data", "training")
 Device = choices("Device", "cpu", "cuda")
 PrepareScope = choices("PrepareScope", "node", "job")
+ClockName = choices("ClockName", "wall", "virtual")
+VirtualCompute = choices("VirtualCompute", "thread", "alone")
 
 
 ROLE = "role"
@@ -235,6 +237,18 @@ class ClusterConfig:
     cache is on a filesystem every node shares)."""
     prepare_timeout_s: int = conduct(3600)
     """How long ranks wait for the data preparation of another process before failing."""
+    clock: ClockName = workload(ClockName.wall)
+    """What every time of the run is measured on: wall (the host's clock, on a GPU the device's;
+    an emulated network holds transfers back in real time) or virtual (each rank's own clock: its
+    compute as if it had a machine to itself, its transfers timed by the network model from the
+    ranks' post times, nothing slept; docs/clusters.md)."""
+    virtual_compute: VirtualCompute = conduct(VirtualCompute.thread)
+    """With clock=virtual on a CPU, what a rank's compute is: thread (its thread's CPU time) or
+    alone (the wall time it computes while the ranks take turns, one at a time: the host to
+    itself; slower, the validation's reference)."""
+    trace: bool = conduct(False)
+    """With clock=virtual, write every rank's compute spans and communication operations to
+    trace.jsonl in the run dir (gnntrain-replay reads it)."""
     deterministic: bool = conduct(False)
     """Deterministic kernels (torch.use_deterministic_algorithms; CUDA's atomic scatter-adds
     become sorted ones, cuBLAS a fixed workspace, cuSPARSE's products an ordered index_add): a GPU
@@ -248,6 +262,14 @@ class ClusterConfig:
               "in 1..65535, or 0 for any free port")
         check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker >= 0,
               ">= 0 (0: cores / local workers)")
+        if self.clock == "virtual" and self.device == "cpu":
+            check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker in (0, 1),
+                  "0 or 1 with cluster.clock=virtual on a CPU (a rank's compute is its one thread's CPU time)")
+        check("cluster.virtual_compute", self.virtual_compute,
+              self.virtual_compute == "thread" or (self.clock == "virtual" and self.device == "cpu"),
+              "thread unless cluster.clock=virtual on a CPU (alone: ranks take turns on the host)")
+        check("cluster.trace", self.trace, not self.trace or self.clock == "virtual",
+              "false with cluster.clock=wall (a trace is in virtual time: set cluster.clock=virtual)")
 
 
 @dataclass

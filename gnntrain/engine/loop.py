@@ -72,6 +72,9 @@ class KeptEpoch:
     link_busy: dict[str, float]
     link_latency: float
     tallies: Tallies
+    compute_time: float | None = None
+    """Under the virtual clock, the compute measured in the epoch (None: the wall clock's, the
+    epoch less the exposed time)."""
     bytes: dict[str, int] = field(default_factory=dict)
     """Bytes per kind, evaluation's included (taken after it)."""
     memory: dict[str, float] = field(default_factory=dict)
@@ -102,7 +105,9 @@ class EpochLoop:
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
         self.clock = clock_of(ctx.device)
-        self.clock_offsets = self.world.host_clock_offsets()
+        self.virtual = ctx.virtual
+        self.clock_offsets = ([0.0] * ctx.world_size if self.virtual is not None  # one virtual time origin
+                              else self.world.host_clock_offsets())
 
     def evaluates(self, epoch: int) -> bool:
         """Whether ``epoch`` ends with an evaluation: every ``train.eval_every`` and the last."""
@@ -120,15 +125,23 @@ class EpochLoop:
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
         self.clock.anchor()
+        virtual = self.virtual.clock if self.virtual is not None else None
+        if virtual is not None:
+            virtual.skip()  # the record round and the resetting before it are not the epoch's
         start = self.clock.mark()
+        computed = virtual.compute_s if virtual is not None else 0.0
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
+        compute_time = virtual.compute_s - computed if virtual is not None else None
+        if self.virtual is not None and self.virtual.trace is not None:
+            self.virtual.trace.epoch(epoch, start, end)
+            self.virtual.trace.flush()
         rows = projected_rows.take()
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
         return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
-                         projected_rows=rows,
+                         projected_rows=rows, compute_time=compute_time,
                          link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
                          link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
                          tallies=self.strategy.epoch_tallies())
@@ -165,8 +178,10 @@ class EpochLoop:
         """This rank's part of one epoch's record; its communication times split with the
         peers' starts learned (call for the kept epochs in order)."""
         splits = self.meter.account(kept.ledger)
+        exposed = sum(split.exposed for split in splits.values())
         figures = {"epoch_time": kept.epoch_time,
-                   "compute_time": kept.epoch_time - sum(split.exposed for split in splits.values()),
+                   "compute_time": kept.epoch_time - exposed if kept.compute_time is None else kept.compute_time,
+                   "exposed_time": exposed,
                    **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
                    **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},
                    "link_latency_time": kept.link_latency, "eval_time": kept.eval_time, **kept.memory}
@@ -218,6 +233,7 @@ class EpochLoop:
             peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
             peak_tensor_mb=maxes["peak_tensor_mb"] if maxes["peak_tensor_mb"] >= 0 else None,
             per_rank={"epoch_time": per_rank["epoch_time"], "compute_time": per_rank["compute_time"],
+                      "exposed_time": per_rank["exposed_time"],
                       **{f"comm_{part}_time": per_rank[f"{part}/data"] for part in SPLIT_PARTS},
                       **{f"reduce_{part}_time": per_rank[f"{part}/sync"] for part in SPLIT_PARTS}},
             strategy_metrics={"projected_rows": sums["projected_rows"], **self.strategy.epoch_metrics(totals)},
@@ -262,7 +278,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
     epochs = run.train.epochs
     facts = RunSummary(
         dataset=run.dataset.name, model=run.model.name, strategy=run.strategy.name, world_size=ctx.world_size,
-        mesh=mesh, network=network_info, num_nodes=graph_facts.num_nodes, num_edges=graph_facts.num_edges,
+        mesh=mesh, network=network_info, clock=str(run.cluster.clock), num_nodes=graph_facts.num_nodes, num_edges=graph_facts.num_edges,
         metric="f1_micro" if graph_facts.multilabel else "accuracy",
         partition={**partition_stats, "comm_volume": comm_volume(partition_stats)},
         memory_estimate=job.memory_estimate,
@@ -276,7 +292,8 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
               f"partition: inner {partition_stats['inner_nodes']}, boundary "
               f"{partition_stats['boundary_nodes']}, edge-cut {partition_stats['edge_cut']}, "
               f"comm volume {comm_volume(partition_stats)}, "
-              f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}",
+              f"replication {partition_stats['replication_factor']:.3f}; network: {network.label(network_info)}; "
+              f"clock: {run.cluster.clock}",
               flush=True)
         if job.parted is not None:
             print(f"each rank loaded only its part, from {job.parted.folder}", flush=True)
@@ -307,6 +324,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
                         recorder.log(record)
             unrecorded.clear()
             if every and (epoch % every == 0 or epoch == epochs or stop):
+                loop.clock.pause()  # the checkpoint's barrier
                 with interrupts_deferred():
                     checkpoint.save(run_dir, epoch, ctx.rank, ctx.world_size, loop.strategy.state_dict(), run,
                                     recorder.wandb_id if recorder is not None else None)
@@ -315,6 +333,8 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
                     print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
+        if ctx.virtual is not None and ctx.virtual.trace is not None:
+            ctx.virtual.trace.flush()
         if recorder is not None:
             with interrupts_deferred():
                 summary = recorder.complete(records, stop.to_dict() if stop else None,

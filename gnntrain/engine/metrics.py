@@ -38,7 +38,9 @@ class EpochRecord:
     test_acc: Optional[float]
     """Score on the test nodes; null on epochs without evaluation."""
     epoch_time: float
-    """Seconds of training in the epoch, evaluation left out, max over ranks, on the device's
+    """Seconds of training in the epoch, evaluation left out, max over ranks (under the virtual
+    clock each rank's epoch is its own virtual time from its start to its end of the epoch, and
+    the record's the slowest rank's), on the device's
     timeline (:mod:`gnntrain.clock`): on a CPU the host's clock; on a GPU CUDA events, from
     where the device starts the epoch's work to where it has done it (a transfer still in
     flight on another stream, such as a stale exchange, is not waited for: as on a CPU). The next
@@ -46,8 +48,11 @@ class EpochRecord:
     one is due (and then the ranks pooling their records), so a transfer in flight across the
     boundary has no untimed gap to move in."""
     compute_time: float
-    """``epoch_time`` less the exposed communication of every category, mean over ranks (each
-    rank's own epoch less its exposed time; ``per_rank`` has each)."""
+    """Compute, mean over ranks (``per_rank`` has each rank's). Under the wall clock, the rank's
+    own epoch less its exposed communication of every category; under the virtual clock
+    (``cluster.clock=virtual``) measured on its own, the rank's compute spans
+    (:mod:`gnntrain.virtual.clock`), and ``compute_time + exposed_time`` is the rank's epoch
+    (``per_rank``)."""
     comm_time: float
     """Exposed ``data`` communication, the traffic a method moves to compute (halo rows, stage
     activations; their gradients), mean over ranks: seconds a rank was blocked on it (on a CPU
@@ -117,9 +122,10 @@ class EpochRecord:
     tensors at its start plus the most allocated above them, :mod:`gnntrain.engine.peak_memory`),
     null in the others and where ``train.warmup_epochs=0``."""
     per_rank: dict[str, list[float]] = field(default_factory=dict)
-    """Each rank's figures, in rank order: ``epoch_time``, ``compute_time``, and the wait,
-    transfer and hidden time of ``data`` (``comm_wait_time``, ``comm_transfer_time``,
-    ``comm_hidden_time``) and of ``sync`` (``reduce_wait_time``, ...) communication."""
+    """Each rank's figures, in rank order: ``epoch_time``, ``compute_time``, ``exposed_time``
+    (its exposed communication of every category), and the wait, transfer and hidden time of
+    ``data`` (``comm_wait_time``, ``comm_transfer_time``, ``comm_hidden_time``) and of ``sync``
+    (``reduce_wait_time``, ...) communication."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""

@@ -48,6 +48,10 @@ class RunSummary:
     network: dict[str, Any] = field(default_factory=dict)
     """The network (:func:`gnntrain.comm.network.describe`): whether it was emulated; preset, bandwidth, latency
     and, when calibrated, the calibration."""
+    clock: str = "wall"
+    """What every time of the run was measured on (`cluster.clock`): `wall`, the host's clock (a GPU's: its
+    device's), or `virtual`, each rank's own virtual clock (`gnntrain.virtual`); a summary written before this field
+    existed: `wall`."""
     num_nodes: Optional[int] = None
     """Nodes of the graph trained on."""
     num_edges: Optional[int] = None

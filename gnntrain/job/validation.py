@@ -41,6 +41,9 @@ def validate(run: RootConfig) -> None:
     if against is not None:
         check("network.calibrate_against", against, against in METHODS,
               f"a strategy ({', '.join(sorted(METHODS))}) or null")
+    if run.cluster.clock == "virtual":
+        check("network.mode", run.network.mode, run.network.mode == "emulated",
+              "emulated with cluster.clock=virtual (the kernel's links are real: time them with cluster.clock=wall)")
     if run.fault.link_down:
         check("fault.link_down", True, run.network.mode == "kernel",
               "false without network.mode=kernel (only the kernel's links can go down)")

@@ -19,6 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.errors import ConfigError
+from gnntrain.virtual.rank import VirtualRank
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class WorkerContext:
     """The job's device mesh (None only in single-process tests, which build no process group)."""
     network: EmulatedNetwork | None = None
     """The rank's emulated network links (None: the real transport)."""
+    virtual: VirtualRank | None = None
+    """The rank under the virtual clock (``cluster.clock=virtual``; None: the wall clock)."""
     over_network: bool = False
     """Whether some of the job's ranks reach each other over a network (kernel-shaped links, or
     workers on other machines): gloo's all-to-alls then post their receives first

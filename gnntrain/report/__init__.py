@@ -133,7 +133,7 @@ def figures(summary: RunSummary) -> dict:
     strategy_metrics = dict(summary.mean_strategy_metrics)
     return {
         "strategy": summary.strategy, "model": summary.model, "dataset": summary.dataset,
-        "workers": summary.world_size, "network": network_label(summary),
+        "workers": summary.world_size, "network": network_label(summary), "clock": summary.clock,
         "epoch_ms": ms(summary.mean_epoch_time),
         "compute_ms": ms(summary.mean_compute_time),
         "comm_share": summary.mean_comm_time / summary.mean_epoch_time,
@@ -217,7 +217,7 @@ RUN_COLUMNS = {
                                 "(start-up apart; 0 where epoch 1 reached it).",
 }
 """The columns of the run table (``report.md``, ``report.csv``), in order; ``--help`` lists them."""
-ABOUT = ("dataset", "model", "workers", "device", "network")
+ABOUT = ("dataset", "model", "workers", "device", "network", "clock")
 """The row fields that the line above the table lists, each with its values over the runs."""
 
 

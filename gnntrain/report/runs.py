@@ -27,6 +27,23 @@ class Run:
     other keys."""
 
 
+def one_clock(*groups: list[Run]) -> str:
+    """The clock every run of ``groups`` was timed on (``summary.json``'s ``clock``); a one-line
+    error where they differ (:func:`same_clock`)."""
+    return same_clock([(run.summary.clock, str(run.path)) for group in groups for run in group])
+
+
+def same_clock(timed: list[tuple[str, str]]) -> str:
+    """The one clock of ``(clock, run)`` pairs; a one-line error where they differ: a ratio of a
+    wall-clock time to a virtual one compares two clocks, not two methods."""
+    clocks = dict(timed)
+    if len(clocks) > 1:
+        named = ", ".join(f"{clock} ({run})" for clock, run in sorted(clocks.items()))
+        raise GnntrainError(f"runs timed on different clocks cannot share a ratio: {named}; valid: runs of one "
+                            "cluster.clock")
+    return next(iter(clocks), "wall")
+
+
 def find_runs(root: Path) -> list[Run]:
     """Every completed run at or below ``root`` (sorted by path); the others (``status``
     running, failed or interrupted) are left out with a one-line notice; one-line errors for a

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from gnntrain.engine.summary import SUMMARY_FILE
 from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
-from gnntrain.report.runs import Run, find_runs
+from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio
 from gnntrain.repro import CHECKOUT, SHARED_DATA
 from gnntrain.repro.jobs import git_commit
@@ -231,7 +231,9 @@ def planned(plan: Plan, strategies: list[str]) -> list[Sweep]:
 
 def time_ratio(base: list[dict], rows: list[dict]) -> Ratio | None:
     """``base``'s training seconds to the target over those of ``rows``, per round (rows paired by
-    seed, where both reached it); None where no round has both."""
+    seed, where both reached it); None where no round has both. Rows of one clock only
+    (:func:`gnntrain.report.runs.same_clock`)."""
+    same_clock([(row["clock"], row["run"]) for row in base + rows])
     reached = {row["seed"]: row["s_to_target"] for row in base if row["s_to_target"] is not None}
     ratios = [reached[row["seed"]] / row["s_to_target"] for row in rows
               if row["s_to_target"] is not None and row["seed"] in reached]

@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gnntrain.report import network_label  # noqa: E402
-from gnntrain.report.runs import Run  # noqa: E402
+from gnntrain.report.runs import Run, one_clock  # noqa: E402
 from gnntrain.report.stats import Ratio  # noqa: E402
 
 
@@ -63,7 +63,9 @@ def epoch_time(run: Run, start: int) -> float:
 
 
 def speedup(base: list[Run], method: list[Run], start: int, cost: Callable[[Run, int], float] = epoch_time) -> Ratio:
-    """``base``'s epoch time over ``method``'s, per round (runs paired by seed), from epoch ``start``."""
+    """``base``'s epoch time over ``method``'s, per round (runs paired by seed), from epoch ``start``;
+    runs of one clock only (:func:`gnntrain.report.runs.one_clock`)."""
+    one_clock(base, method)
     by_seed = {r.config.get("seed"): r for r in base}
     return Ratio([cost(by_seed[r.config.get("seed")], start) / cost(r, start)
                   for r in method if r.config.get("seed") in by_seed])

@@ -6,22 +6,27 @@ from __future__ import annotations
 import atexit
 import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
 from gnntrain.allocator import keep_freed_memory
+from gnntrain.comm.link_model import Topology
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
+from gnntrain.virtual.rank import COMPUTE_LOCK, VirtualRank
 
 WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
 """A job's work on one rank, given the typed config, the rank's context and the job's data."""
 
 
 def _threads_per_worker(run: RootConfig, local_workers: int) -> int:
+    if run.cluster.clock == "virtual" and run.cluster.device == "cpu":
+        return 1  # a rank's virtual compute is its one thread's CPU time (gnntrain.virtual.clock)
     if run.cluster.threads_per_worker > 0:
         return run.cluster.threads_per_worker
     return max(1, len(os.sched_getaffinity(0)) // local_workers)
@@ -94,10 +99,16 @@ def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: 
     the group first would wait on work that peers may never finish.
     """
     device = start_rank_process(run, rank, world_size, local_rank, local_workers, init_method)
+    virtual = None
+    if run.cluster.clock == "virtual":
+        virtual = VirtualRank(Topology.of(run.network), rank, device, run.run_dir if run.cluster.trace else None,
+                              Path(run.run_dir) / COMPUTE_LOCK if run.cluster.virtual_compute == "alone" else None)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend),
-                        EmulatedNetwork.from_config(run.network, rank),
-                        over_network=run.network.mode == "kernel" or local_workers < world_size)
+                        None if virtual else EmulatedNetwork.from_config(run.network, rank),
+                        over_network=run.network.mode == "kernel" or local_workers < world_size, virtual=virtual)
     result = fn(run, ctx, job)
+    if virtual is not None:
+        virtual.clock.pause()
     dist.barrier()  # no rank tears its connections down while a peer still uses them
     if init_method != "env://":
         dist.destroy_process_group()

@@ -1,0 +1,168 @@
+"""gnntrain-replay: a run's trace timed again under another network, in seconds, without training.
+
+    gnntrain-replay RUN_DIR [network=... network.bandwidth_gbps=... ...]
+
+prints the run's mean epoch (its steady epochs, as its summary counts them) under the network it
+ran on and under the one the overrides describe (the run's own where none is given), with the
+compute and the exposed communication per category. ``--bandwidths LO:HI:N`` times it at N link
+bandwidths from LO to HI Gbit/s (log-spaced) instead, with the communication share at each and,
+with ``--baseline RUN_DIR`` (another method's traced run), the speed-up over it; ``--plot`` draws
+that curve. ``--chrome FILE`` writes the trace for Perfetto or ``chrome://tracing``. The run must
+have been made with ``cluster.clock=virtual cluster.trace=true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from gnntrain.comm.link_model import Topology
+from gnntrain.comm.meter import TRAINING_CATEGORIES
+from gnntrain.comm.network import describe, label, link_overrides
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
+from gnntrain.errors import GnntrainError, first_line
+from gnntrain.virtual import trace
+from gnntrain.virtual.replay import ReplayedEpoch, replay, steady_mean
+
+
+class Traced:
+    """A traced run: its summary, its trace and the network it ran on."""
+
+    def __init__(self, run_dir: Path) -> None:
+        path = run_dir / trace.TRACE_FILE
+        if not path.is_file():
+            raise GnntrainError(f"{run_dir} has no {trace.TRACE_FILE}; valid: the run dir of a run made with "
+                                "cluster.clock=virtual cluster.trace=true")
+        self.run_dir = run_dir
+        self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
+        self.ranks = trace.read(path)
+        self.warmup = self.summary.warmup_epochs_excluded + self.summary.examination_epochs
+
+    def network(self, overrides: list[str]):
+        """The typed network config of the run's own links with ``overrides`` applied."""
+        from gnntrain.job import api
+
+        return api.check(api.compose(link_overrides(self.summary.network) + overrides)).network
+
+    def under(self, network) -> list[ReplayedEpoch]:
+        return replay(self.ranks, Topology.of(network))
+
+    def mean_epoch(self, epochs: list[ReplayedEpoch]) -> float:
+        return steady_mean(epochs, self.warmup, lambda e: e.epoch_time)
+
+    def share(self, epochs: list[ReplayedEpoch]) -> float:
+        """The communication share (exposed ``data`` over the epoch, as ``comm_share``)."""
+        return steady_mean(epochs, self.warmup, lambda e: e.mean_exposed("data")) / self.mean_epoch(epochs)
+
+
+def _breakdown(run: Traced, epochs: list[ReplayedEpoch]) -> str:
+    parts = [f"compute {steady_mean(epochs, run.warmup, lambda e: e.mean_compute) * 1e3:.2f}"]
+    parts += [f"{c} {steady_mean(epochs, run.warmup, lambda e, c=c: e.mean_exposed(c)) * 1e3:.2f}"
+              for c in TRAINING_CATEGORIES]
+    return f"{run.mean_epoch(epochs) * 1e3:.2f} ms per epoch ({', '.join(parts)} ms exposed; means over ranks)"
+
+
+def _bandwidths(text: str) -> np.ndarray:
+    try:
+        low, high, count = text.split(":")
+        points = np.geomspace(float(low), float(high), int(count))
+    except ValueError:
+        raise GnntrainError(f"--bandwidths {text}: valid: LO:HI:N, e.g. 0.1:100:24 (Gbit/s, N >= 2)") from None
+    if len(points) < 2 or points[0] <= 0:
+        raise GnntrainError(f"--bandwidths {text}: valid: LO:HI:N with 0 < LO < HI and N >= 2")
+    return points
+
+
+def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Traced | None) -> list[dict]:
+    """The run (and the baseline) replayed at each bandwidth of ``points`` (Gbit/s, every level
+    scaled alike where the network has two: the intra-node link keeps its ratio to the other)."""
+    rows = []
+    base_net = run.network(overrides)
+    for gbps in points:
+        scale = gbps / base_net.bandwidth_gbps
+        network = replace(base_net, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
+            base_net.intra_bandwidth_gbps * scale if base_net.intra_bandwidth_gbps else None))
+        epochs = run.under(network)
+        row = {"bandwidth_gbps": float(gbps), "epoch_s": run.mean_epoch(epochs), "comm_share": run.share(epochs)}
+        if baseline is not None:
+            base = baseline.mean_epoch(baseline.under(network))
+            row.update(baseline_epoch_s=base, speedup=base / row["epoch_s"])
+        rows.append(row)
+    return rows
+
+
+def _plot(rows: list[dict], run: Traced, baseline: Traced | None, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (times, shares) = plt.subplots(1, 2, figsize=(10, 4))
+    x = [r["bandwidth_gbps"] for r in rows]
+    times.plot(x, [r["epoch_s"] * 1e3 for r in rows], marker=".", label=run.summary.strategy)
+    if baseline is not None:
+        times.plot(x, [r["baseline_epoch_s"] * 1e3 for r in rows], marker=".", label=baseline.summary.strategy)
+    times.set(xscale="log", yscale="log", xlabel="link bandwidth (Gbit/s)", ylabel="epoch (ms, virtual clock)")
+    times.legend()
+    shares.plot(x, [r["comm_share"] for r in rows], marker=".")
+    shares.set(xscale="log", xlabel="link bandwidth (Gbit/s)", ylabel=f"{run.summary.strategy} communication share",
+               ylim=(0, 1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="gnntrain-replay", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the run dir of a run made with cluster.clock=virtual cluster.trace=true")
+    parser.add_argument("overrides", nargs="*", help="network overrides, as gnntrain takes them (network=eth25g ...)")
+    parser.add_argument("--bandwidths", default=None, help="LO:HI:N: replay at N bandwidths from LO to HI Gbit/s")
+    parser.add_argument("--baseline", type=Path, default=None, help="another traced run, for the speed-up over it")
+    parser.add_argument("--plot", type=Path, default=None, help="with --bandwidths: draw the curve into this PNG")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--chrome", type=Path, default=None, help="write the trace for Perfetto / chrome://tracing")
+    args = parser.parse_args(argv)
+    try:
+        bad = [o for o in args.overrides if not o.startswith("network")]
+        if bad:
+            raise GnntrainError(f"override {bad[0]}: replay changes the network only; valid: network=<preset> and "
+                                "network.<key>=<value>")
+        run = Traced(args.run)
+        if args.chrome is not None:
+            args.chrome.write_text(json.dumps(trace.chrome(run.ranks)))
+            print(f"trace for Perfetto or chrome://tracing: {args.chrome}")
+        if args.bandwidths is None:
+            own, network = run.network([]), run.network(args.overrides)
+            figures = {"run": run.mean_epoch(run.under(own)), "replayed": run.mean_epoch(run.under(network))}
+            print(f"{run.run_dir} ({run.summary.strategy}, virtual clock)")
+            print(f"  as run,   {label(run.summary.network)}: {_breakdown(run, run.under(own))}")
+            print(f"  replayed, {label(describe(network))}: {_breakdown(run, run.under(network))}")
+        else:
+            baseline = Traced(args.baseline) if args.baseline is not None else None
+            rows = sweep(run, args.overrides, _bandwidths(args.bandwidths), baseline)
+            figures = {"sweep": rows}
+            versus = f"  speed-up over {baseline.summary.strategy}" if baseline else ""
+            print(f"{'Gbit/s':>9}  {'epoch ms':>9}  {'comm share':>10}{versus}")
+            for row in rows:
+                extra = f"  {row['speedup']:>{len(versus) - 2}.3f}" if baseline else ""
+                print(f"{row['bandwidth_gbps']:>9.4g}  {row['epoch_s'] * 1e3:>9.3f}  {row['comm_share']:>10.3f}{extra}")
+            if args.plot is not None:
+                _plot(rows, run, baseline, args.plot)
+                print(f"plot: {args.plot}")
+        if args.json is not None:
+            args.json.write_text(json.dumps(figures, indent=1))
+    except GnntrainError as exc:
+        print(f"gnntrain-replay: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        print(f"gnntrain-replay: error: {exc.strerror or first_line(exc)}: {exc.filename}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
