@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench network-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench network-check virtual-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -46,6 +46,12 @@ bench: install
 # needs root and iproute2: network namespaces; docs/testing.md).
 network-check: install
 	WANDB_MODE=disabled $(BIN)/python scripts/network_check.py
+
+# The virtual clock against its references: uncontended wall clock, ranks taking turns, TCP over
+# kernel-shaped links, BNS-GCN p=0's all-reduce (results/virtual_clock.json; the TCP rows need root
+# and iproute2; docs/testing.md).
+virtual-check: install
+	WANDB_MODE=disabled $(BIN)/python scripts/virtual_clock_check.py
 
 # The cost ladder from 100k nodes to ogbn-products' size (results/scale.json, results/scale.png;
 # about an hour on 2 cores, at most ~22 GiB in use).

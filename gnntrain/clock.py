@@ -70,6 +70,10 @@ class Clock:
         mark.synchronize()
         return at + event.elapsed_time(mark) / 1e3
 
+    def charge(self, seconds: float) -> None:
+        """Nothing: the host's clock has the time other threads computed for the rank in it (a
+        virtual clock adds it, :meth:`gnntrain.virtual.clock.VirtualClock.charge`)."""
+
     def pause(self) -> None:
         """Nothing: the rank is about to block on its peers (a virtual clock may let another rank
         compute then, :meth:`gnntrain.virtual.clock.VirtualClock.pause`)."""

@@ -95,6 +95,14 @@ class VirtualClock:
             return
         self._reading = self._read()
 
+    def charge(self, seconds: float) -> None:
+        """Add the CPU time other threads of the rank spent computing for it (a thread pool
+        solving problems while the rank's thread waits for them) as compute: on one thread they
+        would have run one after the other. Nothing under ``alone``, whose wall time has them."""
+        if self.lock is None and not self.cuda:
+            self.now += seconds
+            self.compute_s += seconds
+
     def pause(self) -> None:
         """The rank is about to block on its peers: under ``alone`` it lets another rank
         compute (nothing otherwise; the wall clock's :class:`gnntrain.clock.Clock` has it too)."""

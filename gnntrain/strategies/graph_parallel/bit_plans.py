@@ -307,7 +307,9 @@ class AdaptiveBits(_Plan):
                         slots.append((r, q, groups))
             problems.append((direction, pairs, slots))
         with ThreadPoolExecutor(max_workers=max(len(problems), 1)) as pool:
-            solved = list(pool.map(lambda p: self._assign(p[1]), problems))
+            timed = list(pool.map(lambda p: self._assign(p[1]), problems))
+        solved = [assignment for assignment, _ in timed]
+        self.comm.clock.charge(sum(cpu for _, cpu in timed))
         self.solve_gap = max((a.gap for a in solved), default=0.0)
         self.timed_out = sum(a.timed_out for a in solved)
         per_rank: list[list[torch.Tensor]] = [[] for _ in range(world)]
@@ -321,5 +323,8 @@ class AdaptiveBits(_Plan):
                 per_rank[r].append(blocks[r])
         return [torch.cat(blocks) if blocks else torch.zeros(0, dtype=torch.uint8) for blocks in per_rank]
 
-    def _assign(self, pairs: list[PairGroups]) -> Assignment:
-        return assign_bits(pairs, self.lam, self.gap, self.time_limit, self.normalize)
+    def _assign(self, pairs: list[PairGroups]) -> tuple[Assignment, float]:
+        """The assignment, and the CPU seconds its thread took (the virtual clock's compute)."""
+        start = time.thread_time()
+        assignment = assign_bits(pairs, self.lam, self.gap, self.time_limit, self.normalize)
+        return assignment, time.thread_time() - start
