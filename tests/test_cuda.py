@@ -11,6 +11,8 @@ machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` la
   device's generator, so a quantized run is compared by its bytes and counts (fixed widths);
   HopGNN chooses its merge count from timed iterations, so its bytes follow the machine and
   are not compared (merging never changes what a model trains on);
+* under the virtual clock (``cluster.clock=virtual``) a GPU run trains as under the wall clock,
+  its compute timed by CUDA events, its parts adding up to each rank's epoch;
 * a resumed GPU run equals the uninterrupted one, and ranks loading part files train as ranks
   that carve their parts (GPU against GPU, bit for bit: with ``cluster.deterministic``, since
   CUDA's index_add and cuSPARSE's products otherwise sum in a varying order); a bfloat16 model
@@ -165,6 +167,22 @@ def test_an_emulated_link_on_the_gpu_holds_transfers_from_when_their_data_is_rea
         assert r["link_busy_time"] > 0 and max(r["comm_time"], r["reduce_time"]) <= r["epoch_time"]
         if name == "vanilla":
             assert r["comm_time"] + r["reduce_time"] >= 0.8 * r["link_busy_time"], r
+
+
+@pytest.mark.parametrize("name", ["vanilla", "pipegcn", "gnnpipe"])
+def test_the_virtual_clock_on_the_gpu_times_device_spans_and_trains_as_the_wall_clock(name: str, tmp_path) -> None:
+    """Two gloo ranks sharing the GPU under ``cluster.clock=virtual``: compute spans are CUDA
+    event times, the training is the wall-clock run's bit for bit, and every rank's compute and
+    exposed time make its epoch."""
+    overrides = (*COMMON, "model=sage", f"strategy={name}", *SETTINGS.get(name, ()), *GPU_GLOO,
+                 "cluster.world_size=2")
+    wall = train_records(tmp_path / "wall", *overrides)
+    virtual = train_records(tmp_path / "virtual", *overrides, "cluster.clock=virtual", "network=eth10g")
+    assert_same_training(virtual, wall, 3)
+    for record in virtual:
+        ranks = record["per_rank"]
+        for epoch, compute, exposed in zip(ranks["epoch_time"], ranks["compute_time"], ranks["exposed_time"]):
+            assert compute > 0 and compute + exposed == pytest.approx(epoch, rel=1e-9)
 
 
 @pytest.mark.parametrize("name, model", [("vanilla", "gat"), ("gnnpipe", "gcnii"), ("minibatch", "sage")])

@@ -79,6 +79,9 @@ def test_a_slower_link_shows_in_virtual_time_not_in_wall_time(tmp_path: Path) ->
     assert added > 0.01
     assert slow["epoch_time"] - fast["epoch_time"] == pytest.approx(added, rel=0.3)
     assert_parts_add_up([fast, slow])
+    by_kind = slow["comm_transfer_time_by_kind"]
+    assert by_kind["allreduce"] == pytest.approx(slow["comm_transfer_time_by_category"]["sync"])
+    assert by_kind["halo_fwd"] > 0 and by_kind["halo_bwd"] > 0
 
 
 @pytest.mark.parametrize("overrides, line", [

@@ -514,6 +514,20 @@ class InFlight:
     def _mark_completed(self, _: Any) -> None:
         self.posting.completed = time.perf_counter()
 
+    def _held_back(self) -> float:
+        """Under an emulated network, sleep until the link's completion (and a one-sided
+        receive's sender's): that completion (0 without one)."""
+        not_before = 0.0
+        if self.hold is not None:
+            self.hold.wait()
+            not_before = self.hold.ready_at
+            self.comm.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
+        if self.stamp is not None:
+            arrival = float(self.stamp)
+            Hold(arrival, 0.0, 0.0).wait()
+            not_before = max(not_before, arrival)
+        return not_before
+
     def wait(self) -> Any:
         """What arrived; counts the time blocked here (the host's, or on CUDA the stream's) as
         exposed communication."""
@@ -528,26 +542,16 @@ class InFlight:
         for tensor, buffer in self.landed:
             tensor.copy_(buffer, non_blocking=True)
         if self.virtual is not None:
-            done, resumed = self.virtual.finish(reached)
-            self.posting.completed = done
+            not_before, resumed = self.virtual.finish(reached)
+            self.posting.completed = not_before
             self.comm.meter.record_link(self.kind, *self.virtual.rank.links.link_cost(self.virtual.op))
-            self.comm.meter.record_span(self.posting, reached, resumed, done)
-            self.send = None
-            return self.decode(self.recv) if self.decode is not None else self.recv
-        not_before = 0.0
-        if self.hold is not None:
-            self.hold.wait()
-            not_before = self.hold.ready_at
-            self.comm.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
-        if self.stamp is not None:
-            arrival = float(self.stamp)
-            Hold(arrival, 0.0, 0.0).wait()
-            not_before = max(not_before, arrival)
-        if self.comm.virtual_clock is not None:  # nothing moved between ranks: no time passes
-            self.comm.virtual_clock.skip()
-            resumed = reached
         else:
-            resumed = clock.mark()
+            not_before = self._held_back()
+            if self.comm.virtual_clock is not None:  # nothing moved between ranks: no time passes
+                self.comm.virtual_clock.skip()
+                resumed = reached
+            else:
+                resumed = clock.mark()
         self.comm.meter.record_span(self.posting, reached, resumed, not_before)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv

@@ -138,6 +138,7 @@ class ClosedOperation:
     one was set)."""
 
     category: str
+    kind: str
     keys: tuple
     started: float
     waited: tuple[float, float] | None
@@ -236,7 +237,8 @@ class CommMeter:
             if done is None and posting.not_before > 0:
                 done = posting.not_before
             waited = (clock.host_time(posting.reached), clock.host_time(posting.resumed)) if posting.waited else None
-            operations.append(ClosedOperation(category(posting.kind), posting.keys, clock.host_time(posting.started),
+            operations.append(ClosedOperation(category(posting.kind), posting.kind, posting.keys,
+                                              clock.host_time(posting.started),
                                               waited, done, posting.not_before))
             if not posting.waited:
                 still_open.append(posting)
@@ -247,20 +249,34 @@ class CommMeter:
         """Wait, transfer and hidden time per timed category within the ledger's window
         (:mod:`gnntrain.comm.timeline`). Call after :meth:`learn` has had the peers' stamps of
         the ledger's epoch, for the ledgers in the order of their epochs."""
+        return self.split(ledger)[0]
+
+    def split(self, ledger: EpochLedger) -> tuple[dict[str, Split], dict[str, Split]]:
+        """:meth:`account`'s splits per timed category, and per kind of those categories (each
+        kind's intervals split on their own: a category's split is not the sum of its kinds'
+        where their transfers overlap)."""
         exposed: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
         in_flight: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
+        kinds: dict[str, tuple[list, list]] = {}
         for op in ledger.operations:
             ready = max([op.started] + [self._peer_started.get(k, -math.inf) for k in op.keys])
+            own = kinds.setdefault(op.kind, ([], []))
             if op.waited is not None:
                 reached, resumed = op.waited
-                exposed[op.category].append((reached, resumed))
-                in_flight[op.category] += [(ready, max(resumed if op.done is None else op.done, op.not_before)),
-                                           (max(reached, ready), resumed)]
+                moving = [(ready, max(resumed if op.done is None else op.done, op.not_before)),
+                          (max(reached, ready), resumed)]
+                for intervals in (exposed[op.category], own[0]):
+                    intervals.append((reached, resumed))
+                for intervals in (in_flight[op.category], own[1]):
+                    intervals += moving
                 for key in op.keys:
                     self._peer_started.pop(key, None)
             else:
-                in_flight[op.category].append((ready, ledger.window[1] if op.done is None else op.done))
-        return {c: timeline.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES}
+                moving = [(ready, ledger.window[1] if op.done is None else op.done)]
+                in_flight[op.category] += moving
+                own[1].extend(moving)
+        return ({c: timeline.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES},
+                {k: timeline.split(e, f, ledger.window) for k, (e, f) in sorted(kinds.items())})
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):

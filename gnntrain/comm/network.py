@@ -23,6 +23,10 @@ need. The model, per rank:
   ``2 (P-1)/P x wire(bytes) / bandwidth + 2 (P-1) x latency`` on the slowest level the group
   spans.
 
+Under the virtual clock (``cluster.clock=virtual``) the same links are timed by
+:mod:`gnntrain.comm.link_model`, from every participant's post time and on both ends' links;
+nothing sleeps there.
+
 What this leaves out (a choice): the peer's link (a transfer waits on this rank's link only, so
 an imbalanced all-to-all, or a pipeline stage's send into a rank whose link also carries its
 halo exchange, is timed from each rank's own side), switch contention, the frames'

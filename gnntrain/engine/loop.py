@@ -75,6 +75,11 @@ class KeptEpoch:
     compute_time: float | None = None
     """Under the virtual clock, the compute measured in the epoch (None: the wall clock's, the
     epoch less the exposed time)."""
+    call_time: float = 0.0
+    """Under the virtual clock, the thread CPU time its communication calls took (not virtual
+    time; 0 elsewhere)."""
+    compute_cpu_time: float = 0.0
+    """Under the virtual clock, the thread CPU time of its compute spans (0 elsewhere)."""
     bytes: dict[str, int] = field(default_factory=dict)
     """Bytes per kind, evaluation's included (taken after it)."""
     memory: dict[str, float] = field(default_factory=dict)
@@ -93,6 +98,8 @@ class RankShare:
     figures: dict[str, float]
     eval_counts: list[float] | None
     tallies: Tallies
+    kind_splits: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per training kind this rank timed, its ``wait``, ``transfer`` and ``hidden`` seconds."""
 
 
 class EpochLoop:
@@ -129,11 +136,13 @@ class EpochLoop:
         if virtual is not None:
             virtual.skip()  # the record round and the resetting before it are not the epoch's
         start = self.clock.mark()
-        computed = virtual.compute_s if virtual is not None else 0.0
+        counters = ("compute_s", "skipped_s", "compute_cpu_s")
+        before = [getattr(virtual, c) if virtual is not None else 0.0 for c in counters]
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
-        compute_time = virtual.compute_s - computed if virtual is not None else None
+        compute_time, call_time, compute_cpu_time = (
+            [getattr(virtual, c) - b for c, b in zip(counters, before)] if virtual is not None else (None, 0.0, 0.0))
         if self.virtual is not None and self.virtual.trace is not None:
             self.virtual.trace.epoch(epoch, start, end)
             self.virtual.trace.flush()
@@ -141,7 +150,8 @@ class EpochLoop:
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
         return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
-                         projected_rows=rows, compute_time=compute_time,
+                         projected_rows=rows, compute_time=compute_time, call_time=call_time,
+                         compute_cpu_time=compute_cpu_time,
                          link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
                          link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
                          tallies=self.strategy.epoch_tallies())
@@ -177,17 +187,20 @@ class EpochLoop:
     def rank_share(self, kept: KeptEpoch) -> RankShare:
         """This rank's part of one epoch's record; its communication times split with the
         peers' starts learned (call for the kept epochs in order)."""
-        splits = self.meter.account(kept.ledger)
+        splits, per_kind = self.meter.split(kept.ledger)
         exposed = sum(split.exposed for split in splits.values())
         figures = {"epoch_time": kept.epoch_time,
                    "compute_time": kept.epoch_time - exposed if kept.compute_time is None else kept.compute_time,
-                   "exposed_time": exposed,
+                   "exposed_time": exposed, "comm_call_time": kept.call_time,
+                   "compute_cpu_time": kept.compute_cpu_time,
                    **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
                    **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},
                    "link_latency_time": kept.link_latency, "eval_time": kept.eval_time, **kept.memory}
         sums = {"loss": kept.loss, "projected_rows": kept.projected_rows,
                 **{f"bytes/{k}": float(b) for k, b in kept.bytes.items()}}
-        return RankShare(sums, figures, kept.eval_counts, kept.tallies)
+        kind_splits = {kind: {part: getattr(split, part) for part in SPLIT_PARTS}
+                       for kind, split in per_kind.items() if category(kind) in TRAINING_CATEGORIES}
+        return RankShare(sums, figures, kept.eval_counts, kept.tallies, kind_splits)
 
     def epoch_record(self, epoch: int, shares: list[RankShare]) -> EpochRecord:
         """Aggregate one epoch over ranks: loss, bytes and eval counts summed; the epoch's time
@@ -217,6 +230,9 @@ class EpochLoop:
             counts = [sum(column) for column in zip(*(share.eval_counts for share in shares))]
             accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
         totals = Tallies.combine([share.tallies for share in shares])
+        timed_kinds = sorted({kind for share in shares for kind in share.kind_splits})
+        kind_times = {part: {kind: sum(share.kind_splits.get(kind, {}).get(part, 0.0) for share in shares)
+                             / len(shares) for kind in timed_kinds} for part in SPLIT_PARTS}
         return EpochRecord(
             epoch=epoch, loss=sums["loss"], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
             epoch_time=maxes["epoch_time"], compute_time=means["compute_time"], comm_time=exposed["data"],
@@ -227,13 +243,16 @@ class EpochLoop:
             comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
             comm_wait_time_by_category=parts["wait"], comm_transfer_time_by_category=parts["transfer"],
             comm_hidden_time_by_category=parts["hidden"],
+            comm_wait_time_by_kind=kind_times["wait"], comm_transfer_time_by_kind=kind_times["transfer"],
+            comm_hidden_time_by_kind=kind_times["hidden"],
             eval_comm_bytes=bytes_by_category["eval"],
             link_busy_time=sum(link_busy.values()), link_busy_time_by_category=link_busy,
             link_latency_time=means["link_latency_time"],
             peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
             peak_tensor_mb=maxes["peak_tensor_mb"] if maxes["peak_tensor_mb"] >= 0 else None,
             per_rank={"epoch_time": per_rank["epoch_time"], "compute_time": per_rank["compute_time"],
-                      "exposed_time": per_rank["exposed_time"],
+                      "exposed_time": per_rank["exposed_time"], "comm_call_time": per_rank["comm_call_time"],
+                      "compute_cpu_time": per_rank["compute_cpu_time"],
                       **{f"comm_{part}_time": per_rank[f"{part}/data"] for part in SPLIT_PARTS},
                       **{f"reduce_{part}_time": per_rank[f"{part}/sync"] for part in SPLIT_PARTS}},
             strategy_metrics={"projected_rows": sums["projected_rows"], **self.strategy.epoch_metrics(totals)},

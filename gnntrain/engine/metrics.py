@@ -98,6 +98,15 @@ class EpochRecord:
     comm_hidden_time_by_category: dict[str, float] = field(default_factory=dict)
     """Per training category, seconds a transfer moved while the rank was not blocked on the
     category (it computed), mean over ranks."""
+    comm_wait_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """``comm_wait_time_by_category`` per training kind a rank timed (``halo_fwd``, ``allreduce``,
+    ``pipe_fwd``, ``feat_fetch``, ...), mean over ranks (0 for a rank without it): each kind's
+    operations split on their own, so a category's figure is not the sum of its kinds' where
+    their transfers overlap."""
+    comm_transfer_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """``comm_transfer_time_by_category`` per training kind, likewise."""
+    comm_hidden_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """``comm_hidden_time_by_category`` per training kind, likewise."""
     eval_comm_bytes: int = 0
     """Bytes sent by evaluation, summed over ranks."""
     link_busy_time: float = 0.0
@@ -123,7 +132,11 @@ class EpochRecord:
     null in the others and where ``train.warmup_epochs=0``."""
     per_rank: dict[str, list[float]] = field(default_factory=dict)
     """Each rank's figures, in rank order: ``epoch_time``, ``compute_time``, ``exposed_time``
-    (its exposed communication of every category), and the wait, transfer and hidden time of
+    (its exposed communication of every category), under the virtual clock ``comm_call_time``
+    (the thread CPU time the rank's communication calls took: bookkeeping, posting, copies,
+    counted in neither compute nor virtual time) and ``compute_cpu_time`` (its thread CPU time in
+    its compute spans: ``compute_time`` itself on a CPU, except where the ranks take turns,
+    ``cluster.virtual_compute=alone``) (0 each elsewhere), and the wait, transfer and hidden time of
     ``data`` (``comm_wait_time``, ``comm_transfer_time``, ``comm_hidden_time``) and of ``sync``
     (``reduce_wait_time``, ...) communication."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)

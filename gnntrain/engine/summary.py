@@ -26,7 +26,8 @@ COMM_SPLIT_PARTS = ("wait", "transfer", "hidden")
 """How a category's communication time splits (:class:`gnntrain.comm.timeline.Split`)."""
 PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
                       "comm_total_time_by_category", "comm_wait_time_by_category", "comm_transfer_time_by_category",
-                      "comm_hidden_time_by_category", "link_busy_time_by_category")
+                      "comm_hidden_time_by_category", "comm_wait_time_by_kind", "comm_transfer_time_by_kind",
+                      "comm_hidden_time_by_kind", "link_busy_time_by_category")
 """The per-kind and per-category fields of :class:`EpochRecord` whose means the summary gives per key."""
 
 
@@ -116,6 +117,12 @@ class RunSummary:
     """Of `comm_transfer_time_by_category`, per category."""
     mean_comm_hidden_time_by_category: dict[str, float] = field(default_factory=dict)
     """Of `comm_hidden_time_by_category`, per category."""
+    mean_comm_wait_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """Of `comm_wait_time_by_kind`, per kind."""
+    mean_comm_transfer_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """Of `comm_transfer_time_by_kind`, per kind."""
+    mean_comm_hidden_time_by_kind: dict[str, float] = field(default_factory=dict)
+    """Of `comm_hidden_time_by_kind`, per kind."""
     mean_link_busy_time_by_category: dict[str, float] = field(default_factory=dict)
     """Of `link_busy_time_by_category`, per category."""
     comm_share: Optional[float] = None

@@ -59,22 +59,33 @@ class VirtualClock:
         """The virtual time, seconds."""
         self.compute_s = 0.0
         """Virtual seconds of compute so far."""
+        self.compute_cpu_s = 0.0
+        """On a CPU, the rank's thread CPU time in its compute spans: ``compute_s`` itself, or
+        under ``alone`` what of the wall time it held the host its thread ran."""
+        self.skipped_s = 0.0
+        """The rank's thread CPU seconds that :meth:`skip` forgot: what its communication calls
+        took (bookkeeping, posting, copies); not virtual time."""
         self._reading = self._read()
 
-    def _read(self):
+    def _read(self) -> tuple:
+        """(what compute is measured on: wall time under ``alone``, thread CPU time, a CUDA event;
+        the thread's CPU time)."""
+        cpu = time.thread_time()
         if self.lock is not None:
-            return time.perf_counter()
+            return time.perf_counter(), cpu
         if not self.cuda:
-            return time.thread_time()
+            return cpu, cpu
         event = torch.cuda.Event(enable_timing=True)
         event.record(torch.cuda.current_stream(self.device))
-        return event
+        return event, cpu
 
-    def _elapsed(self, start, end) -> float:
+    def _elapsed(self, start: tuple, end: tuple) -> tuple[float, float]:
+        """Compute and thread CPU seconds from reading ``start`` to ``end``."""
+        cpu = max(0.0, end[1] - start[1])
         if not self.cuda or self.lock is not None:
-            return end - start
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
+            return max(0.0, end[0] - start[0]), cpu
+        end[0].synchronize()
+        return max(0.0, start[0].elapsed_time(end[0]) / 1e3), cpu
 
     def mark(self) -> float:
         """Now: the clock advanced by the compute since the last reading."""
@@ -82,10 +93,11 @@ class VirtualClock:
             self._take()
             return self.now
         reading = self._read()
-        spent = max(0.0, self._elapsed(self._reading, reading))
+        spent, cpu = self._elapsed(self._reading, reading)
         self._reading = reading
         self.now += spent
         self.compute_s += spent
+        self.compute_cpu_s += cpu
         return self.now
 
     def skip(self) -> None:
@@ -93,7 +105,9 @@ class VirtualClock:
         if self.lock is not None and not self.holding:
             self._take()
             return
-        self._reading = self._read()
+        reading = self._read()
+        self.skipped_s += self._elapsed(self._reading, reading)[1]
+        self._reading = reading
 
     def charge(self, seconds: float) -> None:
         """Add the CPU time other threads of the rank spent computing for it (a thread pool
@@ -102,6 +116,7 @@ class VirtualClock:
         if self.lock is None and not self.cuda:
             self.now += seconds
             self.compute_s += seconds
+            self.compute_cpu_s += seconds
 
     def pause(self) -> None:
         """The rank is about to block on its peers: under ``alone`` it lets another rank
