@@ -33,8 +33,9 @@ def test_every_strategy_has_a_grid_and_the_verdict_ranks_by_time_to_target() -> 
 
 
 def test_the_speedup_over_vanilla_pairs_rounds_by_seed_where_both_reached_the_target() -> None:
-    vanilla = [{"seed": 0, "s_to_target": 4.0}, {"seed": 1, "s_to_target": 6.0}, {"seed": 2, "s_to_target": None}]
-    method = [{"seed": 1, "s_to_target": 2.0}, {"seed": 0, "s_to_target": 1.0}, {"seed": 2, "s_to_target": 1.0}]
+    vanilla = [{"run": f"v{seed}", "clock": "wall", "seed": seed, "s_to_target": s}
+               for seed, s in ((0, 4.0), (1, 6.0), (2, None))]
+    method = [{"run": f"m{seed}", "clock": "wall", "seed": seed, "s_to_target": s} for seed, s in ((1, 2.0), (0, 1.0), (2, 1.0))]
     ratio = compare.time_ratio(vanilla, method)
     assert sorted(ratio.values) == [3.0, 4.0], "seed 2 pairs nothing: vanilla did not reach the target there"
     assert str(ratio).startswith("3.50x [")
