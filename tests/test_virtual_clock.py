@@ -100,3 +100,13 @@ def test_a_ratio_of_a_wall_clock_run_to_a_virtual_one_is_refused() -> None:
     with pytest.raises(GnntrainError, match="different clocks cannot share a ratio: virtual \\(virtual\\), "
                                             "wall \\(wall\\)"):
         speedup([wall], [virtual], 1)
+
+
+def test_a_stale_exchange_is_hidden_for_as_long_as_it_moves(tmp_path: Path) -> None:
+    """PipeGCN's stale exchange crosses the epoch's end: the account knows its completion from its
+    peers' stamps and counts it hidden for its time on the link, not until the epoch ends."""
+    records = train_records(tmp_path, *COMMON, "strategy=pipegcn", "cluster.clock=virtual", "network=eth10g",
+                            "network.latency_us=0", "network.bandwidth_gbps=0.5", "train.epochs=4")
+    for record in records[1:]:
+        hidden, busy = record["comm_hidden_time_by_category"]["data"], record["link_busy_time_by_category"]["data"]
+        assert 0.5 * busy <= hidden <= 1.5 * busy < 0.8 * record["epoch_time"], record

@@ -116,6 +116,9 @@ class Posting:
     completed: Any = None
     not_before: float = 0.0
     stamped: bool = False
+    resolve: Any = None
+    """Under the virtual clock, a function giving the completion where it is known without
+    waiting (every stamp it needs already in), else None."""
 
     @property
     def waited(self) -> bool:
@@ -234,6 +237,8 @@ class CommMeter:
                 posting.stamped = True
                 stamps.update(dict.fromkeys(posting.keys, clock.host_time(posting.started)))
             done = posting.completed_at()
+            if done is None and posting.resolve is not None:
+                done = posting.resolve()
             if done is None and posting.not_before > 0:
                 done = posting.not_before
             waited = (clock.host_time(posting.reached), clock.host_time(posting.resumed)) if posting.waited else None
