@@ -15,7 +15,8 @@ One JSON object per line, each naming its rank (``r``) and event (``ev``):
 
 Each rank appends its lines at the end of every epoch in one write to a file opened for
 appending, so the ranks' lines interleave by epoch, never within one; :func:`read` sorts them
-out. :func:`chrome` turns a trace into the Trace Event Format that Perfetto and
+out. Rank 0 empties the file when the run starts, so a resumed run's trace holds the epochs it
+ran itself (its clocks start again at 0). :func:`chrome` turns a trace into the Trace Event Format that Perfetto and
 ``chrome://tracing`` open.
 """
 
