@@ -14,6 +14,7 @@ import pytest
 from conftest import train_records
 from gnntrain.virtual import trace
 from gnntrain.virtual.__main__ import Traced
+from gnntrain.virtual.__main__ import main as replay_main
 
 COMMON = ("dataset.num_nodes=1500", "dataset.avg_degree=8", "train.epochs=10", "train.warmup_epochs=2",
           "model=sage", "model.hidden=32", "cluster.world_size=2", "cluster.clock=virtual", "network=eth10g")
@@ -43,7 +44,8 @@ def test_a_replay_under_the_runs_own_network_repeats_its_times(traced: dict[str,
                                                                     rel=1e-6, abs=1e-9), name
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "vanilla" else pytest.mark.slow)
+                                  for n in sorted(METHODS)])
 def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, Path], name: str,
                                                              tmp_path: Path) -> None:
     """At 1/1000 of the bandwidth, where most of the epoch is communication (compute varies by
@@ -59,9 +61,7 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
 
 def test_the_trace_opens_in_perfetto_as_one_track_per_rank(traced: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
-    done = subprocess.run([sys.executable, "-m", "gnntrain.virtual", str(traced["vanilla"]), "--chrome", str(out)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    replay_main([str(traced["vanilla"]), "--chrome", str(out)])
     events = json.loads(out.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
     spans = [e for e in events if e["ph"] == "X"]
@@ -72,10 +72,8 @@ def test_the_trace_opens_in_perfetto_as_one_track_per_rank(traced: dict[str, Pat
 def test_a_bandwidth_sweep_gives_a_dense_curve_with_the_share_at_each_point(traced: dict[str, Path],
                                                                             tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"
-    done = subprocess.run([sys.executable, "-m", "gnntrain.virtual", str(traced["vanilla"]), "--bandwidths",
-                           "0.01:100:24", "--baseline", str(traced["pipegcn"]), "--json", str(out),
-                           "--plot", str(tmp_path / "curve.png")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    replay_main([str(traced["vanilla"]), "--bandwidths", "0.01:100:24", "--baseline", str(traced["pipegcn"]),
+                 "--json", str(out), "--plot", str(tmp_path / "curve.png")])
     rows = json.loads(out.read_text())["sweep"]
     assert len(rows) == 24 and (tmp_path / "curve.png").is_file()
     times = [r["epoch_s"] for r in rows]
@@ -91,8 +89,9 @@ def test_a_bandwidth_sweep_gives_a_dense_curve_with_the_share_at_each_point(trac
 ])
 def test_bad_replay_input_is_refused_in_one_line(traced: dict[str, Path], tmp_path: Path, args: list[str],
                                                  line: str) -> None:
+    """Through the installed command."""
     args = [a.format(untraced=tmp_path, traced=traced["vanilla"]) for a in args]
-    done = subprocess.run([sys.executable, "-m", "gnntrain.virtual", *args], capture_output=True, text=True)
+    done = subprocess.run([str(Path(sys.executable).parent / "gnntrain-replay"), *args], capture_output=True, text=True)
     assert done.returncode == 2
     assert line in done.stderr and done.stderr.count("\n") == 1
 
