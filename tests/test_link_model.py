@@ -1,12 +1,12 @@
-"""The virtual clock's network model (:mod:`gnntrain.comm.link_model`), worked by hand: both
+"""The virtual clock's network model (:mod:`gnntrain.virtual.link_model`), worked by hand: both
 ends' links, queues on a busy link, the ring all-reduce on the slowest level, two levels."""
 
 from __future__ import annotations
 
 import pytest
 
-from gnntrain.comm.link_model import LinkQueues, Topology, exchange_completion, one_sided_arrival, ring_completion
-from gnntrain.comm.network import GBIT, Link, wire
+from gnntrain.virtual.link_model import (GBIT, Link, LinkQueues, Topology, exchange_completion, one_sided_arrival,
+                                         ring_completion, wire)
 
 MB = 1_000_000
 ONE = Topology({"inter": Link(1 * GBIT, 10e-6)})

@@ -1,4 +1,4 @@
-"""Traces and replay (:mod:`gnntrain.virtual.trace`, :mod:`gnntrain.virtual.replay`,
+"""Traces and replay (:mod:`gnntrain.virtual.trace`, :mod:`gnntrain.report.replay`,
 ``gnntrain-replay``): a trace replayed under its own network repeats its run's times exactly, and
 under another network equals a virtual-clock rerun there within 3%."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from conftest import train_records
 from gnntrain.virtual import trace
-from gnntrain.virtual.__main__ import Traced
-from gnntrain.virtual.__main__ import main as replay_main
+from gnntrain.replay_cli import Traced
+from gnntrain.replay_cli import main as replay_main
 
 COMMON = ("dataset.num_nodes=1500", "dataset.avg_degree=8", "train.epochs=10", "train.warmup_epochs=2",
           "model=sage", "model.hidden=32", "cluster.world_size=2", "cluster.clock=virtual", "network=eth10g")

@@ -45,7 +45,7 @@ otherwise; every operation is also posted to the rank's links at its virtual pos
 *stamp* (the post time and when the rank's egress is through) travels beside the data: gathered
 over the group for an all-to-all or an all-reduce, one float64 message after each
 point-to-point message to the same peer. At the wait the rank's clock moves to the completion
-the network model gives from the stamps it needs (:mod:`gnntrain.comm.link_model`), and every
+the network model gives from the stamps it needs (:mod:`gnntrain.virtual.link_model`), and every
 mark the meter keeps is virtual. Nothing sleeps, and no real completion is marked.
 
 Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
@@ -69,8 +69,8 @@ import torch.distributed as dist
 from gnntrain.clock import Clock, Mark, clock_of
 from gnntrain.comm.dtypes import check_sendable
 from gnntrain.comm.meter import CommMeter, Posting
-from gnntrain.comm.link_model import LEVELS, Stamp
 from gnntrain.comm.network import EmulatedNetwork, Hold
+from gnntrain.virtual.link_model import LEVELS, Stamp
 from gnntrain.virtual.ops import VirtualOp
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ need. The model, per rank:
   its node, ``rank // gpus_per_node``: ``intra_bandwidth_gbps``, ``intra_latency_us``).
   Without ``gpus_per_node`` every peer is across the one ``inter`` level.
 * Bytes travel as TCP over Ethernet frames: ``bytes`` of payload occupy the link as
-  ``wire(bytes) = bytes x 1514 / 1448`` (:data:`FRAME_BYTES` per :data:`SEGMENT_BYTES` of
-  payload: 4.6% of headers).
+  ``wire(bytes) = bytes x 1514 / 1448`` (a frame per segment of payload: 4.6% of headers;
+  :func:`gnntrain.virtual.link_model.wire`, which the virtual clock's model shares).
 * A point-to-point or all-to-all transfer occupies each level's link for
   ``wire(max(bytes sent, bytes received on that level)) / bandwidth`` (a rank's sends share its
   link, so do its receives) and completes one latency after the last byte:
@@ -24,7 +24,7 @@ need. The model, per rank:
   spans.
 
 Under the virtual clock (``cluster.clock=virtual``) the same links are timed by
-:mod:`gnntrain.comm.link_model`, from every participant's post time and on both ends' links;
+:mod:`gnntrain.virtual.link_model`, from every participant's post time and on both ends' links;
 nothing sleeps there.
 
 What this leaves out (a choice): the peer's link (a transfer waits on this rank's link only, so
@@ -54,29 +54,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gnntrain.virtual.link_model import GBIT, Link, wire
+
 if TYPE_CHECKING:
     from gnntrain.config.schema import NetworkConfig
-
-GBIT = 1e9 / 8
-"""Bytes per second in one Gbit/s."""
-SEGMENT_BYTES = 1448
-"""TCP payload in one full-size Ethernet frame: the 1500-byte MTU less 20 bytes of IPv4 header
-and 32 of TCP header (with timestamps, as Linux sends them)."""
-FRAME_BYTES = 1514
-"""What that frame occupies on a link as Linux's traffic control counts it (the MTU and the
-14-byte Ethernet header; a physical link also spends 20 bytes of preamble and gap on it)."""
-
-
-def wire(payload: float) -> float:
-    """The bytes ``payload`` bytes of TCP payload occupy on the link."""
-    return payload * FRAME_BYTES / SEGMENT_BYTES
-
-
-@dataclass(frozen=True)
-class Link:
-    bytes_per_s: float
-    latency_s: float
-
 
 @dataclass
 class Hold:

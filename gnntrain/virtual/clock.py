@@ -13,7 +13,7 @@ Virtual time advances in two ways only:
   it is the device's time between the two points (CUDA events on the rank's stream).
 * by *waiting*: where the rank waits for a transfer, its clock moves to
   ``max(clock, completion)``, the completion that the network model gives from every
-  participant's virtual post time (:mod:`gnntrain.comm.link_model`).
+  participant's virtual post time (:mod:`gnntrain.virtual.link_model`).
 
 The communication calls themselves (their bookkeeping, the real transfer through gloo or NCCL,
 the wait for a peer that is late in wall-clock time) advance nothing: :meth:`VirtualClock.skip`

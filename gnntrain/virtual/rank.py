@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from gnntrain import clock as clocks
-from gnntrain.comm.link_model import Stamp, Topology
+from gnntrain.virtual.link_model import Stamp, Topology
 from gnntrain.virtual.clock import VirtualClock
 from gnntrain.virtual.ops import RankLinks, VirtualOp
 from gnntrain.virtual.trace import TRACE_FILE, TraceWriter

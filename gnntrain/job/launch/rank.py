@@ -13,11 +13,11 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.allocator import keep_freed_memory
-from gnntrain.comm.link_model import Topology
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
+from gnntrain.virtual.link_model import Topology
 from gnntrain.virtual.rank import COMPUTE_LOCK, VirtualRank
 
 WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]

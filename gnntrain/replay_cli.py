@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gnntrain.comm.link_model import Topology
 from gnntrain.comm.meter import TRAINING_CATEGORIES
 from gnntrain.comm.network import describe, label, link_overrides
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.errors import GnntrainError, first_line
+from gnntrain.report.replay import ReplayedEpoch, replay, steady_mean
 from gnntrain.virtual import trace
-from gnntrain.virtual.replay import ReplayedEpoch, replay, steady_mean
+from gnntrain.virtual.link_model import Topology
 
 
 class Traced:

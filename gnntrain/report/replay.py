@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.comm.link_model import Stamp, Topology
 from gnntrain.comm.meter import TRAINING_CATEGORIES, category
 from gnntrain.errors import GnntrainError
+from gnntrain.virtual.link_model import Stamp, Topology
 from gnntrain.virtual.ops import RankLinks, VirtualOp
 
 

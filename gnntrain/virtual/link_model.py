@@ -3,9 +3,10 @@
 virtual post time and the state of its links. Pure arithmetic on seconds and bytes: the same
 functions time a live run and recompute a recorded one under another network.
 
-The links are those of :mod:`gnntrain.comm.network` (levels ``inter`` and, with
-``gpus_per_node``, ``intra``; payload bytes on the wire as TCP over Ethernet frames,
-:func:`~gnntrain.comm.network.wire`), here on both ends of a transfer:
+The links are those the wall clock's emulator holds transfers back to
+(:mod:`gnntrain.comm.network`; defined here, :class:`Link` and :func:`wire`): levels ``inter``
+and, with ``gpus_per_node``, ``intra``, payload bytes on the wire as TCP over Ethernet frames;
+here on both ends of a transfer:
 
 * Each rank has per level an *egress* and an *ingress* queue (its full-duplex link's two
   directions). An operation reserves them when the rank posts it, in the order the rank posts,
@@ -36,7 +37,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.comm.network import GBIT, Link, wire
+GBIT = 1e9 / 8
+"""Bytes per second in one Gbit/s."""
+SEGMENT_BYTES = 1448
+"""TCP payload in one full-size Ethernet frame: the 1500-byte MTU less 20 bytes of IPv4 header
+and 32 of TCP header (with timestamps, as Linux sends them)."""
+FRAME_BYTES = 1514
+"""What that frame occupies on a link as Linux's traffic control counts it (the MTU and the
+14-byte Ethernet header; a physical link also spends 20 bytes of preamble and gap on it)."""
+
+
+def wire(payload: float) -> float:
+    """The bytes ``payload`` bytes of TCP payload occupy on the link."""
+    return payload * FRAME_BYTES / SEGMENT_BYTES
+
+
+@dataclass(frozen=True)
+class Link:
+    bytes_per_s: float
+    latency_s: float
+
 
 LEVELS = ("inter", "intra")
 """The link levels, in the order a rank's stamp lists its egress times."""
