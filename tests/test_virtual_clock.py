@@ -13,6 +13,7 @@ import pytest
 from conftest import assert_same_training, make_run, train_records
 from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import ConfigError, GnntrainError
+from gnntrain.report import report
 from gnntrain.report.runs import Run
 from gnntrain.repro.tables import speedup
 from gnntrain.strategies import METHODS
@@ -73,7 +74,8 @@ def test_a_strategy_trains_the_same_under_both_clocks(name: str, tmp_path: Path)
 
 def test_a_slower_link_shows_in_virtual_time_not_in_wall_time(tmp_path: Path) -> None:
     """Halving the bandwidth of a link that carries most of the epoch lengthens the virtual epoch
-    by about the added transfer time; nothing sleeps, so the run is not slower for it."""
+    by about the added transfer time; nothing sleeps, so the run is not slower for it. The report
+    names the runs' clock."""
     overrides = (*COMMON, "strategy=vanilla", "cluster.clock=virtual", "network=eth10g", "network.latency_us=0")
     fast = train_records(tmp_path / "fast", *overrides, "network.bandwidth_gbps=0.02")[-1]
     slow = train_records(tmp_path / "slow", *overrides, "network.bandwidth_gbps=0.01")[-1]
@@ -81,6 +83,8 @@ def test_a_slower_link_shows_in_virtual_time_not_in_wall_time(tmp_path: Path) ->
     assert added > 0.01
     assert slow["epoch_time"] - fast["epoch_time"] == pytest.approx(added, rel=0.3)
     assert_parts_add_up([fast, slow])
+    report(tmp_path, tmp_path / "report")
+    assert "clock: virtual" in (tmp_path / "report" / "report.md").read_text()
     by_kind = slow["comm_transfer_time_by_kind"]
     assert by_kind["allreduce"] == pytest.approx(slow["comm_transfer_time_by_category"]["sync"])
     assert by_kind["halo_fwd"] > 0 and by_kind["halo_bwd"] > 0
