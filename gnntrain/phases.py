@@ -8,7 +8,7 @@ stdout (beside the epochs' progress; stderr is for errors and warnings) naming t
     gnntrain: partition synthetic into 4 parts (metis): 212.4 s, peak 9.87 GiB
 
 Under torchrun or submitit the line names the rank, so a job's log shows which process did each
-phase (a job prepares its data once per node, :mod:`gnntrain.data.preparation`).
+phase (a job prepares its data once per node, :mod:`gnntrain.job.launch.data`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ is in every list that needs it:
 * :data:`~gnntrain.config.schema.PLACE` and :data:`~gnntrain.config.schema.CONDUCT` keys may
   change on resume (:mod:`gnntrain.engine.checkpoint`); place keys never tell runs apart in a
   table (:mod:`gnntrain.report`); neither kind is part of a dataset's cache key
-  (:func:`gnntrain.data.dataset_key`);
+  (:func:`gnntrain.data.job.dataset_key`);
 * :data:`~gnntrain.config.schema.WORKLOAD` keys are the setting network calibration measures and
   caches per (:mod:`gnntrain.job.calibration`).
 

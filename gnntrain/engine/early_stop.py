@@ -4,8 +4,8 @@
 After every evaluated epoch:
 
 * ``patience``: the run stops when its best validation score so far (the first epoch that
-  reached it, as :func:`gnntrain.engine.metrics.summarize` picks it) is ``patience`` or more
-  epochs old. The papers' own rules differ in what they watch (the GCN paper the validation
+  reached it, as :meth:`gnntrain.engine.summary.RunSummary.completed` picks it) is
+  ``patience`` or more epochs old. The papers' own rules differ in what they watch (the GCN paper the validation
   loss over a window of 10, GAT and GCNII the validation loss and accuracy with patience 100);
   gnntrain watches the score it selects the test score by, so a stopped run reports the test
   score at its best validation epoch, the same as a run that ran out its epochs.

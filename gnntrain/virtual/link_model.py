@@ -1,5 +1,5 @@
-"""The network model of the virtual clock (:mod:`gnntrain.virtual_clock`) and of replay
-(:mod:`gnntrain.replay`): when a transfer completes on each rank, from every participant's
+"""The network model of the virtual clock (:mod:`gnntrain.virtual.clock`) and of replay
+(:mod:`gnntrain.report.replay`): when a transfer completes on each rank, from every participant's
 virtual post time and the state of its links. Pure arithmetic on seconds and bytes: the same
 functions time a live run and recompute a recorded one under another network.
 
