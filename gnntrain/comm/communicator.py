@@ -493,8 +493,8 @@ class InFlight:
             posting.not_before = hold.ready_at
         self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
         self.waiter: _Waiter | None = None
-        if virtual is not None:  # the model gives the completion, known early where the stamps are in
-            posting.resolve = virtual.peek
+        if virtual is not None:  # the model gives the completion, at the wait or the epoch's end
+            posting.resolve = virtual.completion_at_close
         if post is not None:
             self.waiter = _Waiter(post, self._mark_completed if virtual is None else _ignore)
             return
@@ -577,13 +577,18 @@ class _VirtualWait:
                  stamps: Callable[[], list[Stamp]]) -> None:
         self.rank, self.op, self.op_id, self.works, self.stamps = rank, op, op_id, works, stamps
 
-    def peek(self) -> float | None:
-        """The completion of a collective exchange whose stamps have all arrived, without
-        waiting (a stale exchange still in flight at an epoch's end: the epoch's account then
-        knows when it completed); None otherwise (point-to-point stamps arrive with the data,
-        whose works say nothing until waited for)."""
-        if self.op.shape != "exchange" or not self.works or not all(w.is_completed() for w in self.works):
+    def completion_at_close(self) -> float | None:
+        """The completion of a collective exchange still in flight when the rank's epoch ends
+        (a stale exchange), for the epoch's account: its stamps' gather is waited for, so the
+        account does not depend on how fast the host delivered them. Every member posts the
+        gather where it posts the exchange, in the epoch this rank has finished, which needs
+        nothing more of this rank: the wait cannot close a loop. None for point-to-point
+        messages, whose stamps come with the data, at the wait."""
+        if self.op.shape != "exchange" or not self.works:
             return None
+        self.rank.clock.pause()
+        for work in self.works:
+            work.wait()
         return self.rank.links.complete(self.op, self.stamps())
 
     def finish(self, reached: float) -> tuple[float, float]:

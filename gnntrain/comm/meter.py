@@ -117,8 +117,8 @@ class Posting:
     not_before: float = 0.0
     stamped: bool = False
     resolve: Any = None
-    """Under the virtual clock, a function giving the completion where it is known without
-    waiting (every stamp it needs already in), else None."""
+    """Under the virtual clock, a function giving the completion of an operation still in
+    flight at an epoch's end where it can be known then, else None."""
 
     @property
     def waited(self) -> bool:
