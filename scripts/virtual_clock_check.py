@@ -49,9 +49,13 @@ TARGET = 0.10
 CONTENDED = ("vanilla", "pipegcn", "bns", "adaqp", "gnnpipe", "hopgnn")
 TCP = ("vanilla", "pipegcn", "adaqp", "gnnpipe", "hopgnn")
 OWN = {"gnnpipe": lambda workers: [f"strategy.graph_parallel={max(workers // 2, 1)}"],
-       "bns": lambda workers: ["strategy.p=0.1"]}
+       "bns": lambda workers: ["strategy.p=0.1"],
+       "adaqp": lambda workers: ["strategy.assign=fixed", "strategy.bits=4"],
+       "hopgnn": lambda workers: ["strategy.merge=false"]}
 """A strategy's own overrides on ``workers`` ranks: GNNPipe in two stages (as ``make network-check``
-runs it), BNS-GCN at its paper's p=0.1."""
+runs it), BNS-GCN at its paper's p=0.1. AdaQP (its widths from profiled link speeds) and HopGNN
+(its merge count from timed iterations) decide on timings, which differ between the two clocks
+of a pair: fixed 4-bit widths and no merging here, so both runs of a pair do the same work."""
 SECTIONS = ("uncontended", "contended", "tcp", "bns_p0")
 
 
