@@ -117,7 +117,7 @@ def _plot(rows: list[dict], run: Traced, baseline: Traced | None, path: Path) ->
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="gnntrain-replay", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="gnntrain-replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="the run dir of a run made with cluster.clock=virtual cluster.trace=true")
     parser.add_argument("overrides", nargs="*", help="network overrides, as gnntrain takes them (network=eth25g ...)")
