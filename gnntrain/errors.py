@@ -133,3 +133,17 @@ def first_line(exc: BaseException) -> str:
 def warn(message: str) -> None:
     """A one-line warning on stderr: something the user should know, the job goes on."""
     print(f"gnntrain: warning: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def command_errors(prog: str) -> Iterator[None]:
+    """A command's body: a gnntrain error, or a file that cannot be read or written (an unwritable
+    output, a full disk), ends it with one line on stderr naming ``prog``, and exit status 2."""
+    try:
+        yield
+    except GnntrainError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        print(f"{prog}: error: {exc.strerror or first_line(exc)}: {exc.filename}", file=sys.stderr)
+        sys.exit(2)

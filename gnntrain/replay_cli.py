@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy as np
 from gnntrain.comm.meter import TRAINING_CATEGORIES
 from gnntrain.comm.network import describe, label, link_overrides
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
-from gnntrain.errors import GnntrainError, first_line
+from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.report.replay import ReplayedEpoch, replay, steady_mean
 from gnntrain.virtual import trace
 from gnntrain.virtual.link_model import Topology
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--chrome", type=Path, default=None, help="write the trace for Perfetto / chrome://tracing")
     args = parser.parse_args(argv)
-    try:
+    with command_errors("gnntrain-replay"):
         bad = [o for o in args.overrides if not o.startswith("network")]
         if bad:
             raise GnntrainError(f"override {bad[0]}: replay changes the network only; valid: network=<preset> and "
@@ -137,11 +136,12 @@ def main(argv: list[str] | None = None) -> None:
             args.chrome.write_text(json.dumps(trace.chrome(run.ranks)))
             print(f"trace for Perfetto or chrome://tracing: {args.chrome}")
         if args.bandwidths is None:
-            own, network = run.network([]), run.network(args.overrides)
-            figures = {"run": run.mean_epoch(run.under(own)), "replayed": run.mean_epoch(run.under(network))}
+            network = run.network(args.overrides)
+            as_run, replayed = run.under(run.network([])), run.under(network)
+            figures = {"run": run.mean_epoch(as_run), "replayed": run.mean_epoch(replayed)}
             print(f"{run.run_dir} ({run.summary.strategy}, virtual clock)")
-            print(f"  as run,   {label(run.summary.network)}: {_breakdown(run, run.under(own))}")
-            print(f"  replayed, {label(describe(network))}: {_breakdown(run, run.under(network))}")
+            print(f"  as run,   {label(run.summary.network)}: {_breakdown(run, as_run)}")
+            print(f"  replayed, {label(describe(network))}: {_breakdown(run, replayed)}")
         else:
             baseline = Traced(args.baseline) if args.baseline is not None else None
             rows = sweep(run, args.overrides, _bandwidths(args.bandwidths), baseline)
@@ -156,12 +156,6 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"plot: {args.plot}")
         if args.json is not None:
             args.json.write_text(json.dumps(figures, indent=1))
-    except GnntrainError as exc:
-        print(f"gnntrain-replay: error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as exc:
-        print(f"gnntrain-replay: error: {exc.strerror or first_line(exc)}: {exc.filename}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ and its exposed communication make its virtual epoch, and the epoch is the slowe
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest

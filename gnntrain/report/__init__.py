@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
 from gnntrain.comm import network
@@ -39,7 +38,7 @@ from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.report.stats import interval
-from gnntrain.errors import GnntrainError, first_line, warn
+from gnntrain.errors import GnntrainError, command_errors, warn
 
 IGNORED_KEYS = keys_playing(PLACE)
 """Config keys that never tell runs apart in a table: the schemas' place keys."""
@@ -465,14 +464,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="a validation score (0.7) or a percentage of the best run's best score (95%%): "
                              "epochs and seconds to first reach it per run, mean and 95%% interval per setting")
     args = parser.parse_args(argv)
-    try:
+    with command_errors("gnntrain-report"):
         report(args.runs, args.out, args.target)
-    except OSError as exc:  # an unwritable --out, a full disk
-        print(f"gnntrain-report: error: {exc.strerror or first_line(exc)}: {exc.filename}", file=sys.stderr)
-        sys.exit(2)
-    except GnntrainError as exc:
-        print(f"gnntrain-report: error: {exc}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":
