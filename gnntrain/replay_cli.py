@@ -22,7 +22,8 @@ import numpy as np
 
 from gnntrain.comm.meter import TRAINING_CATEGORIES
 from gnntrain.comm.network import describe, label, link_overrides
-from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
+from gnntrain.engine.metrics import read_records
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary, steady_records
 from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.report.replay import ReplayedEpoch, replay, steady_mean
 from gnntrain.virtual import trace
@@ -40,7 +41,9 @@ class Traced:
         self.run_dir = run_dir
         self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
         self.ranks = trace.read(path)
-        self.warmup = self.summary.warmup_epochs_excluded + self.summary.examination_epochs
+        self.steady = {r.epoch for r in steady_records(read_records(run_dir / "metrics.jsonl"),
+                                                       self.summary.warmup_epochs_excluded)}
+        """The epochs the run's summary took its means over."""
 
     def network(self, overrides: list[str]):
         """The typed network config of the run's own links with ``overrides`` applied."""
@@ -52,16 +55,16 @@ class Traced:
         return replay(self.ranks, Topology.of(network))
 
     def mean_epoch(self, epochs: list[ReplayedEpoch]) -> float:
-        return steady_mean(epochs, self.warmup, lambda e: e.epoch_time)
+        return steady_mean(epochs, self.steady, lambda e: e.epoch_time)
 
     def share(self, epochs: list[ReplayedEpoch]) -> float:
         """The communication share (exposed ``data`` over the epoch, as ``comm_share``)."""
-        return steady_mean(epochs, self.warmup, lambda e: e.mean_exposed("data")) / self.mean_epoch(epochs)
+        return steady_mean(epochs, self.steady, lambda e: e.mean_exposed("data")) / self.mean_epoch(epochs)
 
 
 def _breakdown(run: Traced, epochs: list[ReplayedEpoch]) -> str:
-    parts = [f"compute {steady_mean(epochs, run.warmup, lambda e: e.mean_compute) * 1e3:.2f}"]
-    parts += [f"{c} {steady_mean(epochs, run.warmup, lambda e, c=c: e.mean_exposed(c)) * 1e3:.2f}"
+    parts = [f"compute {steady_mean(epochs, run.steady, lambda e: e.mean_compute) * 1e3:.2f}"]
+    parts += [f"{c} {steady_mean(epochs, run.steady, lambda e, c=c: e.mean_exposed(c)) * 1e3:.2f}"
               for c in TRAINING_CATEGORIES]
     return f"{run.mean_epoch(epochs) * 1e3:.2f} ms per epoch ({', '.join(parts)} ms exposed; means over ranks)"
 

@@ -313,8 +313,7 @@ class Communicator:
         gathered = torch.empty(self.world_size * (1 + len(egress)), dtype=torch.float64, device=self.device)
         work = dist.all_gather_single(gathered, torch.tensor([post, *egress], dtype=torch.float64,
                                                                   device=self.device), group=self.group, async_op=True)
-        members = {world: q for q, world in enumerate(self.world_ranks)}
-        sources = [members[peer] for peer, _, _ in op.received]
+        sources = [self.group_rank[peer] for peer, _, _ in op.received]
         rows = gathered.view(self.world_size, -1)
         return _VirtualWait(self.virtual, op, op_id, [work], lambda: [_as_stamp(rows[q]) for q in sources])
 
@@ -326,9 +325,8 @@ class Communicator:
         op_id = self.virtual.post(op)
         post, egress = op.stamp()
         mine = torch.tensor([post, *egress], dtype=torch.float64, device=self.device)
-        members = {world: q for q, world in enumerate(self.world_ranks)}
-        sends = [(members[peer], mine) for peer, _, _ in op.sent]
-        recvs = [(members[peer], torch.empty(1 + len(LEVELS), dtype=torch.float64, device=self.device))
+        sends = [(self.group_rank[peer], mine) for peer, _, _ in op.sent]
+        recvs = [(self.group_rank[peer], torch.empty(1 + len(LEVELS), dtype=torch.float64, device=self.device))
                  for peer, _, _ in op.received]
         return _VirtualWait(self.virtual, op, op_id, [], lambda: [_as_stamp(b) for _, b in recvs]), sends, recvs
 
@@ -377,6 +375,11 @@ class Communicator:
         if self.group is None:
             return list(range(self.world_size))
         return dist.get_process_group_ranks(self.group)
+
+    @functools.cached_property
+    def group_rank(self) -> dict[int, int]:
+        """The rank in this group of each of its world ranks."""
+        return {world: q for q, world in enumerate(self.world_ranks)}
 
     def _hold_exchange(self, started: Mark, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
         """The emulated completion of a transfer whose data is ready at ``started`` (bytes per

@@ -31,6 +31,13 @@ PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time
 """The per-kind and per-category fields of :class:`EpochRecord` whose means the summary gives per key."""
 
 
+def steady_records(records: list[EpochRecord], warmup_epochs: int) -> list[EpochRecord]:
+    """The epochs a summary's means are over: those after the first ``warmup_epochs`` that are not
+    part of a strategy's examination (``strategy_metrics["examination"]``, e.g. HopGNN timing its
+    merge counts); all of ``records`` where there are no others."""
+    return [r for r in records[warmup_epochs:] if not r.strategy_metrics.get("examination")] or records
+
+
 @dataclass
 class RunSummary:
     """``summary.json``, in the order written (docs/results.md's table is generated from these
@@ -161,9 +168,8 @@ class RunSummary:
         evaluated = [r for r in records if r.val_acc is not None]
         best = max(evaluated, key=lambda r: r.val_acc, default=None)
         examined = [r for r in records if r.strategy_metrics.get("examination")]
-        steady = [r for r in records[warmup_epochs:] if not r.strategy_metrics.get("examination")]
-        warmed = min(warmup_epochs, len(records)) if steady else 0
-        steady = steady or records
+        steady = steady_records(records, warmup_epochs)
+        warmed = min(warmup_epochs, len(records)) if steady is not records else 0
         per_key = {f"mean_{name}": {k: _mean([getattr(r, name).get(k, 0) for r in steady])
                                     for k in sorted({k for r in steady for k in getattr(r, name)})}
                    for name in PER_CATEGORY_MEANS}

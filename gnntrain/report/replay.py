@@ -148,7 +148,8 @@ def replay(ranks: dict[int, list[dict]], topology: Topology) -> list[ReplayedEpo
     return [ReplayedEpoch(e, [walkers[r].epochs[e] for r in sorted(walkers)]) for e in epochs]
 
 
-def steady_mean(epochs: list[ReplayedEpoch], warmup: int, figure) -> float:
-    """The mean of ``figure(epoch)`` over the epochs after ``warmup`` (all where none is)."""
-    steady = [e for e in epochs if e.epoch > warmup] or epochs
+def steady_mean(epochs: list[ReplayedEpoch], steady_epochs: set[int], figure) -> float:
+    """The mean of ``figure(epoch)`` over the epochs numbered in ``steady_epochs`` (all where none
+    is)."""
+    steady = [e for e in epochs if e.epoch in steady_epochs] or epochs
     return sum(figure(e) for e in steady) / len(steady)
