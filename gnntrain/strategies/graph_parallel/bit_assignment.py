@@ -21,8 +21,17 @@ messages a rank sends in different rounds share its one link one after another.
 Scales. The paper weighs the raw terms (``V = T = 1``: variance in squared feature units, time
 in seconds), which is the default; ``normalize=True`` divides each by its worst case (``V``:
 every group at the lowest width, ``T``: every group at the highest) so that ``lam`` weighs
-comparable numbers (our variant, ``strategy.normalize``). ``lam = 1`` minimises the variance
-alone (every group at the highest width), ``lam = 0`` the time alone.
+comparable numbers (our variant, ``strategy.normalize``). The two ends have their optimum in
+closed form and are not solved: ``lam = 1`` minimises the variance alone (every group at the
+highest width), ``lam = 0`` the time alone (every group at the lowest). A solver would answer
+them only to its tolerances: variance terms of 1e-10 (a gradient's) are zero to HiGHS, which
+then sends them at whatever width its path reaches.
+
+A group without variance (``beta_g = 0``: its rows are constant, as zero gradients are) costs the
+same variance at every width, so the program leaves its width to the solver's path, which the
+profiled times steer. Such a group is sent at the lowest width (our choice; the paper is silent):
+any width carries a constant exactly, the lowest moves the fewest bytes and never lengthens a
+round, so the objective can only fall, and the choice no longer depends on the timings.
 
 Solved with SciPy's HiGHS (``scipy.optimize.milp``) in two steps, because branch and bound on
 the whole program takes seconds to minutes at thousands of groups while its relaxation takes
@@ -107,7 +116,7 @@ class Assignment:
     bound: float
     """A lower bound of the MILP optimum (the LP relaxation's, or HiGHS' dual bound)."""
     relaxed: bool
-    """Whether the bits are the rounded relaxation (False: branch and bound's)."""
+    """Whether the bits are the rounded relaxation (False: branch and bound's, or the closed form's)."""
     timed_out: bool = False
     """Whether branch and bound ran into its time limit."""
 
@@ -127,11 +136,15 @@ def assign_bits(pairs: list[PairGroups], lam: float, gap: float = 0.01, time_lim
     n_groups = sum(counts)
     if n_groups == 0:
         return Assignment([np.zeros(0, dtype=np.int64) for _ in pairs], 0.0, 0.0, True)
+    if lam in (0.0, 1.0):
+        bits = _lowest_without_variance(pairs, [np.full(n, WIDTHS[-1] if lam else WIDTHS[0]) for n in counts])
+        value = objective(pairs, bits, lam, normalize)
+        return Assignment(bits, value, value, False)
     cost, constraints, n_x = _program(pairs, counts, lam, normalize)
     bounds = Bounds(np.zeros(cost.size), np.r_[np.ones(n_x), np.full(cost.size - n_x, np.inf)])
     relaxation = _solved(milp(cost, constraints=constraints, bounds=bounds))
     weights = relaxation.x[:n_x].reshape(n_groups, len(WIDTHS))
-    rounded = _split(np.array(WIDTHS)[np.argmax(weights > 1e-9, axis=1)], counts)
+    rounded = _lowest_without_variance(pairs, _split(np.array(WIDTHS)[np.argmax(weights > 1e-9, axis=1)], counts))
     found = Assignment(rounded, objective(pairs, rounded, lam, normalize), relaxation.fun, True)
     if found.gap <= gap:
         return found
@@ -144,7 +157,8 @@ def assign_bits(pairs: list[PairGroups], lam: float, gap: float = 0.01, time_lim
         return found
     if not timed_out:
         _solved(search)
-    bits = _split(np.array(WIDTHS)[search.x[:n_x].reshape(n_groups, len(WIDTHS)).argmax(axis=1)], counts)
+    bits = _lowest_without_variance(
+        pairs, _split(np.array(WIDTHS)[search.x[:n_x].reshape(n_groups, len(WIDTHS)).argmax(axis=1)], counts))
     branched = Assignment(bits, objective(pairs, bits, lam, normalize), max(search.mip_dual_bound, relaxation.fun),
                           False, timed_out)
     if branched.objective > found.objective:
@@ -187,6 +201,11 @@ def _program(pairs: list[PairGroups], counts: list[int], lam: float,
     time = coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                      shape=(len(pairs), n_vars))
     return cost, [LinearConstraint(one_width, 1.0, 1.0), LinearConstraint(time, -np.inf, upper)], n_x
+
+
+def _lowest_without_variance(pairs: list[PairGroups], bits: list[np.ndarray]) -> list[np.ndarray]:
+    """``bits`` with every group of ``beta_g = 0`` at the lowest width."""
+    return [np.where(p.beta == 0, WIDTHS[0], b) for p, b in zip(pairs, bits)]
 
 
 def _solved(result):
