@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gnntrain.job.memory import _probe_graph, _saved_bytes
+from gnntrain.job.memory import probe_graph, _saved_bytes
 from gnntrain.models import build_model, model_spec
 
 N, HALO, E = 512, 256, 4096
@@ -39,4 +39,4 @@ def test_a_model_keeps_what_its_docstring_states(name: str, d_in: int, d_out: in
                                                   expected: int) -> None:
     config = model_spec(name).config(name=name, hidden=32, layers=layers, dropout=0.0, norm="none", **own)
     model = build_model(config, d_in, d_out)
-    assert _saved_bytes(model, _probe_graph(N, HALO, E, d_in)) == expected
+    assert _saved_bytes(model, probe_graph(N, HALO, E, d_in)) == expected

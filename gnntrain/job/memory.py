@@ -95,7 +95,7 @@ class MemoryEstimate:
                 f"{self.method_mb / 1024:.2f}, runtime {self.runtime_mb / 1024:.2f})")
 
 
-def _probe_graph(inner: int, halo: int, edges: int, features: int) -> LocalGraph:
+def probe_graph(inner: int, halo: int, edges: int, features: int) -> LocalGraph:
     """A local graph of ``inner`` inner and ``halo`` halo nodes with ``edges`` random in-edges."""
     gen = torch.Generator().manual_seed(0)
     local = inner + halo
@@ -135,12 +135,12 @@ def _fitted(config: ModelConfig, features: int, classes: int) -> tuple[tuple[flo
 def _fit(model: torch.nn.Module, features: int) -> tuple[tuple[float, float, float], tuple[int, ...]]:
     """The fit of :func:`_fitted` on ``model``'s probe graphs."""
     base = (512, 256, 4096)
-    at = _saved_bytes(model, _probe_graph(*base, features))
+    at = _saved_bytes(model, probe_graph(*base, features))
     per = []
     for k in range(3):
         grown = list(base)
         grown[k] *= 2
-        per.append((_saved_bytes(model, _probe_graph(*grown, features)) - at) / base[k])
+        per.append((_saved_bytes(model, probe_graph(*grown, features)) - at) / base[k])
     return (per[0], per[1], per[2]), tuple(model.input_widths)
 
 

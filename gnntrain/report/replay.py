@@ -36,6 +36,11 @@ class RankEpoch:
     end: float
     compute: float = 0.0
     exposed: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TRAINING_CATEGORIES, 0.0))
+    exposed_by_kind: dict[str, float] = field(default_factory=dict)
+    """Waits by traffic kind."""
+    hidden_by_kind: dict[str, float] = field(default_factory=dict)
+    """By traffic kind, the time its operations were in flight while the rank did something else:
+    from post to completion, less the wait for it."""
 
 
 @dataclass
@@ -71,8 +76,9 @@ class _Rank:
         """(the run's time, the new time) after each event since the last epoch's end: compute runs
         on linearly from each."""
         self.ops: dict[int, VirtualOp] = {}
-        self.waits: list[tuple[float, float, str]] = []
-        """Waits in the new time, with their kind, since the last epoch's end."""
+        self.waits: list[tuple[float, float, str, float, float]] = []
+        """Waits in the new time since the last epoch's end: reached, resumed, kind, and the
+        operation's post and completion."""
         self.epochs: dict[int, RankEpoch] = {}
 
     @property
@@ -101,9 +107,10 @@ class _Rank:
                 return False
             self._compute_until(event["reached"])
             reached = self.now
-            self.now = max(self.now, self.links.complete(op, [stamps[source] for source in sources]))
+            done = self.links.complete(op, [stamps[source] for source in sources])
+            self.now = max(self.now, done)
             self.was = event["resumed"]
-            self.waits.append((reached, self.now, op.kind))
+            self.waits.append((reached, self.now, op.kind, op.post, done))
             del self.ops[event["id"]]
         else:
             self._epoch(event)
@@ -118,10 +125,13 @@ class _Rank:
         start = anchor_now + (event["start"] - anchor_was)
         self._compute_until(event["end"])
         epoch = RankEpoch(start, self.now)
-        for reached, resumed, kind in self.waits:
+        for reached, resumed, kind, post, done in self.waits:
             name = category(kind)
             if name in epoch.exposed and reached >= start:
                 epoch.exposed[name] += resumed - reached
+                epoch.exposed_by_kind[kind] = epoch.exposed_by_kind.get(kind, 0.0) + resumed - reached
+                hidden = max(0.0, done - post - (resumed - reached))
+                epoch.hidden_by_kind[kind] = epoch.hidden_by_kind.get(kind, 0.0) + hidden
         epoch.compute = (epoch.end - epoch.start) - sum(epoch.exposed.values())
         self.waits = []
         self.anchors = [(self.was, self.now)]

@@ -15,6 +15,7 @@ the traffic kinds it sends with their categories. From that one declaration
 * the launcher builds its strategy (:attr:`Method.strategy`) and asks it for its layout and
   whether its ranks load only their parts; calibration probes its family's baseline;
 * the memory estimate adds what it keeps beyond its family's baseline (:attr:`Method.memory`);
+* the predictor writes its epochs (:attr:`Method.timeline`);
 * ``python -m gnntrain.docs`` writes its page and the tests that run every strategy include it.
 
 A family (:class:`Family`) names its baseline and, where one class runs all its methods (the
@@ -103,6 +104,14 @@ class Method:
     """Bytes a rank keeps while training beyond what its family's baseline keeps, given its typed
     section and the rank's :class:`RankShape`, for the estimate made
     before training; None: nothing beyond."""
+    timeline: Optional[Reference] = None
+    """How one epoch of the method runs, for the predictor (:mod:`gnntrain.predict`): a function
+    (or ``"module:function"``) ``timeline(config, shape, costs, line, epoch, state)`` that writes
+    epoch ``epoch`` of every rank onto ``line`` (:class:`~gnntrain.predict.timeline.Timeline`):
+    its compute, from ``costs`` (:class:`~gnntrain.predict.costs.Costs`), and the operations it
+    posts and waits for, with their bytes, from the partition's ``shape``
+    (:class:`~gnntrain.predict.shape.PartitionShape`); ``state`` lasts from one epoch to the next.
+    Its traffic is what it posts. None: the predictor cannot predict the method."""
 
     @property
     def implementation_class(self) -> type:

@@ -45,4 +45,5 @@ def validate(config: GNNPipeConfig) -> None:
 FAMILY = Family("gnnpipe", baseline="vanilla", module=f"{PACKAGE}.pipeline")
 """Pipeline parallelism; the baseline network calibration probes is graph parallelism, which the paper's Table 3
 compares against."""
-register(Method("gnnpipe", FAMILY, f"{PACKAGE}.pipeline:GNNPipe", GNNPipeConfig, validate=validate))
+register(Method("gnnpipe", FAMILY, f"{PACKAGE}.pipeline:GNNPipe", GNNPipeConfig, validate=validate,
+                timeline=f"{PACKAGE}.timeline:pipeline"))

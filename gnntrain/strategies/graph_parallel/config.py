@@ -63,7 +63,9 @@ def check_one_halo_format(config: HalfHalosConfig, assign: str, bits: int) -> No
                           f"strategy.bits={bits}) is ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
 
 
-register(Method("vanilla", FAMILY, f"{PACKAGE}.synchronous:Synchronous", HalfHalosConfig))
+TIMELINES = f"{PACKAGE}.timeline"
+register(Method("vanilla", FAMILY, f"{PACKAGE}.synchronous:Synchronous", HalfHalosConfig,
+                timeline=f"{TIMELINES}:synchronous"))
 
 
 Smoothing = choices("Smoothing", "none", "f", "g", "gf", module=__name__)
@@ -108,7 +110,7 @@ def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
 
 
 register(Method("pipegcn", FAMILY, f"{PACKAGE}.stale:Stale", PipeGCNConfig, kinds={"assign": "control"},
-                validate=validate_pipegcn, memory=in_flight_bytes))
+                validate=validate_pipegcn, memory=in_flight_bytes, timeline=f"{TIMELINES}:stale"))
 
 
 @dataclass
@@ -142,7 +144,8 @@ def sampled_graph_bytes(config: SamplingConfig, shape: RankShape) -> float:
 
 for _name in ("bns", "bes", "dropedge"):
     register(Method(_name, FAMILY, f"{PACKAGE}.sampled:BoundarySampling", SamplingConfig,
-                    kinds={"sample_index": "control"}, validate=validate_sampling, memory=sampled_graph_bytes))
+                    kinds={"sample_index": "control"}, validate=validate_sampling, memory=sampled_graph_bytes,
+                    timeline=f"{TIMELINES}:sampled"))
 
 
 BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed", module=__name__)
@@ -186,4 +189,4 @@ def validate_adaqp(config: AdaQPConfig) -> None:
 
 
 register(Method("adaqp", FAMILY, f"{PACKAGE}.quantized:Quantized", AdaQPConfig, kinds={"assign": "control"},
-                validate=validate_adaqp))
+                validate=validate_adaqp, timeline=f"{TIMELINES}:quantized"))

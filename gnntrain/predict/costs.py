@@ -1,0 +1,65 @@
+"""What a method's timeline (:mod:`gnntrain.predict.timeline`) asks of the model and the device:
+the seconds of a training step's forward and backward on a rank of a given shape (its kernel
+counts, :mod:`gnntrain.predict.kernels`, priced by the device profile,
+:mod:`gnntrain.predict.profile`), the seconds of any other counted work (quantising rows), and
+the model's facts that set the bytes it sends: each message-passing layer's input width, its
+parameter count and the bytes of a value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from gnntrain.config.schema import RootConfig
+from gnntrain.job.memory import DTYPE_BYTES
+from gnntrain.models import build_model
+from gnntrain.predict.kernels import count, step_counts
+from gnntrain.predict.profile import DeviceProfile
+
+
+@dataclass(frozen=True)
+class StepSeconds:
+    forward: float
+    backward: float
+    """The backward and the optimizer's step."""
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.backward
+
+    def scaled(self, factor: float) -> StepSeconds:
+        return StepSeconds(self.forward * factor, self.backward * factor)
+
+
+class Costs:
+    """The model's facts and the device's seconds for one run's setting (module docstring)."""
+
+    def __init__(self, run: RootConfig, features: int, classes: int, profile: DeviceProfile, cores: int = 1) -> None:
+        self.run, self.features, self.classes, self.profile, self.cores = run, features, classes, profile, cores
+        self.model = model = build_model(run.model, features, classes)
+        self.widths: tuple[int, ...] = tuple(model.input_widths)
+        """Each message-passing layer's input width: what its halo exchange moves per row."""
+        self.parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        self.value_bytes = DTYPE_BYTES[str(run.train.dtype)]
+
+    @property
+    def layers(self) -> int:
+        return len(self.widths)
+
+    def step(self, inner: float, halo: float, edges: float) -> StepSeconds:
+        """A training step of the model on a rank of ``inner`` rows, ``halo`` rows and ``edges``
+        in-edges of its inner rows."""
+        if inner < 1:
+            return StepSeconds(0.0, 0.0)
+        counts = step_counts(self.run.model, self.features, self.classes, str(self.run.train.dtype), round(inner),
+                             round(halo), round(edges))
+        return StepSeconds(self.profile.seconds(counts.forward, self.cores),
+                           self.profile.seconds(counts.backward, self.cores))
+
+    def per_row(self, work: Callable[[torch.Tensor], object], width: int, rows: int = 4096) -> float:
+        """Seconds per row of ``work`` applied to ``[rows, width]`` rows of the training dtype."""
+        probe = torch.randn(rows, width, generator=torch.Generator().manual_seed(0)).to(getattr(torch, str(self.run.train.dtype)))
+        work(probe)
+        return self.profile.seconds(count(lambda: work(probe)), self.cores) / rows

@@ -1,0 +1,195 @@
+"""A device's price for each kernel class, measured once per machine by micro-benchmarks.
+
+The predictor prices a step's :class:`~gnntrain.predict.kernels.KernelCounts` as
+
+    t = ops * per_op + dense_flops * per_flop + sparse_products * per_product + bytes * per_byte
+
+with constants taken from micro-benchmarks of the kernels the models run, never fitted to
+end-to-end runs (the manner of Plexus's constants):
+
+* ``per_op``: a tiny element-wise operation (one value), called many times: the launch and
+  dispatch cost, Python's included;
+* ``per_flop``, per width class ``w`` (:data:`~gnntrain.predict.kernels.WIDTHS`): a linear
+  layer's three products on ``[rows, 128]`` rows and a ``[128, w]`` weight: the forward's, the
+  input gradient's and the weight gradient's (a long inner dimension);
+* ``per_product``, per width class ``w``: a CSR aggregation (:func:`gnntrain.sparse.spmm`, the
+  models' kernel) of ``rows`` rows of :data:`DEGREE` entries over ``w`` columns;
+* ``per_byte``: element-wise passes (an add, a ReLU, a copy) over ``[rows, 128]``;
+* ``per_indexed_byte``: a gather and a scatter-add of ``rows`` random rows of ``[rows, 128]``
+  and a transposing copy.
+
+Each benchmark's work is counted as a step's is (:func:`gnntrain.predict.kernels.count`); its
+median time less its operations' ``per_op`` is divided by that work. The clock is the
+one the virtual clock charges compute with: on a CPU the thread's CPU time, on one thread (the
+virtual clock runs each rank on one torch thread; a CPU rank of ``cores`` cores is predicted at
+``cores`` times these rates but for ``per_op``, which no core shortens: a stated assumption of
+perfect scaling); on a GPU CUDA events.
+
+A CPU profile is measured on first use and cached per machine like a link calibration
+(``<partition.cache_dir>/device_profile/<host>-cpu.json``; delete it to measure again); a GPU's
+is measured where one is lent (``gnntrain-predict --measure-profile`` on it) and committed under
+``results/device_profiles/<name>.json``, which ``cluster.device`` names predict with.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from gnntrain.cache import cache_folder
+from gnntrain.errors import ConfigError
+from gnntrain.predict.kernels import WIDTHS, KernelCounts, count
+from gnntrain.sparse import SparseOperator, spmm
+
+DEGREE = 16
+ROWS = 20000
+WIDTH = 128
+COMMITTED = Path(__file__).resolve().parents[2] / "results" / "device_profiles"
+"""Profiles measured elsewhere (GPUs lent to a session), committed."""
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """Seconds per unit of each kernel class on one device (module docstring); products per width
+    class (:data:`~gnntrain.predict.kernels.WIDTHS`)."""
+
+    device: str
+    per_op: float
+    per_flop: tuple[float, ...]
+    per_product: tuple[float, ...]
+    per_byte: float
+    per_indexed_byte: float
+
+    def seconds(self, counts: KernelCounts, cores: int = 1) -> float:
+        """The time ``counts`` take on this device, with ``cores`` cores where it is a CPU."""
+        rates = (sum(n * c for n, c in zip(counts.dense_flops, self.per_flop))
+                 + sum(n * c for n, c in zip(counts.sparse_products, self.per_product)) + counts.bytes * self.per_byte
+                 + counts.indexed_bytes * self.per_indexed_byte)
+        return counts.ops * self.per_op + rates / max(cores, 1)
+
+
+def _timed(device: torch.device, work, repeats: int = 7) -> float:
+    """The median time of ``repeats`` calls of ``work`` (after one warm-up), on the virtual
+    clock's timeline for ``device``."""
+    work()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            work()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            start_cpu = time.thread_time()
+            work()
+            times.append(time.thread_time() - start_cpu)
+    return statistics.median(times)
+
+
+def _rate(device: torch.device, work, per_op: float, unit: str) -> float:
+    """Seconds per unit of ``unit`` (a :class:`KernelCounts` field; a product's: its one width
+    class) of ``work``, its work counted as a step's is and its operations' ``per_op`` taken off."""
+    done = count(work)
+    amount = getattr(done, unit)
+    return max(_timed(device, work) - done.ops * per_op, 0.0) / (sum(amount) if isinstance(amount, tuple) else amount)
+
+
+def measure(device: torch.device) -> DeviceProfile:
+    """Run the micro-benchmarks on ``device`` (one torch thread on a CPU)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        tiny = torch.ones(1, device=device)
+        calls = 2000
+
+        def many_ops() -> None:
+            for _ in range(calls):
+                torch.add(tiny, tiny)
+
+        per_op = _timed(device, many_ops) / calls
+        x, g = (torch.randn(ROWS, WIDTH, generator=gen).to(device) for _ in range(2))
+        rows = torch.arange(ROWS).repeat_interleave(DEGREE)
+        cols = torch.randint(0, ROWS, (ROWS * DEGREE,), generator=gen)
+        matrix = SparseOperator(rows.to(device), cols.to(device), torch.rand(rows.numel(), generator=gen).to(device),
+                                (ROWS, ROWS)).matrix
+        per_flop, per_product = [], []
+        for width in WIDTHS:
+            w = torch.randn(WIDTH, width, generator=gen).to(device)
+            out_grad = torch.randn(ROWS, width, generator=gen).to(device)
+            narrow = x[:, :width].contiguous()
+
+            def linear_layer() -> None:
+                x @ w
+                out_grad @ w.t()
+                x.t() @ out_grad
+
+            per_flop.append(_rate(device, linear_layer, per_op, "dense_flops"))
+            per_product.append(_rate(device, lambda: spmm(matrix, narrow), per_op, "sparse_products"))
+
+        def element_wise() -> None:
+            y = torch.relu(x)
+            y = y + g
+            y = y * 0.5
+            y.clone()
+
+        picked = torch.randint(0, ROWS, (ROWS,), generator=gen).to(device)
+
+        def indexed() -> None:
+            x.index_select(0, picked)
+            torch.zeros_like(x).index_add_(0, picked, g)
+            x.t().contiguous()
+
+        return DeviceProfile(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", per_op,
+                             tuple(per_flop), tuple(per_product), _rate(device, element_wise, per_op, "bytes"),
+                             _rate(device, indexed, per_op, "indexed_bytes"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _file_name(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def committed_profiles() -> dict[str, Path]:
+    """The committed profiles, by the name ``cluster.device`` gives them (their file's stem)."""
+    return {path.stem: path for path in sorted(COMMITTED.glob("*.json"))}
+
+
+def load(path: Path) -> DeviceProfile:
+    """A profile file (JSON of its fields; nothing in it runs)."""
+    fields = json.loads(path.read_text())
+    return DeviceProfile(str(fields["device"]), float(fields["per_op"]), tuple(map(float, fields["per_flop"])),
+                         tuple(map(float, fields["per_product"])), float(fields["per_byte"]),
+                         float(fields["per_indexed_byte"]))
+
+
+def profile_for(device: str, cache_dir: str) -> DeviceProfile:
+    """``device``: ``cpu`` (this machine's, measured on first use and cached) or the name of a
+    committed profile; ConfigError naming the valid ones otherwise."""
+    if device == "cpu":
+        path = cache_folder(cache_dir, "device_profile") / f"{_file_name(socket.gethostname())}-cpu.json"
+        if not path.exists():
+            path.write_text(json.dumps(asdict(measure(torch.device("cpu"))), indent=2) + "\n")
+        return load(path)
+    known = committed_profiles()
+    if device not in known:
+        raise ConfigError(f"device {device!r} has no profile; valid: cpu (measured here) or one of {sorted(known)} "
+                          f"(results/device_profiles/, measured where that device was lent)")
+    return load(known[device])
+
+
+def save(profile: DeviceProfile, folder: Path = COMMITTED) -> Path:
+    """Write a measured profile where :func:`profile_for` finds it by name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_file_name(profile.device)}.json"
+    path.write_text(json.dumps(asdict(profile), indent=2) + "\n")
+    return path

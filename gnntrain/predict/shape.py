@@ -1,0 +1,112 @@
+"""What the predictor knows of a partitioned graph: per rank its inner rows, halo rows, in-edges
+and training nodes, and the rows each rank sends each other rank in one halo exchange.
+
+From the real graph: the dataset and the METIS partition a run of the same overrides would use
+(:func:`gnntrain.data.job.prepare_job_data`, cached as a run caches it). For a graph too big to
+hold here (``--nodes``/``--edges`` given, or a synthetic dataset above ``--proxy-nodes``): a
+*proxy*, the synthetic generator (:mod:`gnntrain.data.synthetic`) at ``proxy_nodes`` nodes with
+the graph's average degree, feature and class counts and the dataset's homophily and degree
+exponent, partitioned by METIS into the same parts; every count is then scaled by the node ratio.
+That keeps each part's shares (halo rows per inner row, cut edges per edge) as the proxy has
+them, which holds where METIS cuts the same share of a bigger graph of the same kind: the error
+this leaves is measured against the products-size step of ``make scale`` (``results/scale.json``)
+by ``scripts/predict_check.py`` and published with it (docs/usage.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from gnntrain.config.schema import RootConfig
+from gnntrain.data.graph_data import GraphData
+from gnntrain.data.job import prepare_job_data
+from gnntrain.data.partition import narrow_owners
+from gnntrain.strategies import method
+
+
+@dataclass(frozen=True)
+class PartitionShape:
+    """A partitioned graph as the predictor sees it (module docstring)."""
+
+    nodes: int
+    edges: int
+    """Directed edges (in-edges of all nodes)."""
+    features: int
+    classes: int
+    inner: tuple[float, ...]
+    halo: tuple[float, ...]
+    in_edges: tuple[float, ...]
+    """In-edges of each part's inner nodes."""
+    train: tuple[float, ...]
+    rows: tuple[tuple[float, ...], ...]
+    """``rows[q][r]``: rows part ``q`` sends part ``r`` in one halo exchange (its inner rows that
+    ``r`` reads)."""
+    readers: tuple[tuple[tuple[tuple[int, float], ...], ...], ...]
+    """``readers[q][r]``: ``(c, rows)`` pairs: how many of those rows have ``c`` edges into ``r``
+    (an edge sampler keeps a row that any of its kept edges reads)."""
+    scale: float = 1.0
+    """The proxy's node ratio (1: counted on the graph itself)."""
+
+    @property
+    def parts(self) -> int:
+        return len(self.inner)
+
+    @property
+    def replication(self) -> float:
+        return (sum(self.inner) + sum(self.halo)) / self.nodes
+
+    def scaled(self, factor: float, nodes: int, edges: int) -> PartitionShape:
+        """Every count times ``factor``, for a graph of ``nodes`` and ``edges``."""
+        times = lambda values: tuple(v * factor for v in values)  # noqa: E731
+        return replace(self, nodes=nodes, edges=edges, inner=times(self.inner), halo=times(self.halo),
+                       in_edges=times(self.in_edges), train=times(self.train),
+                       rows=tuple(times(row) for row in self.rows),
+                       readers=tuple(tuple(tuple((c, n * factor) for c, n in pair) for pair in row)
+                                     for row in self.readers),
+                       scale=self.scale * factor)
+
+    def cut_edges(self, reader: int) -> float:
+        """In-edges of ``reader``'s inner rows from other parts' rows."""
+        return sum(c * n for row in self.readers for c, n in row[reader])
+
+    def kept_rows(self, sender: int, reader: int, keep: float) -> float:
+        """Rows ``sender`` sends ``reader`` when each cut edge is kept with probability ``keep``, in
+        expectation: a row is sent where one of its edges is kept."""
+        return sum(n * (1.0 - (1.0 - keep) ** c) for c, n in self.readers[sender][reader])
+
+
+def shape_of(data: GraphData, part: torch.Tensor, parts: int) -> PartitionShape:
+    """The shape of ``data`` cut by ``part`` into ``parts`` parts."""
+    n = data.num_nodes
+    src, dst = data.edge_index
+    owner = narrow_owners(part, parts)
+    cut = owner[src] != owner[dst]
+    halo_pairs, multiplicity = torch.unique(owner[dst[cut]].long() * n + src[cut], return_counts=True)
+    reader, row = halo_pairs // n, halo_pairs % n
+    sender = owner[row].long()
+    rows = torch.zeros(parts, parts, dtype=torch.long)
+    rows.index_put_((sender, reader), torch.ones_like(reader), accumulate=True)
+    most = int(multiplicity.max()) + 1 if multiplicity.numel() else 1
+    triples, counts = torch.unique((sender * parts + reader) * most + multiplicity, return_counts=True)
+    readers = [[[] for _ in range(parts)] for _ in range(parts)]
+    for triple, rows_with in zip(triples.tolist(), counts.tolist()):
+        pair, c = divmod(triple, most)
+        readers[pair // parts][pair % parts].append((c, float(rows_with)))
+    as_floats = lambda t: tuple(float(v) for v in t.tolist())  # noqa: E731
+    return PartitionShape(
+        nodes=n, edges=int(src.numel()), features=data.num_features, classes=data.num_classes,
+        inner=as_floats(torch.bincount(part, minlength=parts)),
+        halo=as_floats(torch.bincount(reader, minlength=parts)),
+        in_edges=as_floats(torch.zeros(parts, dtype=torch.long).index_add_(0, part, torch.bincount(dst, minlength=n))),
+        train=as_floats(torch.bincount(part[data.train_mask], minlength=parts)),
+        rows=tuple(as_floats(r) for r in rows),
+        readers=tuple(tuple(tuple(pair) for pair in row) for row in readers))
+
+
+def partition_shape(run: RootConfig, parts: int) -> PartitionShape:
+    """The shape of the run's dataset in ``parts`` parts, partitioned as the run would be."""
+    layout_parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts or parts
+    job = prepare_job_data(run, layout_parts)
+    return shape_of(job.data, job.part, layout_parts)

@@ -1,0 +1,153 @@
+"""The graph-parallel methods' epochs as the predictor writes them (:attr:`Method.timeline
+<gnntrain.strategies.registry.Method.timeline>`, :mod:`gnntrain.predict.timeline`): what each
+rank computes and sends, in order, from the partition's shape and the method's config.
+
+Every method of the family runs the epoch of :class:`~gnntrain.parallel.full_batch.FullBatchStep`:
+per layer ``l`` a halo exchange of the layer's input rows (``halo_fwd``: rank ``r`` sends ``q``
+its ``rows[r][q]`` rows of width ``d_l``) and the layer's forward; the layers' backwards in
+reverse, each but the first layer's followed by the exchange of its halo rows' gradients back to
+their owners (``halo_bwd``: ``rows[q][r]`` rows to ``q``); one all-reduce of the ``P``
+parameters' gradients. A layer's forward and backward are the step's (:class:`~gnntrain.predict.costs.Costs`)
+divided evenly among the layers. ``model.precompute_first`` drops layer 0's exchange.
+
+* ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
+  ``strategy.halo_dtype``'s 2 bytes).
+* ``pipegcn``: each exchange waited at the same point of the next epoch (stale by one epoch).
+* ``bns``, ``bes``, ``dropedge``: the same as vanilla on the epoch's sample, in expectation: a
+  halo row kept with probability ``p`` (BNS-GCN); a cut edge kept with ``p`` and a row sent where
+  one of its edges is kept (BES); every edge kept with ``k = 1 - (1 - p) C / E`` (DropEdge); the
+  step on the sampled rows and edges; before it, each halo holder's 1-bit mask of its kept rows to
+  their owner (``sample_index``, ``ceil(rows / 8)`` bytes).
+* ``adaqp``: rows as AdaQP's records (``ceil(d b / 8) + 4`` bytes at ``b`` bits); the sender
+  quantises, the receiver dequantises and traces each row (priced by the kernels they run). With
+  ``assign=adaptive`` the epochs before the first assignment (every row at 8 bits): the widths the
+  assigner picks later depend on the data's variance, which no statistic of the graph gives, and
+  its own traffic (``assign``) comes once every ``period`` epochs. ``uniform``: the mean record
+  over 2, 4 and 8 bits. The central/marginal overlap (``strategy.overlap``) is not modelled: the
+  exchange is waited before the layer's compute.
+
+Not modelled: gathering the sent rows and adding the returned gradients (an indexed pass over the
+sent rows per exchange, small beside the layer).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from gnntrain.predict.costs import Costs, StepSeconds
+from gnntrain.predict.shape import PartitionShape
+from gnntrain.predict.timeline import Timeline
+
+RowBytes = Callable[[int], float]
+"""Bytes of one halo row of a layer's input width."""
+
+
+def _plain_rows(config, costs: Costs) -> RowBytes:
+    size = 2 if getattr(config, "halo_dtype", None) is not None else costs.value_bytes
+    return lambda width: width * size
+
+
+def _exchanges(costs: Costs) -> range:
+    """The layers whose forward exchanges halo rows."""
+    return range(1 if costs.run.model.precompute_first else 0, costs.layers)
+
+
+def halo_epoch(line: Timeline, costs: Costs, rows: list[list[float]], row_bytes: RowBytes,
+               steps: list[StepSeconds], state: dict | None = None, per_row: Callable[[int], float] | None = None) -> None:
+    """One epoch of full-graph training with halo exchanges (module docstring): ``rows[r][q]``
+    rows from ``r`` to ``q``; ``steps`` each rank's step; ``state`` given: the exchanges are stale
+    by one epoch (kept there from one epoch to the next); ``per_row(width)``: seconds of coding
+    per row sent and again per row received."""
+    world, layers = len(rows), costs.layers
+    backward_rows = [[rows[q][r] for q in range(world)] for r in range(world)]
+    exchanged = set(_exchanges(costs))
+
+    def exchange(kind: str, layer: int, sent: list[list[float]]) -> None:
+        width = costs.widths[layer]
+        if per_row is not None:
+            line.compute([sum(sent[r]) * per_row(width) for r in range(world)])
+        ops = line.exchange(kind, [[n * row_bytes(width) for n in row] for row in sent])
+        if state is None:
+            line.wait(ops)
+        else:
+            if (kind, layer) in state:
+                line.wait(state[kind, layer])
+            state[kind, layer] = ops
+        if per_row is not None:
+            line.compute([sum(sent[q][r] for q in range(world)) * per_row(width) for r in range(world)])
+
+    for layer in range(layers):
+        if layer in exchanged:
+            exchange("halo_fwd", layer, rows)
+        line.compute([s.forward / layers for s in steps])
+    for layer in reversed(range(layers)):
+        line.compute([s.backward / layers for s in steps])
+        if layer >= 1 and layer in exchanged:
+            exchange("halo_bwd", layer, backward_rows)
+    line.ring("allreduce", costs.parameters * costs.value_bytes)
+
+
+def _whole(shape: PartitionShape, costs: Costs) -> list[StepSeconds]:
+    return [costs.step(shape.inner[r], shape.halo[r], shape.in_edges[r]) for r in range(shape.parts)]
+
+
+def synchronous(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``vanilla``'s epoch."""
+    halo_epoch(line, costs, [list(r) for r in shape.rows], _plain_rows(config, costs), _whole(shape, costs))
+
+
+def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``pipegcn``'s epoch: the exchanges of the last epoch waited, this epoch's posted."""
+    row_bytes = _plain_rows(config, costs) if config.bits == 32 else (
+        lambda width: math.ceil(width * config.bits / 8) + 4)
+    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state)
+
+
+def _keep(name: str, p: float, shape: PartitionShape) -> float:
+    """The probability a cut edge is kept: ``p`` (BES), DropEdge's ``k`` (every edge)."""
+    if name == "dropedge":
+        cut = sum(shape.cut_edges(r) for r in range(shape.parts))
+        return 1.0 - (1.0 - p) * cut / max(shape.edges, 1)
+    return p
+
+
+def sampled(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``bns``, ``bes`` and ``dropedge``'s epoch, in expectation (module docstring)."""
+    world, p = shape.parts, config.p
+    if p >= 1.0:
+        return synchronous(config, shape, costs, line, epoch, state)
+    if p > 0.0:
+        line.wait(line.exchange("sample_index", [[math.ceil(shape.rows[q][r] / 8) for q in range(world)]
+                                                 for r in range(world)]))
+    keep = _keep(config.name, p, shape)
+    if config.name == "bns":
+        rows = [[p * n for n in row] for row in shape.rows]
+    else:
+        rows = [[shape.kept_rows(q, r, keep) for r in range(world)] for q in range(world)]
+    steps = []
+    for r in range(world):
+        cut = shape.cut_edges(r)
+        inner_edges = shape.in_edges[r] - cut
+        kept = {"bns": inner_edges + p * cut, "bes": inner_edges + p * cut}.get(config.name, keep * shape.in_edges[r])
+        steps.append(costs.step(shape.inner[r], sum(rows[q][r] for q in range(world)), kept))
+    halo_epoch(line, costs, rows, _plain_rows(config, costs), steps)
+
+
+def quantized(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``adaqp``'s epoch (module docstring)."""
+    from gnntrain.comm.quantize import dequantize, quantize, record_bytes
+
+    if config.assign == "fixed" and config.bits == 32:
+        return synchronous(config, shape, costs, line, epoch, state)
+    widths = (8,) if config.assign == "adaptive" else (2, 4, 8) if config.assign == "uniform" else (config.bits,)
+    row_bytes = lambda width: sum(record_bytes(width, b) for b in widths) / len(widths)  # noqa: E731
+    coding: dict[int, float] = {}
+
+    def per_row(width: int) -> float:
+        if width not in coding:
+            coding[width] = sum(costs.per_row(lambda x, b=b: dequantize(quantize(x, b), b, width), width)
+                                for b in widths) / len(widths) / 2
+        return coding[width]
+
+    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), per_row=per_row)
