@@ -69,7 +69,7 @@ def _breakdown(run: Traced, epochs: list[ReplayedEpoch]) -> str:
     return f"{run.mean_epoch(epochs) * 1e3:.2f} ms per epoch ({', '.join(parts)} ms exposed; means over ranks)"
 
 
-def _bandwidths(text: str) -> np.ndarray:
+def bandwidths(text: str) -> np.ndarray:
     try:
         low, high, count = text.split(":")
         points = np.geomspace(float(low), float(high), int(count))
@@ -80,15 +80,21 @@ def _bandwidths(text: str) -> np.ndarray:
     return points
 
 
+def at_bandwidth(network, gbps: float):
+    """``network`` (a typed network section) with its link between nodes at ``gbps`` Gbit/s; the
+    intra-node link, where there is one, keeps its ratio to it."""
+    scale = gbps / network.bandwidth_gbps
+    return replace(network, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
+        network.intra_bandwidth_gbps * scale if network.intra_bandwidth_gbps else None))
+
+
 def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Traced | None) -> list[dict]:
     """The run (and the baseline) replayed at each bandwidth of ``points`` (Gbit/s, every level
     scaled alike where the network has two: the intra-node link keeps its ratio to the other)."""
     rows = []
     base_net = run.network(overrides)
     for gbps in points:
-        scale = gbps / base_net.bandwidth_gbps
-        network = replace(base_net, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
-            base_net.intra_bandwidth_gbps * scale if base_net.intra_bandwidth_gbps else None))
+        network = at_bandwidth(base_net, gbps)
         epochs = run.under(network)
         row = {"bandwidth_gbps": float(gbps), "epoch_s": run.mean_epoch(epochs), "comm_share": run.share(epochs)}
         if baseline is not None:
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  replayed, {label(describe(network))}: {_breakdown(run, replayed)}")
         else:
             baseline = Traced(args.baseline) if args.baseline is not None else None
-            rows = sweep(run, args.overrides, _bandwidths(args.bandwidths), baseline)
+            rows = sweep(run, args.overrides, bandwidths(args.bandwidths), baseline)
             figures = {"sweep": rows}
             versus = f"  speed-up over {baseline.summary.strategy}" if baseline else ""
             print(f"{'Gbit/s':>9}  {'epoch ms':>9}  {'comm share':>10}{versus}")

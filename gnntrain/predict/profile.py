@@ -34,6 +34,7 @@ is measured where one is lent (``gnntrain-predict --measure-profile`` on it) and
 from __future__ import annotations
 
 import json
+import os
 import socket
 import statistics
 import time
@@ -65,6 +66,8 @@ class DeviceProfile:
     per_product: tuple[float, ...]
     per_byte: float
     per_indexed_byte: float
+    memory_gib: float
+    """The device's memory (a CPU: the machine's)."""
 
     def seconds(self, counts: KernelCounts, cores: int = 1) -> float:
         """The time ``counts`` take on this device, with ``cores`` cores where it is a CPU."""
@@ -148,9 +151,11 @@ def measure(device: torch.device) -> DeviceProfile:
             torch.zeros_like(x).index_add_(0, picked, g)
             x.t().contiguous()
 
+        memory = (torch.cuda.get_device_properties(device).total_memory if device.type == "cuda"
+                  else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
         return DeviceProfile(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", per_op,
                              tuple(per_flop), tuple(per_product), _rate(device, element_wise, per_op, "bytes"),
-                             _rate(device, indexed, per_op, "indexed_bytes"))
+                             _rate(device, indexed, per_op, "indexed_bytes"), memory / 2**30)
     finally:
         torch.set_num_threads(threads)
 
@@ -169,7 +174,7 @@ def load(path: Path) -> DeviceProfile:
     fields = json.loads(path.read_text())
     return DeviceProfile(str(fields["device"]), float(fields["per_op"]), tuple(map(float, fields["per_flop"])),
                          tuple(map(float, fields["per_product"])), float(fields["per_byte"]),
-                         float(fields["per_indexed_byte"]))
+                         float(fields["per_indexed_byte"]), float(fields["memory_gib"]))
 
 
 def profile_for(device: str, cache_dir: str) -> DeviceProfile:

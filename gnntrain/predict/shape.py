@@ -15,7 +15,7 @@ by ``scripts/predict_check.py`` and published with it (docs/usage.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -48,6 +48,10 @@ class PartitionShape:
     (an edge sampler keeps a row that any of its kept edges reads)."""
     scale: float = 1.0
     """The proxy's node ratio (1: counted on the graph itself)."""
+    data: GraphData | None = field(default=None, compare=False, repr=False)
+    """The graph counted (the proxy's for a proxy), for methods that sample it."""
+    part: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    """Its partition."""
 
     @property
     def parts(self) -> int:
@@ -57,15 +61,16 @@ class PartitionShape:
     def replication(self) -> float:
         return (sum(self.inner) + sum(self.halo)) / self.nodes
 
-    def scaled(self, factor: float, nodes: int, edges: int) -> PartitionShape:
-        """Every count times ``factor``, for a graph of ``nodes`` and ``edges``."""
-        times = lambda values: tuple(v * factor for v in values)  # noqa: E731
-        return replace(self, nodes=nodes, edges=edges, inner=times(self.inner), halo=times(self.halo),
-                       in_edges=times(self.in_edges), train=times(self.train),
-                       rows=tuple(times(row) for row in self.rows),
-                       readers=tuple(tuple(tuple((c, n * factor) for c, n in pair) for pair in row)
+    def scaled(self, rows: float, edges: float, nodes: int, total_edges: int) -> PartitionShape:
+        """A graph of ``nodes`` nodes and ``total_edges`` edges in the same shares: every count of
+        rows times ``rows``, of edges times ``edges``."""
+        times = lambda values, factor: tuple(v * factor for v in values)  # noqa: E731
+        return replace(self, nodes=nodes, edges=total_edges, inner=times(self.inner, rows),
+                       halo=times(self.halo, rows), in_edges=times(self.in_edges, edges), train=times(self.train, rows),
+                       rows=tuple(times(row, rows) for row in self.rows),
+                       readers=tuple(tuple(tuple((c, n * rows) for c, n in pair) for pair in row)
                                      for row in self.readers),
-                       scale=self.scale * factor)
+                       scale=self.scale * rows)
 
     def cut_edges(self, reader: int) -> float:
         """In-edges of ``reader``'s inner rows from other parts' rows."""
@@ -102,7 +107,7 @@ def shape_of(data: GraphData, part: torch.Tensor, parts: int) -> PartitionShape:
         in_edges=as_floats(torch.zeros(parts, dtype=torch.long).index_add_(0, part, torch.bincount(dst, minlength=n))),
         train=as_floats(torch.bincount(part[data.train_mask], minlength=parts)),
         rows=tuple(as_floats(r) for r in rows),
-        readers=tuple(tuple(tuple(pair) for pair in row) for row in readers))
+        readers=tuple(tuple(tuple(pair) for pair in row) for row in readers), data=data, part=part)
 
 
 def partition_shape(run: RootConfig, parts: int) -> PartitionShape:

@@ -37,9 +37,9 @@ class RankTimeline:
         n = self.keys[name] = self.keys.get(name, -1) + 1
         return (*name, n)
 
-    def _post(self, shape: str, kind: str, sent: list, received: list, **ring) -> int:
-        counted = self.sent.setdefault(self.epoch, {})
-        counted[kind] = counted.get(kind, 0.0) + (ring["nbytes"] if shape == "ring" else sum(m[1] for m in sent))
+    def _post(self, shape: str, kind: str, sent: list, received: list, counted: float = 0, **ring) -> int:
+        tally = self.sent.setdefault(self.epoch, {})
+        tally[kind] = tally.get(kind, 0.0) + counted + (ring["nbytes"] if shape == "ring" else sum(m[1] for m in sent))
         self.ops += 1
         self.events.append({"ev": "post", "id": self.ops, "shape": shape, "kind": kind, "post": self.now,
                             "sent": sent, "received": received, **ring})
@@ -49,14 +49,22 @@ class RankTimeline:
         self.now += max(seconds, 0.0)
 
     def exchange(self, kind: str, sent: dict[int, float], received: dict[int, float]) -> int:
-        """Post an all-to-all (bytes to and from each peer); its id, to :meth:`wait` on."""
+        """Post an all-to-all (bytes to and from each peer, this rank's own block counted as the
+        meter counts a send buffer, moving on no link); its id, to :meth:`wait` on."""
         key = self._key("exchange", kind)
         return self._post("exchange", kind, [(q, int(n), key) for q, n in sent.items() if n and q != self.rank],
-                          [(q, int(n), key) for q, n in received.items() if n and q != self.rank])
+                          [(q, int(n), key) for q, n in received.items() if n and q != self.rank],
+                          counted=sent.get(self.rank, 0))
 
     def send(self, kind: str, peer: int, nbytes: float) -> int:
+        """Post a one-sided send (a pipeline stage's rows, a migrating model)."""
         key = self._key("p2p", kind, self.rank, peer)
         return self._post("send", kind, [(peer, int(nbytes), key)], [])
+
+    def swap(self, kind: str, to: int, nbytes: float, source: int, arriving: float) -> int:
+        """Post point-to-point messages sent and received together (``p2p_start``)."""
+        return self._post("exchange", kind, [(to, int(nbytes), self._key("p2p", kind, self.rank, to))],
+                          [(source, int(arriving), self._key("p2p", kind, source, self.rank))])
 
     def recv(self, kind: str, peer: int, nbytes: float) -> int:
         key = self._key("p2p", kind, peer, self.rank)

@@ -38,10 +38,13 @@ def validate(config: MiniBatchConfig) -> None:
 FAMILY = Family("minibatch", baseline="minibatch", module=PACKAGE, validate=validate)
 """Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""
 
-register(Method("minibatch", FAMILY, f"{PACKAGE}.data_centric:MiniBatch", MiniBatchConfig))
-register(Method("lo", FAMILY, f"{PACKAGE}.data_centric:LocalityOptimised", MiniBatchConfig))
+TIMELINES = f"{PACKAGE}.timeline"
+register(Method("minibatch", FAMILY, f"{PACKAGE}.data_centric:MiniBatch", MiniBatchConfig,
+                timeline=f"{TIMELINES}:data_centric"))
+register(Method("lo", FAMILY, f"{PACKAGE}.data_centric:LocalityOptimised", MiniBatchConfig,
+                timeline=f"{TIMELINES}:data_centric"))
 register(Method("p3", FAMILY, f"{PACKAGE}.p3:P3", MiniBatchConfig,
-                kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}))
+                kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}, timeline=f"{TIMELINES}:p3"))
 
 
 @dataclass
@@ -63,6 +66,6 @@ def validate_hopgnn(config: HopGNNConfig) -> None:
 
 
 register(Method("hopgnn", FAMILY, f"{PACKAGE}.hopgnn:HopGNN", HopGNNConfig, kinds={"merge_time": "control"},
-                validate=validate_hopgnn))
+                validate=validate_hopgnn, timeline=f"{TIMELINES}:hopgnn"))
 register(Method("naive", FAMILY, f"{PACKAGE}.naive:Naive", MiniBatchConfig,
-                kinds={"naive_partial": "data", "topology": "data"}))
+                kinds={"naive_partial": "data", "topology": "data"}, timeline=f"{TIMELINES}:naive"))

@@ -1,0 +1,193 @@
+"""gnntrain-predict: every method's epoch time, traffic and memory on a described cluster,
+predicted without training (:mod:`gnntrain.predict`).
+
+    gnntrain-predict strategy=vanilla,pipegcn,bns,adaqp,gnnpipe cluster.world_size=4 network=eth10g
+
+takes the overrides a run takes, a comma list sweeping any of them as ``gnntrain -m`` does. The
+cluster is ``cluster.world_size`` ranks, ``network.gpus_per_node`` of them per node, joined by the
+``network`` links (``network.bandwidth_gbps`` and ``latency_us`` between nodes, ``intra_*``
+within one); ``--device`` names the device whose profile prices the compute (``cpu``: this
+machine's, one core per rank unless ``--cores``; or a committed profile,
+``results/device_profiles/``) and ``--node-memory-gib`` what a node holds (default: this
+machine's memory for ``cpu``, the device's for a GPU).
+
+Per setting it prints each method's predicted epoch (virtual clock) split into compute and the
+exposed and hidden communication per kind, its bytes per epoch per kind, its peak memory per
+rank and whether the ranks of a node fit, and the methods ranked; ``--plot`` draws every method's
+epoch against the link bandwidth (``--bandwidths LO:HI:N`` Gbit/s), where crossing lines say
+which method wins on which network. A graph too big for this machine is given by its statistics,
+``--nodes --edges --features --classes``, and predicted through a scaled synthetic proxy of
+``--proxy-nodes`` nodes (:mod:`gnntrain.predict.shape`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+from pathlib import Path
+
+from gnntrain.config.typed import plain
+from gnntrain.errors import ConfigError, GnntrainError, command_errors
+from gnntrain.job import api
+from gnntrain.job.memory import available_mb
+from gnntrain.predict.costs import Costs
+from gnntrain.predict.predictor import Prediction, peak_mb, replayed, written
+from gnntrain.predict.profile import profile_for
+from gnntrain.predict.shape import PartitionShape, partition_shape
+from gnntrain.replay_cli import at_bandwidth, bandwidths
+from gnntrain.strategies import method
+from gnntrain.virtual.link_model import Topology
+
+
+def jobs(overrides: list[str]) -> list[list[str]]:
+    """Each setting's overrides: the cartesian product of the comma lists (Hydra's sweep syntax)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_discrete_sweep()
+               else [o.input_line] for o in parsed]
+    return [list(job) for job in itertools.product(*choices)]
+
+
+def graph_overrides(args: argparse.Namespace) -> list[str]:
+    """The proxy's dataset overrides for a graph given by its statistics."""
+    given = [args.nodes, args.edges, args.features, args.classes]
+    if all(v is None for v in given):
+        return []
+    if any(v is None for v in given) or min(given) < 1:
+        raise GnntrainError("--nodes, --edges, --features and --classes describe a graph together; valid: all four, "
+                            "positive")
+    return ["dataset=synthetic", f"dataset.num_nodes={min(args.proxy_nodes, args.nodes)}",
+            f"dataset.avg_degree={args.edges / args.nodes}", f"dataset.num_features={args.features}",
+            f"dataset.num_classes={args.classes}"]
+
+
+def shape_for(run, args: argparse.Namespace, cache: dict) -> PartitionShape:
+    """The run's partition shape, scaled from the proxy to ``--nodes`` where given."""
+    parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts
+    key = (json.dumps(plain(run.dataset), sort_keys=True, default=str), run.partition.method, parts, run.seed)
+    if key not in cache:
+        shape = partition_shape(run, parts)
+        if args.nodes is not None and args.nodes > shape.nodes:
+            shape = shape.scaled(args.nodes / shape.nodes, args.edges / shape.edges, args.nodes, args.edges)
+        cache[key] = shape
+    return cache[key]
+
+
+def _varying(settings: list[list[str]]) -> set[str]:
+    """The overrides that differ between the settings (the strategy's always counted)."""
+    keys = {o.split("=", 1)[0] for job in settings for o in job}
+    varying = {k for k in keys if len({o for job in settings for o in job if o.split("=", 1)[0] == k}) > 1}
+    return {o for job in settings for o in job if o.split("=", 1)[0] in varying | {"strategy"}}
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g}"
+
+
+def _kinds(figures: dict[str, float], unit, fmt) -> str:
+    shown = {k: v for k, v in figures.items() if v > 0}
+    return ", ".join(f"{k} {fmt(unit(v))}" for k, v in shown.items()) or "none"
+
+
+def table(setting: str, predictions: list[Prediction], ranks_per_node: int, node_mb: float) -> str:
+    """The setting's methods, ranked by epoch time."""
+    lines = [f"\n{setting}", f"  {'rank':>4}  {'strategy':<14}{'epoch ms':>10}{'compute':>10}{'exposed':>10}"
+                             f"{'MiB/epoch':>11}{'peak GiB':>10}  fits"]
+    ranked = sorted(predictions, key=lambda p: p.epoch_time)
+    for place, p in enumerate(ranked, 1):
+        peak = max(p.peak_mb, default=0.0)
+        fits = "yes" if peak * ranks_per_node <= node_mb else f"no ({ranks_per_node} x {peak / 1024:.1f} GiB)"
+        lines.append(f"  {place:>4}  {p.strategy:<14}{_ms(p.epoch_time):>10}{_ms(p.compute_time):>10}"
+                     f"{_ms(p.exposed_time):>10}{p.comm_bytes / 2**20:>11.4g}{peak / 1024:>10.3g}  {fits}")
+    for p in ranked:
+        lines.append(f"  {p.strategy}: exposed ms: {_kinds(p.exposed_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
+                     f"hidden ms: {_kinds(p.hidden_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
+                     f"MiB: {_kinds(p.bytes_by_kind, lambda v: v / 2**20, '{:.4g}'.format)}")
+    return "\n".join(lines)
+
+
+def _plot(curves: dict[str, list[tuple[float, float]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colours = plt.get_cmap("tab20")
+    for i, (name, points) in enumerate(curves.items()):
+        ax.plot([x for x, _ in points], [y * 1e3 for _, y in points], marker=".", label=name, color=colours(i % 20))
+    ax.set(xscale="log", yscale="log", xlabel="link bandwidth (Gbit/s)", ylabel="predicted epoch (ms, virtual clock)",
+           title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="gnntrain-predict", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="overrides as gnntrain takes them; a,b,c sweeps a key")
+    parser.add_argument("--device", default="cpu", help="cpu (this machine, measured once) or a committed profile")
+    parser.add_argument("--cores", type=int, default=1, help="CPU cores per rank (default 1)")
+    parser.add_argument("--node-memory-gib", type=float, default=None, help="memory of a node (default: the device's)")
+    parser.add_argument("--bandwidths", default="0.1:100:13", help="LO:HI:N Gbit/s for the plot (default 0.1:100:13)")
+    parser.add_argument("--plot", type=Path, default=Path("predict.png"), help="the plot (default predict.png)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the predictions to this JSON file")
+    for name in ("nodes", "edges", "features", "classes"):
+        parser.add_argument(f"--{name}", type=int, default=None, help=f"the graph's {name} (with the other three)")
+    parser.add_argument("--proxy-nodes", type=int, default=100_000, help="nodes of the proxy (default 100000)")
+    args = parser.parse_args(argv)
+    with command_errors("gnntrain-predict"):
+        started = time.perf_counter()
+        points = bandwidths(args.bandwidths)
+        settings = jobs(list(args.overrides) + graph_overrides(args))
+        shapes: dict = {}
+        results, curves = [], {}
+        varying = _varying(settings)
+        refused = []
+        for overrides in settings:
+            try:
+                run = api.check(api.compose(overrides))
+                profile = profile_for(args.device, run.partition.cache_dir)
+                shape = shape_for(run, args, shapes)
+                line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores))
+            except ConfigError as exc:
+                if len(settings) == 1:
+                    raise
+                refused.append(f"{' '.join(o for o in overrides if o in varying)}: not predicted: {exc}")
+                continue
+            prediction = replayed(run.strategy.name, line, Topology.of(run.network), peak_mb(run, shape))
+            results.append((" ".join(o for o in overrides if o in varying and not o.startswith("strategy=")),
+                            prediction))
+            if run.network.bandwidth_gbps is not None:
+                label = " ".join(o.split("=", 1)[1] if o.startswith("strategy=") else o
+                                 for o in overrides if o in varying)
+                curves[label or run.strategy.name] = [
+                    (float(g), replayed(run.strategy.name, line, Topology.of(at_bandwidth(run.network, g))).epoch_time)
+                    for g in points]
+        ranks_per_node = run.network.gpus_per_node or 1
+        node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
+            available_mb() if args.device == "cpu" else profile.memory_gib * 1024)
+        where = (f"{run.cluster.world_size} ranks, {ranks_per_node} per node; device {args.device}"
+                 f"{f' ({args.cores} cores per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
+                 + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
+                    f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
+        print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")
+        for setting, group in itertools.groupby(sorted(results, key=lambda r: r[0]), key=lambda r: r[0]):
+            print(table(setting or "(defaults)", [p for _, p in group], ranks_per_node, node_mb))
+        for line_refused in refused:
+            print(f"\n{line_refused}")
+        if curves:
+            _plot(curves, args.plot, where)
+            print(f"\nplot of the epoch against the link bandwidth: {args.plot}")
+        if args.json is not None:
+            args.json.write_text(json.dumps({"cluster": where, "predictions": [
+                {"setting": s, **p.to_dict()} for s, p in results], "curves": curves}, indent=1))
+        print(f"predicted in {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
