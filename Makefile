@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench network-check virtual-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -52,6 +52,11 @@ network-check: install
 # and iproute2; docs/testing.md).
 virtual-check: install
 	WANDB_MODE=disabled $(BIN)/python scripts/virtual_clock_check.py
+
+# The predictor against the virtual clock: every strategy x {2, 4} ranks x {fast, slow link} x two
+# graphs (results/predict_check.json, results/predict_check.png; docs/usage.md).
+predict-check: install
+	WANDB_MODE=disabled $(BIN)/python scripts/predict_check.py
 
 # The cost ladder from 100k nodes to ogbn-products' size (results/scale.json, results/scale.png;
 # about an hour on 2 cores, at most ~22 GiB in use).

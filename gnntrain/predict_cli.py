@@ -35,7 +35,7 @@ from gnntrain.job.memory import available_mb
 from gnntrain.predict.costs import Costs
 from gnntrain.predict.predictor import Prediction, peak_mb, replayed, written
 from gnntrain.predict.profile import profile_for
-from gnntrain.predict.shape import PartitionShape, partition_shape
+from gnntrain.predict.shape import PartitionShape, partition_shape, proxy_shape
 from gnntrain.replay_cli import at_bandwidth, bandwidths
 from gnntrain.strategies import method
 from gnntrain.virtual.link_model import Topology
@@ -69,10 +69,8 @@ def shape_for(run, args: argparse.Namespace, cache: dict) -> PartitionShape:
     parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts
     key = (json.dumps(plain(run.dataset), sort_keys=True, default=str), run.partition.method, parts, run.seed)
     if key not in cache:
-        shape = partition_shape(run, parts)
-        if args.nodes is not None and args.nodes > shape.nodes:
-            shape = shape.scaled(args.nodes / shape.nodes, args.edges / shape.edges, args.nodes, args.edges)
-        cache[key] = shape
+        cache[key] = (proxy_shape(run, parts, args.nodes, args.edges) if args.nodes is not None
+                      and args.nodes > run.dataset.num_nodes else partition_shape(run, parts))
     return cache[key]
 
 
@@ -171,8 +169,10 @@ def main(argv: list[str] | None = None) -> None:
         ranks_per_node = run.network.gpus_per_node or 1
         node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
             available_mb() if args.device == "cpu" else profile.memory_gib * 1024)
-        where = (f"{run.cluster.world_size} ranks, {ranks_per_node} per node; device {args.device}"
-                 f"{f' ({args.cores} cores per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
+        ranks = ("ranks as each setting says" if any(o.startswith("cluster.world_size=") for o in varying)
+                 else f"{run.cluster.world_size} ranks")
+        where = (f"{ranks}, {ranks_per_node} per node; device {args.device}"
+                 f"{f' ({args.cores} core(s) per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
                  + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
                     f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
         print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")

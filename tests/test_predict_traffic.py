@@ -36,7 +36,7 @@ SETTINGS = {
 epochs before its first assignment, at 8 bits; small mini-batches; HopGNN without merging (its
 examination decides on measured times)."""
 SAMPLED = {"bns", "bes", "dropedge"}
-FAST = ("vanilla", "bns")
+FAST = ("vanilla",)
 UNIT = DeviceProfile("unit", 1e-6, (1e-11,) * 4, (1e-10,) * 4, 1e-10, 1e-10, 16.0)
 """Any profile: the bytes do not depend on it."""
 

@@ -15,7 +15,7 @@ import torch
 from gnntrain.config.schema import RootConfig
 from gnntrain.job.memory import DTYPE_BYTES
 from gnntrain.models import build_model
-from gnntrain.predict.kernels import count, step_counts
+from gnntrain.predict.kernels import count, model_key, step_counts
 from gnntrain.predict.profile import DeviceProfile
 
 
@@ -43,20 +43,29 @@ class Costs:
         """Each message-passing layer's input width: what its halo exchange moves per row."""
         self.parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
         self.value_bytes = DTYPE_BYTES[str(run.train.dtype)]
+        self.model_key = model_key(run.model)
 
     @property
     def layers(self) -> int:
         return len(self.widths)
 
+    def _counts(self, inner: float, halo: float, edges: float):
+        return step_counts(self.run.model, self.features, self.classes, str(self.run.train.dtype), inner, halo, edges,
+                           self.model_key)
+
     def step(self, inner: float, halo: float, edges: float) -> StepSeconds:
         """A training step of the model on a rank of ``inner`` rows, ``halo`` rows and ``edges``
-        in-edges of its inner rows."""
+        in-edges of its inner rows, on a graph whose matrices are built."""
         if inner < 1:
             return StepSeconds(0.0, 0.0)
-        counts = step_counts(self.run.model, self.features, self.classes, str(self.run.train.dtype), round(inner),
-                             round(halo), round(edges))
+        counts = self._counts(inner, halo, edges)
         return StepSeconds(self.profile.seconds(counts.forward, self.cores),
                            self.profile.seconds(counts.backward, self.cores))
+
+    def build(self, inner: float, halo: float, edges: float) -> float:
+        """Building the aggregation matrices of such a graph, which a forward on a graph the
+        rank has not trained on before does (a sample, every epoch or every mini-batch)."""
+        return 0.0 if inner < 1 else self.profile.seconds(self._counts(inner, halo, edges).build, self.cores)
 
     def per_row(self, work: Callable[[torch.Tensor], object], width: int, rows: int = 4096) -> float:
         """Seconds per row of ``work`` applied to ``[rows, width]`` rows of the training dtype."""

@@ -21,8 +21,8 @@ Views and metadata operations move nothing and are not counted. A model's counts
 with a rank's inner rows ``I``, halo rows ``H`` and in-edges ``E`` (each layer's work is a sum of
 per-row, per-edge and fixed parts) as long as the rows keep their proportions (a layer chooses
 the cheaper order of its product by comparing its row counts), so :func:`step_counts` counts a
-step on two probe graphs of the rank's proportions, of ``f`` and ``2 f`` times its size, and
-extends the line through them to ``f = 1``.
+step on two probe graphs of the rank's proportions and extends the line through them to the
+rank's size.
 """
 
 from __future__ import annotations
@@ -142,22 +142,27 @@ PROBE_ROWS = 2048
 
 @dataclass(frozen=True)
 class StepCounts:
-    """A training step's counts: its forward, and its backward with the optimizer's step."""
+    """A training step's counts: its forward, its backward with the optimizer's step, and what
+    the first forward on a graph adds (its aggregation matrices built, sorted), which a method
+    pays again for every graph it trains on once (a sample)."""
 
     forward: KernelCounts
     backward: KernelCounts
+    build: KernelCounts
 
     def __add__(self, other: StepCounts) -> StepCounts:
-        return StepCounts(self.forward + other.forward, self.backward + other.backward)
+        return StepCounts(self.forward + other.forward, self.backward + other.backward, self.build + other.build)
 
     def scaled(self, factor: float) -> StepCounts:
-        return StepCounts(self.forward.scaled(factor), self.backward.scaled(factor))
+        return StepCounts(self.forward.scaled(factor), self.backward.scaled(factor), self.build.scaled(factor))
 
 
 def _step_on(config: ModelConfig, features: int, classes: int, dtype: torch.dtype, inner: int, halo: int,
              edges: int) -> StepCounts:
-    """One training step of the model on a probe graph: forward with halo rows, the loss over
-    every inner row, backward, an Adam step."""
+    """One training step of the model on a probe graph as a graph-parallel rank takes it: forward
+    with halo rows (as many rows gathered to be sent as arrive, their gradients added back in the
+    backward), the loss over half the inner rows (the training rows, picked), backward, the
+    gradients flattened for their all-reduce and copied back, an Adam step."""
     from gnntrain.job.memory import probe_graph
     from gnntrain.models import build_model
 
@@ -168,47 +173,68 @@ def _step_on(config: ModelConfig, features: int, classes: int, dtype: torch.dtyp
     model.train()
     optimizer = torch.optim.Adam(model.parameters())
     arrived: dict[int, torch.Tensor] = {}
+    sent = torch.randint(0, inner, (halo,), generator=torch.Generator().manual_seed(1))
+    rows = torch.arange(0, inner, 2)
+    labels = graph.y[rows] % classes
 
     def halo_rows(h: torch.Tensor, layer: int) -> torch.Tensor:
         if layer not in arrived:
             arrived[layer] = torch.randn(halo, h.shape[1], dtype=h.dtype, requires_grad=h.requires_grad)
-        return arrived[layer]
+        return arrived[layer] + 0 * h[:inner].index_select(0, sent)
 
     loss: list[torch.Tensor] = []
 
     def forward() -> None:
         out = model(graph.x, graph, halo_rows)
-        loss.append(torch.nn.functional.cross_entropy(out, graph.y % classes))
+        loss.append(-torch.nn.functional.log_softmax(out[rows], dim=-1).gather(1, labels.unsqueeze(1)).sum())
 
     def backward() -> None:
         loss.pop().backward()
+        params = [p for p in model.parameters() if p.grad is not None]
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        for p, g in zip(params, flat.split([p.numel() for p in params])):
+            p.grad.copy_(g.view_as(p))
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
 
-    forward()  # the first step builds the optimizer's state and caches; the steady ones are counted
+    cold = count(forward)  # the first forward builds the graph's matrices, which the later ones reuse
     backward()
-    return StepCounts(count(forward), count(backward))
+    warm = count(forward)
+    return StepCounts(warm, count(backward), cold + warm.scaled(-1.0))
 
 
-_COUNTS: dict[tuple, StepCounts] = {}
-"""Counts made in this process, by model section (as JSON), features, classes, dtype and shape."""
+RAY_STEPS = 8
+"""Steps per doubling of the rays a rank's proportions are rounded to (each within 4.4%)."""
+_LINES: dict[tuple, tuple[StepCounts, StepCounts]] = {}
+"""Per model section (as JSON), features, classes, dtype and ray: the counts at
+:data:`PROBE_ROWS` inner rows and their growth per inner row."""
 
 
-def step_counts(config: ModelConfig, features: int, classes: int, dtype: str, inner: int, halo: int,
-                edges: int) -> StepCounts:
+def _on_ray(ratio: float) -> float:
+    """``ratio`` rounded to the nearest of :data:`RAY_STEPS` steps per doubling (0 stays 0)."""
+    return 0.0 if ratio <= 0 else 2.0 ** (round(math.log2(ratio) * RAY_STEPS) / RAY_STEPS)
+
+
+def model_key(config: ModelConfig) -> str:
+    """A model section as the key of its counts (computed once per section by a caller that
+    counts often: :class:`gnntrain.predict.costs.Costs`)."""
+    return json.dumps(plain(config), sort_keys=True)
+
+
+def step_counts(config: ModelConfig, features: int, classes: int, dtype: str, inner: float, halo: float,
+                edges: float, key: str | None = None) -> StepCounts:
     """The counts of one training step of the model ``config`` on a rank of ``inner`` rows,
-    ``halo`` rows and ``edges`` in-edges, scaled from two probes in the same proportions (module
-    docstring): ``f`` and ``2 f`` times the shape, ``f = PROBE_ROWS / inner`` (1 for a rank at
-    most that size, counted as it is)."""
-    key = (json.dumps(plain(config), sort_keys=True), features, classes, dtype, inner, halo, edges)
-    if key not in _COUNTS:
+    ``halo`` rows and ``edges`` in-edges (module docstring): the line through two probes of the
+    rank's proportions (rounded, :func:`_on_ray`), of :data:`PROBE_ROWS` and twice as many inner
+    rows, at ``inner``. One pair of probes serves every rank and sample of like proportions;
+    ``key``: :func:`model_key` of ``config``, where the caller has it."""
+    ray = (_on_ray(halo / inner), _on_ray(edges / inner))
+    line = (key or model_key(config), features, classes, dtype, ray)
+    if line not in _LINES:
         value = getattr(torch, dtype)
-        f = min(1.0, PROBE_ROWS / max(inner, 1))
-        shape = lambda g: (max(round(g * inner), 1), round(g * halo), max(round(g * edges), 1))  # noqa: E731
-        small = _step_on(config, features, classes, value, *shape(f))
-        if f == 1.0:
-            _COUNTS[key] = small
-        else:
-            slope = (_step_on(config, features, classes, value, *shape(2 * f)) + small.scaled(-1.0)).scaled(1.0 / f)
-            _COUNTS[key] = small + slope.scaled(1.0 - f)
-    return _COUNTS[key]
+        shape = lambda rows: (rows, round(ray[0] * rows), max(round(ray[1] * rows), 1))  # noqa: E731
+        small = _step_on(config, features, classes, value, *shape(PROBE_ROWS))
+        large = _step_on(config, features, classes, value, *shape(2 * PROBE_ROWS))
+        _LINES[line] = small, (large + small.scaled(-1.0)).scaled(1.0 / PROBE_ROWS)
+    small, per_row = _LINES[line]
+    return small + per_row.scaled(inner - PROBE_ROWS)

@@ -16,25 +16,28 @@ as the virtual clock would record them: the epoch (the slowest rank's), compute 
 kind, the exposed and hidden communication (means over the ranks) and the bytes per epoch (summed
 over the ranks, as ``comm_bytes_by_kind``). Peak memory per rank comes from the memory estimate
 (:mod:`gnntrain.job.memory`) on what each rank holds: its part for the graph-parallel family (with
-its method's :attr:`~gnntrain.strategies.registry.Method.memory`), the whole graph for the others
-(a data-parallel replica, a pipeline stage's tables, a mini-batch rank's topology).
+its method's :attr:`~gnntrain.strategies.registry.Method.memory`); for the mini-batch family the
+whole graph's topology, its share of the features and the activations of a sample of its share
+of a batch at full fan-out (``batch / W x prod(fanout + 1)`` rows, at most the graph); the whole
+graph for the others (a data-parallel replica, a pipeline stage's tables).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gnntrain.comm.meter import TRAINING_CATEGORIES, category
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
-from gnntrain.job.memory import RUNTIME_MB, estimate_job, estimate_rank
+from gnntrain.job.memory import DTYPE_BYTES, RUNTIME_MB, estimate_job, estimate_rank
 from gnntrain.predict.costs import Costs
 from gnntrain.predict.profile import DeviceProfile
 from gnntrain.predict.shape import PartitionShape
 from gnntrain.predict.timeline import Timeline
 from gnntrain.references import resolve
 from gnntrain.strategies import method
+from gnntrain.strategies.minibatch.common import fanouts
 from gnntrain.virtual.link_model import Topology
 
 EPOCHS = 3
@@ -97,13 +100,13 @@ def predict(run: RootConfig, shape: PartitionShape, profile: DeviceProfile, topo
 def replayed(strategy: str, line: Timeline, topology: Topology, peak: list[float] | None = None) -> Prediction:
     """The steady epochs of a written timeline under ``topology``."""
     epochs = line.replayed(topology)[1:]
-    world = len(line.ranks)
+    world, times = len(line.ranks), line.repeats
 
     def mean(figure) -> float:
-        return sum(figure(e) for e in epochs) / len(epochs)
+        return times * sum(figure(e) for e in epochs) / len(epochs)
 
     kinds = sorted({k for e in epochs for r in e.ranks for k in (*r.exposed_by_kind, *r.hidden_by_kind)})
-    per_rank_bytes = [{k: sum(rank.sent.get(e.epoch, {}).get(k, 0.0) for e in epochs) / len(epochs)
+    per_rank_bytes = [{k: times * sum(rank.sent.get(e.epoch, {}).get(k, 0.0) for e in epochs) / len(epochs)
                        for k in sorted({k for e in epochs for k in rank.sent.get(e.epoch, {})})}
                       for rank in line.ranks]
     return Prediction(
@@ -127,6 +130,14 @@ def peak_mb(run: RootConfig, shape: PartitionShape) -> list[float]:
                  "inner_edges": [round(v) for v in shape.in_edges],
                  "sent_rows": [round(sum(row)) for row in shape.rows]}
         return [e.total_mb for e in estimate_job(run, facts, stats)]
-    whole = estimate_rank(run.model, None, str(run.train.dtype), facts, shape.nodes, 0, 0, shape.edges,
-                          RUNTIME_MB["forked"])
-    return [whole.total_mb] * run.cluster.world_size
+    world, dtype = run.cluster.world_size, str(run.train.dtype)
+    if method(run.strategy.name).family.name == "minibatch":
+        rows = run.strategy.batch_size / world
+        for fanout in fanouts(run):
+            rows *= fanout + 1
+        sampled = estimate_rank(run.model, None, dtype, facts, min(rows, shape.nodes), 0, 0, shape.edges,
+                                RUNTIME_MB["forked"])
+        own = shape.nodes / world * shape.features * DTYPE_BYTES[dtype] / 2**20
+        return [replace(sampled, features_mb=own).total_mb] * world
+    whole = estimate_rank(run.model, None, dtype, facts, shape.nodes, 0, 0, shape.edges, RUNTIME_MB["forked"])
+    return [whole.total_mb] * world

@@ -7,14 +7,17 @@ The predictor prices a step's :class:`~gnntrain.predict.kernels.KernelCounts` as
 with constants taken from micro-benchmarks of the kernels the models run, never fitted to
 end-to-end runs (the manner of Plexus's constants):
 
-* ``per_op``: a tiny element-wise operation (one value), called many times: the launch and
-  dispatch cost, Python's included;
+* ``per_op``: ten training steps of a tiny model (16 linear layers of 4 x 4 on 2 rows, Adam), per
+  operation it runs: the launch and dispatch cost with autograd's and the modules' Python around
+  it, which sets the time of a step on a small graph;
 * ``per_flop``, per width class ``w`` (:data:`~gnntrain.predict.kernels.WIDTHS`): a linear
   layer's three products on ``[rows, 128]`` rows and a ``[128, w]`` weight: the forward's, the
   input gradient's and the weight gradient's (a long inner dimension);
 * ``per_product``, per width class ``w``: a CSR aggregation (:func:`gnntrain.sparse.spmm`, the
   models' kernel) of ``rows`` rows of :data:`DEGREE` entries over ``w`` columns;
-* ``per_byte``: element-wise passes (an add, a ReLU, a copy) over ``[rows, 128]``;
+* ``per_byte``: the element-wise passes the models and their optimizer run, over ``[rows, 128]``:
+  a ReLU, an add, the keyed dropout (:func:`gnntrain.random16.dropout`: hashing integer
+  passes), a log-softmax, Adam's multiply-add and square root;
 * ``per_indexed_byte``: a gather and a scatter-add of ``rows`` random rows of ``[rows, 128]``
   and a transposing copy.
 
@@ -46,6 +49,7 @@ import torch
 from gnntrain.cache import cache_folder
 from gnntrain.errors import ConfigError
 from gnntrain.predict.kernels import WIDTHS, KernelCounts, count
+from gnntrain.random16 import dropout
 from gnntrain.sparse import SparseOperator, spmm
 
 DEGREE = 16
@@ -77,10 +81,11 @@ class DeviceProfile:
         return counts.ops * self.per_op + rates / max(cores, 1)
 
 
-def _timed(device: torch.device, work, repeats: int = 7) -> float:
-    """The median time of ``repeats`` calls of ``work`` (after one warm-up), on the virtual
+def _timed(device: torch.device, work, repeats: int = 21) -> float:
+    """The median time of ``repeats`` calls of ``work`` (after three to warm up), on the virtual
     clock's timeline for ``device``."""
-    work()
+    for _ in range(3):
+        work()
     times = []
     for _ in range(repeats):
         if device.type == "cuda":
@@ -111,14 +116,17 @@ def measure(device: torch.device) -> DeviceProfile:
     torch.set_num_threads(1)
     try:
         gen = torch.Generator().manual_seed(0)
-        tiny = torch.ones(1, device=device)
-        calls = 2000
+        tiny = torch.nn.Sequential(*(m for _ in range(16) for m in (torch.nn.Linear(4, 4), torch.nn.ReLU()))).to(device)
+        optimizer = torch.optim.Adam(tiny.parameters())
+        row = torch.ones(2, 4, device=device)
 
-        def many_ops() -> None:
-            for _ in range(calls):
-                torch.add(tiny, tiny)
+        def tiny_step() -> None:
+            for _ in range(10):
+                tiny(row).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=False)
 
-        per_op = _timed(device, many_ops) / calls
+        per_op = _timed(device, tiny_step) / count(tiny_step).ops
         x, g = (torch.randn(ROWS, WIDTH, generator=gen).to(device) for _ in range(2))
         rows = torch.arange(ROWS).repeat_interleave(DEGREE)
         cols = torch.randint(0, ROWS, (ROWS * DEGREE,), generator=gen)
@@ -138,11 +146,14 @@ def measure(device: torch.device) -> DeviceProfile:
             per_flop.append(_rate(device, linear_layer, per_op, "dense_flops"))
             per_product.append(_rate(device, lambda: spmm(matrix, narrow), per_op, "sparse_products"))
 
+        ids = torch.arange(ROWS, device=device)
+
         def element_wise() -> None:
             y = torch.relu(x)
             y = y + g
-            y = y * 0.5
-            y.clone()
+            dropout(y, 0.5, True, 1, ids)
+            torch.log_softmax(y, dim=1)
+            y.addcmul_(g, g, value=0.5).sqrt()
 
         picked = torch.randint(0, ROWS, (ROWS,), generator=gen).to(device)
 

@@ -4,9 +4,10 @@ and training nodes, and the rows each rank sends each other rank in one halo exc
 From the real graph: the dataset and the METIS partition a run of the same overrides would use
 (:func:`gnntrain.data.job.prepare_job_data`, cached as a run caches it). For a graph too big to
 hold here (``--nodes``/``--edges`` given, or a synthetic dataset above ``--proxy-nodes``): a
-*proxy*, the synthetic generator (:mod:`gnntrain.data.synthetic`) at ``proxy_nodes`` nodes with
-the graph's average degree, feature and class counts and the dataset's homophily and degree
-exponent, partitioned by METIS into the same parts; every count is then scaled by the node ratio.
+*proxy* (:func:`proxy_shape`), the synthetic generator (:mod:`gnntrain.data.synthetic`) at
+``proxy_nodes`` nodes with the graph's average degree, feature and class counts and the dataset's
+homophily and degree exponent, partitioned by METIS into the same parts; every count of rows is
+then scaled by the node ratio, every count of edges by the edge ratio.
 That keeps each part's shares (halo rows per inner row, cut edges per edge) as the proxy has
 them, which holds where METIS cuts the same share of a bigger graph of the same kind: the error
 this leaves is measured against the products-size step of ``make scale`` (``results/scale.json``)
@@ -23,7 +24,8 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.job import prepare_job_data
 from gnntrain.data.partition import narrow_owners
-from gnntrain.strategies import method
+
+DEGREE_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,19 @@ def shape_of(data: GraphData, part: torch.Tensor, parts: int) -> PartitionShape:
 
 def partition_shape(run: RootConfig, parts: int) -> PartitionShape:
     """The shape of the run's dataset in ``parts`` parts, partitioned as the run would be."""
-    layout_parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts or parts
-    job = prepare_job_data(run, layout_parts)
-    return shape_of(job.data, job.part, layout_parts)
+    job = prepare_job_data(run, parts)
+    return shape_of(job.data, job.part, parts)
+
+
+def proxy_shape(run: RootConfig, parts: int, nodes: int, edges: int) -> PartitionShape:
+    """The shape of a graph of ``nodes`` nodes and ``edges`` directed edges, from the run's
+    synthetic dataset (the proxy, of fewer nodes) in ``parts`` parts, scaled (module docstring).
+    The generator drops duplicate edges, more of them on a smaller graph, so a proxy whose degree
+    falls more than :data:`DEGREE_TOLERANCE` short is drawn again at a degree corrected by the
+    shortfall."""
+    shape = partition_shape(run, parts)
+    wanted, realised = edges / nodes, shape.edges / shape.nodes
+    if abs(realised / wanted - 1) > DEGREE_TOLERANCE:
+        corrected = replace(run.dataset, avg_degree=run.dataset.avg_degree * wanted / realised)
+        shape = partition_shape(replace(run, dataset=corrected), parts)
+    return shape.scaled(nodes / shape.nodes, edges / shape.edges, nodes, edges)

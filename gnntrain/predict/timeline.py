@@ -92,6 +92,9 @@ class Timeline:
 
     def __init__(self, world: int) -> None:
         self.ranks = [RankTimeline(r) for r in range(world)]
+        self.repeats = 1.0
+        """How many times the written epoch stands for: a method whose epoch is many alike
+        iterations writes some of them and says how many times over the epoch runs them."""
 
     def exchange(self, kind: str, sent: list[list[float]]) -> list[int]:
         """An all-to-all on every rank, ``sent[r][q]`` bytes from ``r`` to ``q``; each rank's id."""

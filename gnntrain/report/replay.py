@@ -120,8 +120,12 @@ class _Rank:
 
     def _epoch(self, event: dict) -> None:
         """An epoch's window. Its start lies after the last event before it with compute only
-        between (the run's clock moved only by compute there); its end is now."""
-        anchor_was, anchor_now = max((a for a in self.anchors if a[0] <= event["start"]), default=self.anchors[0])
+        between (the run's clock moved only by compute there): the first anchor at the start
+        itself where there is one (a wait that took no time in the run, as in a written trace,
+        leaves several there, the later ones inside the epoch); its end is now."""
+        at_start = [a for a in self.anchors if a[0] == event["start"]]
+        anchor_was, anchor_now = at_start[0] if at_start else max(
+            (a for a in self.anchors if a[0] < event["start"]), default=self.anchors[0])
         start = anchor_now + (event["start"] - anchor_was)
         self._compute_until(event["end"])
         epoch = RankEpoch(start, self.now)

@@ -37,6 +37,8 @@ masks, building the sampled graph and its sparse matrices (Table 12's overhead);
 from __future__ import annotations
 
 
+from typing import Callable
+
 import torch
 import torch.distributed as dist
 
@@ -56,6 +58,25 @@ def halo_read_by(graph: LocalGraph, edge_keep: torch.Tensor) -> torch.Tensor:
     used = torch.zeros(graph.num_local, dtype=torch.bool, device=graph.device)
     used[graph.edge_src[edge_keep]] = True
     return used[graph.num_inner:]
+
+def draw_sample(method: str, graph: LocalGraph, is_cut: torch.Tensor, cut_edges: torch.Tensor,
+                draw: Callable[[int], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(kept in-edges, kept halo nodes) of one sample of ``graph`` by ``method`` (module
+    docstring); ``is_cut`` marks its in-edges from halo nodes (``cut_edges``: their positions),
+    ``draw(n)`` makes ``n`` keep draws."""
+    if method == "bns":
+        halo_keep = draw(graph.num_halo)
+        edge_keep = ~is_cut
+        edge_keep[cut_edges] = halo_keep[graph.edge_src[cut_edges] - graph.num_inner]
+    elif method == "bes":
+        edge_keep = ~is_cut
+        edge_keep[cut_edges] = draw(cut_edges.numel())
+        halo_keep = halo_read_by(graph, edge_keep)
+    else:
+        edge_keep = draw(graph.edge_src.numel())
+        halo_keep = halo_read_by(graph, edge_keep)
+    return edge_keep, halo_keep
+
 
 def sampled_graph(graph: LocalGraph, edge_keep: torch.Tensor, edge_scale: torch.Tensor | None, halo_keep: torch.Tensor,
                   send_index: torch.Tensor, send_splits: list[int]) -> LocalGraph:
@@ -140,23 +161,11 @@ class BoundarySampling(HaloPolicy):
 
     def _sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(kept in-edges, kept halo nodes) for this epoch."""
-        g = self.graph
 
         def draw(n: int) -> torch.Tensor:
             return self.staging.one(torch.rand(n, generator=self.generator) < self.keep_prob)
 
-        if self.method == "bns":
-            halo_keep = draw(g.num_halo)
-            edge_keep = ~self.is_cut
-            edge_keep[self.cut_edges] = halo_keep[g.edge_src[self.cut_edges] - g.num_inner]
-        elif self.method == "bes":
-            edge_keep = ~self.is_cut
-            edge_keep[self.cut_edges] = draw(self.cut_edges.numel())
-            halo_keep = halo_read_by(g, edge_keep)
-        else:
-            edge_keep = draw(g.edge_src.numel())
-            halo_keep = halo_read_by(g, edge_keep)
-        return edge_keep, halo_keep
+        return draw_sample(self.method, self.graph, self.is_cut, self.cut_edges, draw)
 
     def _rows_peers_kept(self, halo_keep: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
         """Send each owner a 1-bit mask of the halo rows kept from it; receive the peers' masks

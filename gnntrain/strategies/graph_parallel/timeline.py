@@ -16,7 +16,8 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
 * ``bns``, ``bes``, ``dropedge``: the same as vanilla on the epoch's sample, in expectation: a
   halo row kept with probability ``p`` (BNS-GCN); a cut edge kept with ``p`` and a row sent where
   one of its edges is kept (BES); every edge kept with ``k = 1 - (1 - p) C / E`` (DropEdge); the
-  step on the sampled rows and edges; before it, each halo holder's 1-bit mask of its kept rows to
+  step on the sampled rows and edges, with the epoch's sampling (the draws, the sampled graph and
+  its matrices: the policy's own functions counted on the rank's part); before it, each halo holder's 1-bit mask of its kept rows to
   their owner (``sample_index``, ``ceil(rows / 8)`` bytes).
 * ``adaqp``: rows as AdaQP's records (``ceil(d b / 8) + 4`` bytes at ``b`` bits); the sender
   quantises, the receiver dequantises and traces each row (priced by the kernels they run). With
@@ -36,6 +37,7 @@ import math
 from typing import Callable
 
 from gnntrain.predict.costs import Costs, StepSeconds
+from gnntrain.predict.kernels import count
 from gnntrain.predict.shape import PartitionShape
 from gnntrain.predict.timeline import Timeline
 
@@ -130,8 +132,36 @@ def sampled(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: 
         cut = shape.cut_edges(r)
         inner_edges = shape.in_edges[r] - cut
         kept = {"bns": inner_edges + p * cut, "bes": inner_edges + p * cut}.get(config.name, keep * shape.in_edges[r])
-        steps.append(costs.step(shape.inner[r], sum(rows[q][r] for q in range(world)), kept))
+        step = costs.step(shape.inner[r], sum(rows[q][r] for q in range(world)), kept)
+        steps.append(StepSeconds(step.forward + _sampling(config, shape, costs, state, r, keep), step.backward))
     halo_epoch(line, costs, rows, _plain_rows(config, costs), steps)
+
+
+def _sampling(config, shape: PartitionShape, costs: Costs, state: dict, rank: int, keep: float) -> float:
+    """Seconds of drawing rank ``rank``'s sample of an epoch and building the sampled graph and
+    its matrices: the policy's own code (:func:`~.sampled.draw_sample`, :func:`~.sampled.sampled_graph`)
+    counted on the rank's part (a proxy's, scaled), priced by the device."""
+    if ("sampling", rank) not in state:
+        import torch
+
+        from gnntrain.graph import build_local_graph
+        from gnntrain.strategies.graph_parallel.sampled import draw_sample, sampled_graph
+
+        graph = build_local_graph(shape.data, shape.part, rank, shape.parts, getattr(torch, str(costs.run.train.dtype)))
+        is_cut = graph.edge_src >= graph.num_inner
+        cut_edges = is_cut.nonzero().view(-1)
+        generator = torch.Generator().manual_seed(rank)
+        aggregations = {conv.aggregation for conv in costs.model.convs if hasattr(conv, "aggregation")}
+
+        def epoch() -> None:
+            edge_keep, halo_keep = draw_sample(config.name, graph, is_cut, cut_edges,
+                                               lambda n: torch.rand(n, generator=generator) < keep)
+            sample = sampled_graph(graph, edge_keep, None, halo_keep, graph.send_index, graph.send_splits)
+            for aggregation in aggregations:
+                sample.operator(aggregation)
+
+        state["sampling", rank] = costs.profile.seconds(count(epoch), costs.cores) * shape.scale
+    return state["sampling", rank]
 
 
 def quantized(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:

@@ -3,7 +3,7 @@
 (:mod:`.common`), each batch sampled by the run's own sampler from the run's keys, so the bytes are
 the run's exactly; compute is the sampler's kernels and the model's step on each sampled block
 (:class:`~gnntrain.predict.costs.Costs`; a block of ``T`` targets, ``S`` sources and ``E`` edges
-costs the step on that shape divided among the layers).
+costs the step on that shape divided among the layers, its matrices built, as every sample's are).
 
 Per iteration, before its all-reduce of the synced gradients (``allreduce``):
 
@@ -12,7 +12,9 @@ Per iteration, before its all-reduce of the synced gradients (``allreduce``):
   and the ids as ``fetch_ids``, the rows back from their owners as ``feat_fetch`` /
   ``label_fetch``); the step. ``lo`` deals each rank its own training nodes.
 * ``p3``: sample; push the first block's topology to every rank (``fetch_ids``, ``topology``);
-  the first layer's partial on this rank's columns of every mini-batch; partials to their
+  the first layer's partial on this rank's columns of every mini-batch (each priced as the whole
+  first block's step: the aggregation of the partials is whole on every rank, the projection a
+  column slice, whose smaller share is not set apart); partials to their
   mini-batch's rank (``p3_partial``); labels; the step of the other layers; the partials'
   gradients back (``p3_partial``); the first layer's backward.
 * ``naive`` (its sums path: GCN, SAGE): ``W - 1`` hops, each passing the held subgraph's
@@ -26,7 +28,9 @@ Where the run decides on what it measures, the prediction takes the decision's n
 HopGNN merging (``strategy.merge``) is predicted without merges (the examination chooses a count by
 the ranks' iteration times). Not predicted: Naive's projections path (attention and other layers
 whose input is not a sum), P3 on such a model. A graph given through a proxy keeps the proxy's
-samples, the epoch's iterations as many as the real graph's training nodes make.
+samples, the epoch's iterations as many as the real graph's training nodes make. An epoch of more
+than :data:`SAMPLED_ITERATIONS` iterations is predicted from that many, scaled (so the test that
+matches the meter's bytes runs epochs of fewer).
 """
 
 from __future__ import annotations
@@ -45,8 +49,11 @@ from gnntrain.strategies.minibatch.common import fanouts
 from gnntrain.strategies.minibatch.data_centric import local_batches
 from gnntrain.strategies.minibatch.hopgnn import plan
 
-SAMPLED_ITERATIONS = 64
-"""Iterations sampled per epoch at most; a longer epoch repeats them in turn."""
+SAMPLED_ITERATIONS = 16
+"""Iterations written per epoch at most (:meth:`_Epoch.write`)."""
+PROXY_ITERATIONS = 2
+"""Iterations written per epoch of a proxy's: its samples stand for a bigger graph's alike, and
+sampling a dense proxy is most of a prediction's time."""
 ID_BYTES = 8
 
 
@@ -64,11 +71,14 @@ class _Epoch:
             state["topology"] = Topology.of(shape.data)
         self.topology = state["topology"]
         self.fanouts = fanouts(costs.run)
+        self.proxied = shape.scale != 1.0
+        self.samples: dict = state.setdefault("samples", {})
+        """A proxy's samples, drawn in its first epoch and kept for the others (alike)."""
         train = shape.data.train_mask.nonzero().view(-1)
-        count_ = math.ceil(train.numel() / config.batch_size)
-        seed = config.seed * 1_000_003 + epoch
+        batches = math.ceil(train.numel() / config.batch_size)
+        seed = config.seed * 1_000_003 + (1 if self.proxied else epoch)
         if config.name == "lo":
-            self.batches = local_batches(train, self.part, self.world, config.batch_size, count_, seed)
+            self.batches = local_batches(train, self.part, self.world, config.batch_size, batches, seed)
         else:
             order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(seed))]
             self.batches = [list(torch.tensor_split(order[s: s + config.batch_size], self.world))
@@ -79,19 +89,29 @@ class _Epoch:
         self.row_bytes = shape.features * costs.value_bytes
 
     def keys(self, iteration: int) -> list[int]:
-        return [sampling_key(self.config.seed, self.epoch, iteration, layer) for layer in range(len(self.fanouts))]
+        epoch = 1 if self.proxied else self.epoch
+        return [sampling_key(self.config.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
 
     def sampled(self, groups: list[torch.Tensor], iteration: int) -> tuple[list[SampledBlocks], float]:
-        """The samples of ``groups`` and the sampler's seconds."""
-        out: list[list[SampledBlocks]] = []
-        work = count(lambda: out.append(sample_groups(self.topology, groups, self.fanouts, self.keys(iteration))))
-        return out[0], self.costs.profile.seconds(work, self.costs.cores)
+        """The samples of ``groups`` and the sampler's seconds (a proxy's: its first epoch's)."""
+        key = (iteration, tuple((len(g), int(g[0]) if len(g) else -1) for g in groups))
+        if not self.proxied or key not in self.samples:
+            out: list[list[SampledBlocks]] = []
+            keys = self.keys(iteration)
+            work = count(lambda: out.append(sample_groups(self.topology, groups, self.fanouts, keys)))
+            self.samples[key] = out[0], self.costs.profile.seconds(work, self.costs.cores)
+        return self.samples[key]
+
+    def block_costs(self, blocks: SampledBlocks) -> list[tuple[StepSeconds, float]]:
+        """Each block's share of the step (the step on its shape over the layers) and the
+        seconds of building its matrices."""
+        layers = len(blocks.blocks)
+        shapes = [(b.num_inner, b.num_halo, b.edge_src.numel()) for b in blocks.blocks]
+        return [(self.costs.step(*shape).scaled(1.0 / layers), self.costs.build(*shape)) for shape in shapes]
 
     def block_steps(self, blocks: SampledBlocks) -> list[StepSeconds]:
-        """Each block's share of the step: the step on its shape over the layers."""
-        layers = len(blocks.blocks)
-        return [self.costs.step(b.num_inner, b.num_halo, b.edge_src.numel()).scaled(1.0 / layers)
-                for b in blocks.blocks]
+        """Each block's share of the step, its matrices built in its forward."""
+        return [StepSeconds(step.forward + build, step.backward) for step, build in self.block_costs(blocks)]
 
     def stage(self, ids: list[torch.Tensor], row_bytes: float, kind: str) -> None:
         """Every rank's remote ``ids`` (distinct) fetched from their owners, as the feature store
@@ -106,11 +126,14 @@ class _Epoch:
         line.wait(line.exchange(kind, [[row_bytes * asked[r][q] for r in range(world)] for q in range(world)]))
 
     def write(self, iteration) -> None:
-        """Every iteration of the epoch: ``iteration(i, batch)`` writes one; a long epoch repeats
-        the first :data:`SAMPLED_ITERATIONS` in turn."""
-        kept = min(len(self.batches), SAMPLED_ITERATIONS)
-        for i in range(self.iterations):
-            iteration(i % kept, self.batches[i % kept])
+        """The epoch's iterations: ``iteration(i, batch)`` writes one. An epoch of more than
+        :data:`SAMPLED_ITERATIONS` (a proxy's: :data:`PROXY_ITERATIONS`) writes that many and
+        stands for the rest (``line.repeats``): its iterations cost alike, and a timeline of
+        thousands would take long to replay."""
+        written = min(self.iterations, SAMPLED_ITERATIONS if self.shape.scale == 1.0 else PROXY_ITERATIONS)
+        for i in range(written):
+            iteration(i % len(self.batches), self.batches[i % len(self.batches)])
+        self.line.repeats = self.iterations / written
 
     def all_reduce(self, parameters: int) -> None:
         self.line.ring("allreduce", parameters * self.costs.value_bytes)
@@ -154,7 +177,7 @@ def p3(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, 
     run = _Epoch(config, shape, costs, line, epoch, state)
     _summed_layer(costs, "p3")
     world = run.world
-    first = costs.widths[1] if costs.layers > 1 else shape.classes
+    width = costs.widths[1] if costs.layers > 1 else shape.classes
     split = sum(m.weight.numel() for m in costs.model.input_maps)
 
     def iteration(i: int, batch: list[torch.Tensor]) -> None:
@@ -164,20 +187,21 @@ def p3(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, 
             rank.compute(seconds)
             samples.append(sample)
         steps = [run.block_steps(s) for s in samples]
+        first = [run.block_costs(s)[0] for s in samples]
         targets = [s.hop_sizes[-2] for s in samples]
         others = lambda r, n: [0 if q == r else n for q in range(world)]  # noqa: E731
         line.wait(line.exchange("fetch_ids", [others(r, ID_BYTES) for r in range(world)]))
         line.wait(line.exchange("topology", [others(r, ID_BYTES * pack(s, layers=1).numel())
                                              for r, s in enumerate(samples)]))
-        line.compute([sum(s[0].forward for s in steps) / world for _ in range(world)])
-        line.wait(line.exchange("p3_partial", [[0 if q == r else targets[q] * first * costs.value_bytes
+        line.compute([sum(step.forward + build for step, build in first) for _ in range(world)])
+        line.wait(line.exchange("p3_partial", [[0 if q == r else targets[q] * width * costs.value_bytes
                                                 for q in range(world)] for r in range(world)]))
         run.stage([s.roots for s in samples], run.label_bytes, "label_fetch")
         for rank, s in zip(line.ranks, steps):
             _train(rank, s[1:])
-        line.wait(line.exchange("p3_partial", [others(r, targets[r] * first * costs.value_bytes)
+        line.wait(line.exchange("p3_partial", [others(r, targets[r] * width * costs.value_bytes)
                                                for r in range(world)]))
-        line.compute([sum(s[0].backward for s in steps) / world for _ in range(world)])
+        line.compute([sum(step.backward for step, _ in first) for _ in range(world)])
         run.all_reduce(costs.parameters - split)
 
     run.write(iteration)

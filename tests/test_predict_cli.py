@@ -1,0 +1,55 @@
+"""``gnntrain-predict`` (:mod:`gnntrain.predict_cli`): a sweep of methods predicted without
+training, ranked, plotted against the bandwidth; a graph given by its statistics through a proxy;
+bad input in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gnntrain.predict_cli import main
+
+SETTING = ["dataset.num_nodes=600", "cluster.world_size=2", "network=eth10g"]
+
+
+def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    main(["strategy=vanilla,pipegcn,minibatch", *SETTING, "--plot", str(tmp_path / "p.png"),
+          "--json", str(tmp_path / "p.json"), "--bandwidths", "0.5:50:3"])
+    out = capsys.readouterr().out
+    assert "gnntrain-predict: 2 ranks, 1 per node; device cpu" in out
+    for name in ("vanilla", "pipegcn", "minibatch"):
+        assert f"  {name}: exposed ms: " in out
+    assert [line.split()[0] for line in out.splitlines() if line.strip()[:1].isdigit() and "  yes" in line] == \
+        ["1", "2", "3"]
+    figures = json.loads((tmp_path / "p.json").read_text())
+    assert {p["strategy"] for p in figures["predictions"]} == {"vanilla", "pipegcn", "minibatch"}
+    assert all(len(points) == 3 for points in figures["curves"].values())
+    slow, fast = figures["curves"]["vanilla"][0][1], figures["curves"]["vanilla"][-1][1]
+    assert slow > fast
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    main(["strategy=vanilla", "cluster.world_size=2", "network=eth10g", "--nodes", "50000", "--edges", "500000",
+          "--features", "16", "--classes", "4", "--proxy-nodes", "5000", "--json", str(tmp_path / "p.json"),
+          "--plot", str(tmp_path / "p.png")])
+    assert "graph of 50000 nodes, 500000 edges through a proxy of 5000" in capsys.readouterr().out
+    vanilla = json.loads((tmp_path / "p.json").read_text())["predictions"][0]
+    features_and_hidden = (16 + 16) * 4
+    assert 0 < vanilla["bytes_by_kind"]["halo_fwd"] < 50000 * features_and_hidden
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--device", "tpu-v9"], "gnntrain-predict: error: device 'tpu-v9' has no profile; valid: cpu"),
+    (["--nodes", "1000"], "gnntrain-predict: error: --nodes, --edges, --features and --classes describe a graph"),
+    (["--bandwidths", "5"], "gnntrain-predict: error: --bandwidths 5: valid: LO:HI:N"),
+])
+def test_bad_input_ends_in_one_line(args: list[str], line: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main([*SETTING, *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 2 and err[-1].startswith(line) and len(err) == 1, err
