@@ -8,8 +8,9 @@ cluster is ``cluster.world_size`` ranks, ``network.gpus_per_node`` of them per n
 ``network`` links (``network.bandwidth_gbps`` and ``latency_us`` between nodes, ``intra_*``
 within one); ``--device`` names the device whose profile prices the compute (``cpu``: this
 machine's, one core per rank unless ``--cores``; or a committed profile,
-``results/device_profiles/``) and ``--node-memory-gib`` what a node holds (default: this
-machine's memory for ``cpu``, the device's for a GPU).
+``results/device_profiles/``, which ``--measure-profile`` writes on a machine that has the device)
+and ``--node-memory-gib`` what a node holds (default: this machine's memory for ``cpu``, the
+device's for a GPU).
 
 Per setting it prints each method's predicted epoch (virtual clock) split into compute and the
 exposed and hidden communication per kind, its bytes per epoch per kind, its peak memory per
@@ -28,13 +29,15 @@ import json
 import time
 from pathlib import Path
 
+import torch
+
 from gnntrain.config.typed import plain
 from gnntrain.errors import ConfigError, GnntrainError, command_errors
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
 from gnntrain.predict.costs import Costs
 from gnntrain.predict.predictor import Prediction, peak_mb, replayed, written
-from gnntrain.predict.profile import profile_for
+from gnntrain.predict.profile import measure, profile_for, save, saved_name
 from gnntrain.predict.shape import PartitionShape, partition_shape, proxy_shape
 from gnntrain.replay_cli import at_bandwidth, bandwidths
 from gnntrain.strategies import method
@@ -137,8 +140,16 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("nodes", "edges", "features", "classes"):
         parser.add_argument(f"--{name}", type=int, default=None, help=f"the graph's {name} (with the other three)")
     parser.add_argument("--proxy-nodes", type=int, default=100_000, help="nodes of the proxy (default 100000)")
+    parser.add_argument("--measure-profile", action="store_true",
+                        help="measure this machine's device (cluster.device) and write its profile to "
+                             "results/device_profiles/, where --device finds it by name; predict nothing")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-predict"):
+        if args.measure_profile:
+            run = api.check(api.compose(list(args.overrides)))
+            device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
+            print(f"profile of {device}: {save(measure(device))} (--device {saved_name(device)})")
+            return
         started = time.perf_counter()
         points = bandwidths(args.bandwidths)
         settings = jobs(list(args.overrides) + graph_overrides(args))

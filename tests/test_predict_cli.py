@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gnntrain import predict_cli
+from gnntrain.predict import profile
 from gnntrain.predict_cli import main
 
 SETTING = ["dataset.num_nodes=600", "cluster.world_size=2", "network=eth10g"]
@@ -41,6 +43,17 @@ def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: 
     vanilla = json.loads((tmp_path / "p.json").read_text())["predictions"][0]
     features_and_hidden = (16 + 16) * 4
     assert 0 < vanilla["bytes_by_kind"]["halo_fwd"] < 50000 * features_and_hidden
+
+
+def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    canned = profile.DeviceProfile("NVIDIA Test GPU", 1e-6, (1e-12,) * 4, (1e-11,) * 4, 1e-12, 2e-12, 80.0)
+    monkeypatch.setattr(profile, "COMMITTED", tmp_path)
+    monkeypatch.setattr(predict_cli, "measure", lambda device: canned)
+    monkeypatch.setattr(predict_cli, "saved_name", lambda device: "nvidia-test-gpu")
+    main(["--measure-profile"])
+    assert "(--device nvidia-test-gpu)" in capsys.readouterr().out
+    assert profile.profile_for("nvidia-test-gpu", str(tmp_path / "cache")) == canned
 
 
 @pytest.mark.parametrize("args, line", [

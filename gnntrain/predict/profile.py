@@ -30,8 +30,9 @@ perfect scaling); on a GPU CUDA events.
 
 A CPU profile is measured on first use and cached per machine like a link calibration
 (``<partition.cache_dir>/device_profile/<host>-cpu.json``; delete it to measure again); a GPU's
-is measured where one is lent (``gnntrain-predict --measure-profile`` on it) and committed under
-``results/device_profiles/<name>.json``, which ``cluster.device`` names predict with.
+is measured where one is lent (``gnntrain-predict --measure-profile cluster.device=cuda`` on it)
+and committed under ``results/device_profiles/<name>.json``, which ``--device <name>`` predicts
+with.
 """
 
 from __future__ import annotations
@@ -203,8 +204,14 @@ def profile_for(device: str, cache_dir: str) -> DeviceProfile:
     return load(known[device])
 
 
-def save(profile: DeviceProfile, folder: Path = COMMITTED) -> Path:
+def saved_name(device: torch.device) -> str:
+    """The name :func:`profile_for` knows ``device``'s saved profile by."""
+    return _file_name(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
+
+
+def save(profile: DeviceProfile) -> Path:
     """Write a measured profile where :func:`profile_for` finds it by name."""
+    folder = COMMITTED
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_file_name(profile.device)}.json"
     path.write_text(json.dumps(asdict(profile), indent=2) + "\n")

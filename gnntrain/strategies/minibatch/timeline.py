@@ -102,6 +102,15 @@ class _Epoch:
             self.samples[key] = out[0], self.costs.profile.seconds(work, self.costs.cores)
         return self.samples[key]
 
+    def own_samples(self, batch: list[torch.Tensor], iteration: int) -> list[SampledBlocks]:
+        """Each rank's sample of its own mini-batch of ``batch``, its sampler's time charged to it."""
+        samples = []
+        for roots, rank in zip(batch, self.line.ranks):
+            (sample,), seconds = self.sampled([roots], iteration)
+            rank.compute(seconds)
+            samples.append(sample)
+        return samples
+
     def block_costs(self, blocks: SampledBlocks) -> list[tuple[StepSeconds, float]]:
         """Each block's share of the step (the step on its shape over the layers) and the
         seconds of building its matrices."""
@@ -149,11 +158,7 @@ def data_centric(config, shape: PartitionShape, costs: Costs, line: Timeline, ep
     run = _Epoch(config, shape, costs, line, epoch, state)
 
     def iteration(i: int, batch: list[torch.Tensor]) -> None:
-        samples = []
-        for r, rank in enumerate(line.ranks):
-            (sample,), seconds = run.sampled([batch[r]], i)
-            rank.compute(seconds)
-            samples.append(sample)
+        samples = run.own_samples(batch, i)
         run.stage([s.input_nodes for s in samples], run.row_bytes, "feat_fetch")
         run.stage([s.roots for s in samples], run.label_bytes, "label_fetch")
         for rank, sample in zip(line.ranks, samples):
@@ -181,11 +186,7 @@ def p3(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, 
     split = sum(m.weight.numel() for m in costs.model.input_maps)
 
     def iteration(i: int, batch: list[torch.Tensor]) -> None:
-        samples = []
-        for r, rank in enumerate(line.ranks):
-            (sample,), seconds = run.sampled([batch[r]], i)
-            rank.compute(seconds)
-            samples.append(sample)
+        samples = run.own_samples(batch, i)
         steps = [run.block_steps(s) for s in samples]
         first = [run.block_costs(s)[0] for s in samples]
         targets = [s.hop_sizes[-2] for s in samples]
@@ -221,11 +222,7 @@ def naive(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: in
     world, model_bytes = run.world, 2 * costs.parameters * costs.value_bytes
 
     def iteration(i: int, batch: list[torch.Tensor]) -> None:
-        samples = []
-        for r, rank in enumerate(line.ranks):
-            (sample,), seconds = run.sampled([batch[r]], i)
-            rank.compute(seconds)
-            samples.append(sample)
+        samples = run.own_samples(batch, i)
         steps = [run.block_steps(s) for s in samples]
         if "width" not in state:
             rows = torch.zeros(samples[0].input_nodes.numel(), shape.features)
