@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import make_cfg
 
@@ -101,6 +102,7 @@ def test_a_table_measures_the_configs_its_runs_composed_and_the_modules_its_buil
     assert "conf" in measured(table)
 
 
+@pytest.mark.slow
 def test_a_run_lists_the_package_files_its_processes_loaded(tmp_path) -> None:
     """Two spawned workers of PipeGCN: the workers' modules and the launcher's, and not those of
     a method the run never touched. The launcher is a fresh interpreter, as ``gnntrain`` is: this

@@ -80,6 +80,7 @@ def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) 
     assert RunSummary.read(tmp_path / "sweep" / "1").model == "mean_conv"
 
 
+@pytest.mark.slow
 def test_a_dataset_source_from_one_file_is_a_dataset_option_with_its_keys_checked(tmp_path: Path) -> None:
     """docs/examples/ring_source.py: a generator registered as a source is ``dataset=ring``, typed
     by its own config (its keys set on the command line), loaded in every worker."""
@@ -119,6 +120,7 @@ def test_a_knob_no_swept_strategy_has_is_refused_before_any_job(tmp_path: Path) 
     assert not list((tmp_path / "sweep").glob("[0-9]*/summary.json"))
 
 
+@pytest.mark.slow
 def test_a_knob_of_one_value_is_given_as_a_sweep_and_the_error_says_so(tmp_path: Path) -> None:
     plain = _sweep(tmp_path, "strategy=vanilla,int8_halo", "strategy.clip=0.5")
     assert plain.returncode == 2 and plain.stderr.strip().splitlines()[-1].endswith("strategy.clip=choice(0.5)")

@@ -105,6 +105,7 @@ def test_a_file_without_the_needed_arrays_is_named(tmp_path) -> None:
     assert len(lines) == 1 and str(tmp_path / "bad.npz") in lines[0] and "edge_index" in lines[0], res.stderr
 
 
+@pytest.mark.slow
 @needs_real_data
 def test_more_workers_than_nodes_is_refused_before_anything_starts(tmp_path) -> None:
     cache = tmp_path / "cache"

@@ -57,6 +57,7 @@ def test_a_spawned_worker_that_raises_shows_its_file_and_line(tmp_path) -> None:
     _check_run_dir(run_dir)
 
 
+@pytest.mark.slow
 def test_a_sweep_job_that_fails_shows_its_traceback_and_the_sweep_goes_on(tmp_path) -> None:
     sweep = tmp_path / "sweep"
     done = _run([str(BIN / "gnntrain"), "-m", *JOB, "strategy=failing,vanilla", "train.epochs=2",
@@ -151,6 +152,7 @@ def test_a_sweep_under_torchrun_ends_at_a_failed_worker(tmp_path) -> None:
     assert not (sweep / "1").exists()
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_is_named_as_itself_within_the_timeout(tmp_path) -> None:
     """Rank 1 stops (SIGSTOP) at epoch 3 with cluster.timeout_s=5: the job ends within the
     timeout plus 10 s of the stop, its one line names rank 1, and no worker is left behind.
