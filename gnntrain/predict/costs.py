@@ -25,10 +25,6 @@ class StepSeconds:
     backward: float
     """The backward and the optimizer's step."""
 
-    @property
-    def total(self) -> float:
-        return self.forward + self.backward
-
     def scaled(self, factor: float) -> StepSeconds:
         return StepSeconds(self.forward * factor, self.backward * factor)
 

@@ -80,11 +80,6 @@ class KernelCounts:
                             tuple(v * factor for v in self.sparse_products), self.bytes * factor,
                             self.indexed_bytes * factor)
 
-    def to_dict(self) -> dict:
-        return {"ops": self.ops, "bytes": self.bytes, "indexed_bytes": self.indexed_bytes,
-                **{f"dense_flops_w{w}": v for w, v in zip(WIDTHS, self.dense_flops)},
-                **{f"sparse_products_w{w}": v for w, v in zip(WIDTHS, self.sparse_products)}}
-
 
 def _tensors(values) -> list[torch.Tensor]:
     out = []

@@ -10,9 +10,9 @@ Four parts, each where its knowledge lives:
 * compute from the model's kernel counts priced by a device profile (:mod:`gnntrain.predict.costs`);
 * the network model of the virtual clock, through replay (:mod:`gnntrain.predict.timeline`).
 
-:func:`predict` writes :data:`EPOCHS` epochs, replays them under the network, and reports the
-steady ones (all but the first, where a method's first epoch differs: PipeGCN's waits on nothing)
-as the virtual clock would record them: the epoch (the slowest rank's), compute and, per traffic
+:func:`written` writes :data:`EPOCHS` epochs; :func:`replayed` replays them under the network and
+reports the steady ones (all but the first, where a method's first epoch differs: PipeGCN's waits
+on nothing) as the virtual clock would record them: the epoch (the slowest rank's), compute and, per traffic
 kind, the exposed and hidden communication (means over the ranks) and the bytes per epoch (summed
 over the ranks, as ``comm_bytes_by_kind``). Peak memory per rank comes from the memory estimate
 (:mod:`gnntrain.job.memory`) on what each rank holds: its part for the graph-parallel family (with
@@ -32,7 +32,6 @@ from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.job.memory import DTYPE_BYTES, RUNTIME_MB, estimate_job, estimate_rank
 from gnntrain.predict.costs import Costs
-from gnntrain.predict.profile import DeviceProfile
 from gnntrain.predict.shape import PartitionShape
 from gnntrain.predict.timeline import Timeline
 from gnntrain.references import resolve
@@ -87,14 +86,6 @@ def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = 
         timeline(run.strategy, shape, costs, line, epoch, state)
         line.end_epoch(epoch)
     return line
-
-
-def predict(run: RootConfig, shape: PartitionShape, profile: DeviceProfile, topology: Topology,
-            cores: int = 1) -> Prediction:
-    """The run's method on ``shape``, ``profile``'s device (``cores`` per rank) and ``topology``."""
-    costs = Costs(run, shape.features, shape.classes, profile, cores)
-    line = written(run, shape, costs)
-    return replayed(run.strategy.name, line, topology, peak_mb(run, shape))
 
 
 def replayed(strategy: str, line: Timeline, topology: Topology, peak: list[float] | None = None) -> Prediction:

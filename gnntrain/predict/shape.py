@@ -3,7 +3,7 @@ and training nodes, and the rows each rank sends each other rank in one halo exc
 
 From the real graph: the dataset and the METIS partition a run of the same overrides would use
 (:func:`gnntrain.data.job.prepare_job_data`, cached as a run caches it). For a graph too big to
-hold here (``--nodes``/``--edges`` given, or a synthetic dataset above ``--proxy-nodes``): a
+hold here (given by its statistics, ``gnntrain-predict --nodes --edges ...``): a
 *proxy* (:func:`proxy_shape`), the synthetic generator (:mod:`gnntrain.data.synthetic`) at
 ``proxy_nodes`` nodes with the graph's average degree, feature and class counts and the dataset's
 homophily and degree exponent, partitioned by METIS into the same parts; every count of rows is
@@ -58,10 +58,6 @@ class PartitionShape:
     @property
     def parts(self) -> int:
         return len(self.inner)
-
-    @property
-    def replication(self) -> float:
-        return (sum(self.inner) + sum(self.halo)) / self.nodes
 
     def scaled(self, rows: float, edges: float, nodes: int, total_edges: int) -> PartitionShape:
         """A graph of ``nodes`` nodes and ``total_edges`` edges in the same shares: every count of

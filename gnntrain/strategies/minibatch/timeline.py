@@ -95,12 +95,15 @@ class _Epoch:
     def sampled(self, groups: list[torch.Tensor], iteration: int) -> tuple[list[SampledBlocks], float]:
         """The samples of ``groups`` and the sampler's seconds (a proxy's: its first epoch's)."""
         key = (iteration, tuple((len(g), int(g[0]) if len(g) else -1) for g in groups))
-        if not self.proxied or key not in self.samples:
-            out: list[list[SampledBlocks]] = []
-            keys = self.keys(iteration)
-            work = count(lambda: out.append(sample_groups(self.topology, groups, self.fanouts, keys)))
-            self.samples[key] = out[0], self.costs.profile.seconds(work, self.costs.cores)
-        return self.samples[key]
+        if self.proxied and key in self.samples:
+            return self.samples[key]
+        out: list[list[SampledBlocks]] = []
+        keys = self.keys(iteration)
+        work = count(lambda: out.append(sample_groups(self.topology, groups, self.fanouts, keys)))
+        sampled = out[0], self.costs.profile.seconds(work, self.costs.cores)
+        if self.proxied:
+            self.samples[key] = sampled
+        return sampled
 
     def own_samples(self, batch: list[torch.Tensor], iteration: int) -> list[SampledBlocks]:
         """Each rank's sample of its own mini-batch of ``batch``, its sampler's time charged to it."""
