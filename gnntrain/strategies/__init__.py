@@ -10,7 +10,9 @@
   into chunks that flow through the stages;
 * :mod:`~gnntrain.strategies.minibatch` — neighbour-sampled mini-batches over features
   partitioned across ranks, the features moving to the models (``minibatch``, ``lo``) or the
-  models to the features (``hopgnn``).
+  models to the features (``hopgnn``);
+* :mod:`~gnntrain.strategies.tensor_parallel` — every rank holds the whole graph and aggregates
+  on a slice of the feature columns, the dense maps on a block of vertices (``neutrontp``).
 
 Every family declares itself and its methods in its ``config`` module
 (:mod:`~gnntrain.strategies.registry`), which imports no torch and names the classes that
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel, minibatch
+from gnntrain.strategies import data_parallel, gnnpipe, graph_parallel, minibatch, tensor_parallel
 from gnntrain.strategies.registry import METHODS, Family, Method, load_plugins, method
 
 if TYPE_CHECKING:
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
 
 load_plugins()
 
-FAMILIES: tuple[Family, ...] = (graph_parallel.FAMILY, data_parallel.FAMILY, gnnpipe.FAMILY, minibatch.FAMILY)
+FAMILIES: tuple[Family, ...] = (graph_parallel.FAMILY, data_parallel.FAMILY, gnnpipe.FAMILY, minibatch.FAMILY,
+                                tensor_parallel.FAMILY)
 """The built-in families, in the order the docs list them."""
 
 __all__ = ["FAMILIES", "METHODS", "Family", "Method", "baseline_of", "families", "loads_parts", "method",
