@@ -30,7 +30,21 @@ def test_unbiased_with_theorem_1_variance(bits: int) -> None:
     torch.testing.assert_close(row_variance, theorem, rtol=0.15, atol=0)
 
 
-@pytest.mark.parametrize("bits", [2, 4, 8, 32])
+def test_one_bit_is_unbiased_with_the_exact_variance() -> None:
+    """At one bit a value is its row's minimum or maximum, the maximum with probability ``f``, its
+    fraction of the way between them: unbiased, with variance ``sum_j f_j (1 - f_j) S^2`` (at two
+    levels the fractions of Gaussian rows crowd the middle, so Theorem 1's average ``D S^2 / 6``
+    over uniform fractions does not apply)."""
+    x = torch.randn(6, 256, generator=torch.Generator().manual_seed(0)) * torch.logspace(-6, 2, 6).unsqueeze(1)
+    draws = _draws(x, 1)
+    low, scale = x.amin(1, keepdim=True), x.amax(1, keepdim=True) - x.amin(1, keepdim=True)
+    assert ((draws.mean(0) - x).abs() <= 5 * (scale / 2) / DRAWS ** 0.5).all()
+    fraction = (x - low) / scale
+    torch.testing.assert_close(draws.var(0).sum(1), (fraction * (1 - fraction)).sum(1) * scale.view(-1) ** 2,
+                               rtol=0.15, atol=0)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 32])
 @pytest.mark.parametrize("rows,dim", [(0, 16), (1, 1), (3, 5), (17, 64)])
 def test_wire_size_and_shape(bits: int, rows: int, dim: int) -> None:
     x = torch.randn(rows, dim)
@@ -53,7 +67,7 @@ def test_full_width_is_exact_and_codes_stay_in_range() -> None:
         assert (out <= x.amax(1, keepdim=True) + step.unsqueeze(1)).all()
 
 
-@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
 def test_constant_rows(bits: int) -> None:
     exact = torch.tensor([[0.5] * 8, [0.0] * 8, [-3.0] * 8])
     assert torch.equal(dequantize(quantize(exact, bits), bits, 8), exact)
@@ -63,5 +77,5 @@ def test_constant_rows(bits: int) -> None:
 
 
 def test_bad_width() -> None:
-    with pytest.raises(ValueError, match="bits=3 is invalid; valid: 2, 4, 8, 32"):
+    with pytest.raises(ValueError, match="bits=3 is invalid; valid: 1, 2, 4, 8, 32"):
         quantize(torch.zeros(1, 1), 3)

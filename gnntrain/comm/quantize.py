@@ -1,4 +1,5 @@
-"""Per-row stochastic integer quantization of messages (AdaQP, Sec. 2.3, Eq. 4-5).
+"""Per-row stochastic integer quantization of messages (AdaQP, Sec. 2.3, Eq. 4-5; Sylvie's 1-bit
+messages are its ``b = 1`` case).
 
 A row ``h`` (``D`` values) is sent at ``b`` bits as ``q = round_st((h - Z) / S)`` with zero-point
 ``Z = min(h)`` and scale ``S = (max(h) - min(h)) / (2^b - 1)``; the receiver computes
@@ -25,7 +26,8 @@ import torch
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.random16 import LEVELS, noise_steps
 
-WIDTHS = (2, 4, 8)
+WIDTHS = (1, 2, 4, 8)
+"""The widths the codec sends below full precision."""
 FULL = 32
 META = torch.bfloat16
 
@@ -55,7 +57,7 @@ def quantize(h: torch.Tensor, bits: int, generator: torch.Generator | None = Non
     codes = (h - z).div_(torch.where(s > 0, s, 1.0))
     codes.add_(noise_steps(tuple(h.shape), generator, h.device), alpha=1.0 / LEVELS)
     # codes >= 0, so truncating after the clamp is floor(ratio + u) clamped; float -> int8 is
-    # a vector instruction where float -> uint8 is not, and 2- and 4-bit codes fit in int8.
+    # a vector instruction where float -> uint8 is not, and 1-, 2- and 4-bit codes fit in int8.
     codes = codes.clamp_(0, levels).to(torch.int8 if levels < 128 else torch.uint8)
     meta = torch.cat([zero, scale], dim=1).view(torch.uint8)
     return torch.cat([pack(codes, bits), meta], dim=1)

@@ -42,12 +42,12 @@ import torch
 from gnntrain import keyed
 from gnntrain.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.quantize import FULL, WIDTHS
+from gnntrain.comm.quantize import FULL
 from gnntrain.comm.quantized_exchange import WidthLayout
 from gnntrain.graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingModel
 from gnntrain.pinned import PinnedStaging
-from gnntrain.strategies.graph_parallel.bit_assignment import Assignment, PairGroups, assign_bits, group_messages
+from gnntrain.strategies.graph_parallel.bit_assignment import WIDTHS, Assignment, PairGroups, assign_bits, group_messages
 
 if TYPE_CHECKING:  # the config sits beside the policy that builds these plans
     from gnntrain.strategies.graph_parallel.config import AdaQPConfig

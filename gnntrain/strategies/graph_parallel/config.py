@@ -6,7 +6,8 @@ torch: the implementations are named (``"module:Class"``) and imported when a jo
 * ``vanilla``: :mod:`.synchronous`;
 * ``pipegcn``: :mod:`.stale`;
 * ``bns``, ``bes``, ``dropedge``: :mod:`.sampled`;
-* ``adaqp``: :mod:`.quantized`.
+* ``adaqp``: :mod:`.quantized`;
+* ``sylvie``: :mod:`.bounded_stale`.
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ class HalfHalosConfig(GraphParallelConfig):
 
 
 QUANTIZED_WIDTHS = (2, 4, 8, 32)
-"""The halo message widths a quantizing method may send (32: unquantized)."""
+"""The halo message widths AdaQP's codec sends (32: unquantized)."""
 
 
-def check_bits(bits: int) -> None:
-    """``strategy.bits`` is a width AdaQP's codec sends (:data:`QUANTIZED_WIDTHS`)."""
-    check("strategy.bits", bits, bits in QUANTIZED_WIDTHS, "one of 2, 4, 8, 32")
+def check_bits(bits: int, widths: tuple[int, ...] = QUANTIZED_WIDTHS) -> None:
+    """``strategy.bits`` is one of ``widths`` the codec sends (:mod:`gnntrain.comm.quantize`)."""
+    check("strategy.bits", bits, bits in widths, f"one of {', '.join(map(str, widths))}")
 
 
 def check_one_halo_format(config: HalfHalosConfig, assign: str, bits: int) -> None:
@@ -111,6 +112,31 @@ def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
 
 register(Method("pipegcn", FAMILY, f"{PACKAGE}.stale:Stale", PipeGCNConfig, kinds={"assign": "control"},
                 validate=validate_pipegcn, memory=in_flight_bytes, timeline=f"{TIMELINES}:stale"))
+
+
+@dataclass
+class SylvieConfig(PipeGCNConfig):
+    """Sylvie: 1-bit halo messages, pipelined one epoch stale, with a bound on the staleness."""
+
+    bits: int = 1
+    """Width of the halo messages, both directions: 1 (Sylvie's), 2, 4, 8 or 32 (unquantized)."""
+    sync_every: int = 10
+    """Bounded staleness: every sync_every-th epoch exchanges fresh halos and waits for them (1: every epoch, no staleness)."""
+
+
+SYLVIE_WIDTHS = (1, *QUANTIZED_WIDTHS)
+
+
+def validate_sylvie(config: SylvieConfig) -> None:
+    """PipeGCN's checks with the 1-bit width besides AdaQP's; the staleness bound at least one epoch."""
+    check_one_halo_format(config, "fixed", config.bits)
+    check("strategy.gamma", config.gamma, 0.0 <= config.gamma < 1.0, "in [0, 1)")
+    check_bits(config.bits, SYLVIE_WIDTHS)
+    check("strategy.sync_every", config.sync_every, config.sync_every >= 1, ">= 1")
+
+
+register(Method("sylvie", FAMILY, f"{PACKAGE}.bounded_stale:BoundedStale", SylvieConfig, validate=validate_sylvie,
+                memory=in_flight_bytes, timeline=f"{TIMELINES}:bounded_stale"))
 
 
 @dataclass

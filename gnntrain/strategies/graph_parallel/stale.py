@@ -72,6 +72,15 @@ class _StaleStream:
             self.pending = Arrived(self.pending.wait())
         return None if self.pending is None else self.pending.rows
 
+    def fresh(self, posted: InFlight) -> torch.Tensor:
+        """The rows of the exchange just ``posted``, waited for, unsmoothed; they also stand for
+        the next epoch's stale rows. The exchange the previous epoch left in flight is superseded
+        (waited for, its rows dropped)."""
+        if self.pending is not None:
+            self.pending.wait()
+        self.pending = Arrived(posted.wait())
+        return self.pending.rows
+
     def take(self, empty: Callable[[], torch.Tensor]) -> torch.Tensor:
         """What the previous epoch sent (``empty()`` before the first exchange), averaged if
         smoothing."""
@@ -89,6 +98,10 @@ class _StaleStream:
 
 
 class Stale(HaloPolicy):
+    synchronous = False
+    """Whether this epoch's exchanges are waited for where they are posted (a bounded-staleness
+    epoch, :mod:`.bounded_stale`); their rows are then also what the next epoch uses."""
+
     def __init__(self, config: PipeGCNConfig, graph: LocalGraph, comm: Communicator, model: MessagePassingModel) -> None:
         self.comm = comm
         self.graph = graph
@@ -162,6 +175,8 @@ class _StaleExchange(torch.autograd.Function):
     def forward(ctx, h: torch.Tensor, pipe: Stale, layer: int) -> torch.Tensor:  # type: ignore[override]
         ctx.pipe, ctx.layer = pipe, layer
         stream = pipe.features[layer]
+        if pipe.synchronous:
+            return stream.fresh(pipe.pipe.start_forward(h, layer)).clone()
         used = stream.take(lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))
         pipe.track_error(f"features/layer{layer}", used, lambda: pipe.fresh.start_forward(h, layer))
         stream.pending = pipe.pipe.start_forward(h, layer)
@@ -171,6 +186,8 @@ class _StaleExchange(torch.autograd.Function):
     def backward(ctx, grad_halo: torch.Tensor) -> tuple[torch.Tensor, None, None]:  # type: ignore[override]
         pipe = ctx.pipe
         stream = pipe.gradients[ctx.layer]
+        if pipe.synchronous:
+            return pipe.pipe.gradient_of_sent_rows(stream.fresh(pipe.pipe.start_backward(grad_halo, ctx.layer))), None, None
         used = stream.take(lambda: grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1]))
         pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo, ctx.layer))
         stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)

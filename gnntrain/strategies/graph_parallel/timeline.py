@@ -13,6 +13,8 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
 * ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
   ``strategy.halo_dtype``'s 2 bytes).
 * ``pipegcn``: each exchange waited at the same point of the next epoch (stale by one epoch).
+* ``sylvie``: ``pipegcn``'s at ``strategy.bits`` (1 by default), every ``sync_every``-th epoch
+  waiting for its exchanges where they are posted.
 * ``bns``, ``bes``, ``dropedge``: the same as vanilla on the epoch's sample, in expectation: a
   halo row kept with probability ``p`` (BNS-GCN); a cut edge kept with ``p`` and a row sent where
   one of its edges is kept (BES); every edge kept with ``k = 1 - (1 - p) C / E`` (DropEdge); the
@@ -56,11 +58,13 @@ def _exchanges(costs: Costs) -> range:
 
 
 def halo_epoch(line: Timeline, costs: Costs, rows: list[list[float]], row_bytes: RowBytes,
-               steps: list[StepSeconds], state: dict | None = None, per_row: Callable[[int], float] | None = None) -> None:
+               steps: list[StepSeconds], state: dict | None = None, per_row: Callable[[int], float] | None = None,
+               fresh: bool = False) -> None:
     """One epoch of full-graph training with halo exchanges (module docstring): ``rows[r][q]``
     rows from ``r`` to ``q``; ``steps`` each rank's step; ``state`` given: the exchanges are stale
-    by one epoch (kept there from one epoch to the next); ``per_row(width)``: seconds of coding
-    per row sent and again per row received."""
+    by one epoch (kept there from one epoch to the next), unless ``fresh``: then each waits for
+    the one still in flight and for itself where it is posted; ``per_row(width)``: seconds of
+    coding per row sent and again per row received."""
     world, layers = len(rows), costs.layers
     backward_rows = [[rows[q][r] for q in range(world)] for r in range(world)]
     exchanged = set(_exchanges(costs))
@@ -70,11 +74,11 @@ def halo_epoch(line: Timeline, costs: Costs, rows: list[list[float]], row_bytes:
         if per_row is not None:
             line.compute([sum(sent[r]) * per_row(width) for r in range(world)])
         ops = line.exchange(kind, [[n * row_bytes(width) for n in row] for row in sent])
-        if state is None:
+        if state is not None and (kind, layer) in state:
+            line.wait(state.pop((kind, layer)))
+        if state is None or fresh:
             line.wait(ops)
         else:
-            if (kind, layer) in state:
-                line.wait(state[kind, layer])
             state[kind, layer] = ops
         if per_row is not None:
             line.compute([sum(sent[q][r] for q in range(world)) * per_row(width) for r in range(world)])
@@ -99,11 +103,18 @@ def synchronous(config, shape: PartitionShape, costs: Costs, line: Timeline, epo
     halo_epoch(line, costs, [list(r) for r in shape.rows], _plain_rows(config, costs), _whole(shape, costs))
 
 
-def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
-    """``pipegcn``'s epoch: the exchanges of the last epoch waited, this epoch's posted."""
+def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict,
+          fresh: bool = False) -> None:
+    """``pipegcn``'s epoch: the exchanges of the last epoch waited, this epoch's posted (``fresh``:
+    waited where posted)."""
     row_bytes = _plain_rows(config, costs) if config.bits == 32 else (
         lambda width: math.ceil(width * config.bits / 8) + 4)
-    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state)
+    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state, fresh=fresh)
+
+
+def bounded_stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``sylvie``'s epoch: ``pipegcn``'s, fresh every ``sync_every``-th epoch."""
+    stale(config, shape, costs, line, epoch, state, fresh=epoch % config.sync_every == 0)
 
 
 def _keep(name: str, p: float, shape: PartitionShape) -> float:
