@@ -75,8 +75,9 @@ def test_every_strategy_reports_time_and_bytes_per_category(name: str, tmp_path)
         assert (training["sync"] > 0) == (name != "gnnpipe"), \
             "replicas' gradients and batch-norm statistics are sync traffic (a pure pipeline replicates nothing)"
         assert (training["data"] > 0) == (name != "data_parallel"), "what a method moves to compute is data"
-        sends_control = name in ("bns", "bes", "dropedge") or METHODS[name].family.name == "minibatch"
-        assert (training["control"] > 0) == sends_control, "keep masks and the ids of fetched rows are control"
+        sends_control = name in ("bns", "bes", "dropedge", "sancus") or METHODS[name].family.name == "minibatch"
+        assert (training["control"] > 0) == sends_control, \
+            "keep masks, the ids of fetched rows and skipped broadcasts' flags are control"
         assert (r["comm_bytes_by_category"]["diag"] > 0) == (name == "pipegcn")
 
 

@@ -7,7 +7,8 @@ torch: the implementations are named (``"module:Class"``) and imported when a jo
 * ``pipegcn``: :mod:`.stale`;
 * ``bns``, ``bes``, ``dropedge``: :mod:`.sampled`;
 * ``adaqp``: :mod:`.quantized`;
-* ``sylvie``: :mod:`.bounded_stale`.
+* ``sylvie``: :mod:`.bounded_stale`;
+* ``broadcast``, ``sancus``: :mod:`.broadcast`.
 """
 
 from __future__ import annotations
@@ -216,3 +217,39 @@ def validate_adaqp(config: AdaQPConfig) -> None:
 
 register(Method("adaqp", FAMILY, f"{PACKAGE}.quantized:Quantized", AdaQPConfig, kinds={"assign": "control"},
                 validate=validate_adaqp, timeline=f"{TIMELINES}:quantized"))
+
+
+@dataclass
+class BroadcastConfig(GraphParallelConfig):
+    """Broadcast training: every rank sends its whole partition's rows of each layer input to every peer."""
+
+
+@dataclass
+class SancusConfig(BroadcastConfig):
+    """Sancus: a rank skips its broadcast while its rows changed little since the last one."""
+
+    threshold: float = 0.1
+    """Skip while the rows' relative change since the last broadcast (Frobenius) is below this (0: never skip)."""
+    max_staleness: int = 4
+    """Broadcast at least every max_staleness epochs, however little the rows changed."""
+
+
+def validate_sancus(config: SancusConfig) -> None:
+    check("strategy.threshold", config.threshold, config.threshold >= 0.0, ">= 0")
+    check("strategy.max_staleness", config.max_staleness, config.max_staleness >= 1, ">= 1")
+
+
+def cached_halo_bytes(config: BroadcastConfig, shape: RankShape) -> float:
+    """What a broadcasting rank keeps beyond the vanilla strategy (:attr:`Method.memory`): per layer
+    its cached halo rows (``H d_l`` values) and, skipping (Sancus), the rows it last broadcast
+    (``I d_l``); the blocks that arrive are picked from and dropped layer by layer."""
+    rows = shape.halo + (shape.inner if isinstance(config, SancusConfig) and config.threshold > 0 else 0)
+    return rows * sum(shape.widths) * shape.value_bytes
+
+
+BROADCAST_KINDS = {"bcast_fwd": "data"}
+register(Method("broadcast", FAMILY, f"{PACKAGE}.broadcast:Broadcast", BroadcastConfig, kinds=BROADCAST_KINDS,
+                memory=cached_halo_bytes, timeline=f"{TIMELINES}:broadcast"))
+register(Method("sancus", FAMILY, f"{PACKAGE}.broadcast:Sancus", SancusConfig,
+                kinds={**BROADCAST_KINDS, "skip_flags": "control"}, validate=validate_sancus,
+                memory=cached_halo_bytes, timeline=f"{TIMELINES}:broadcast"))

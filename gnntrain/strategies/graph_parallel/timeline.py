@@ -13,6 +13,7 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
 * ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
   ``strategy.halo_dtype``'s 2 bytes).
 * ``pipegcn``: each exchange waited at the same point of the next epoch (stale by one epoch).
+* ``broadcast``, ``sancus``: every rank's inner rows to every peer per layer (:func:`broadcast`).
 * ``sylvie``: ``pipegcn``'s at ``strategy.bits`` (1 by default), every ``sync_every``-th epoch
   waiting for its exchanges where they are posted.
 * ``bns``, ``bes``, ``dropedge``: the same as vanilla on the epoch's sample, in expectation: a
@@ -115,6 +116,31 @@ def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: in
 def bounded_stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
     """``sylvie``'s epoch: ``pipegcn``'s, fresh every ``sync_every``-th epoch."""
     stale(config, shape, costs, line, epoch, state, fresh=epoch % config.sync_every == 0)
+
+
+def broadcast(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    """``broadcast``'s epoch, and ``sancus``'s as if it never skipped (an upper bound: how often
+    it skips depends on how fast the embeddings change, which no statistic of the graph gives).
+    Forward, each layer's broadcast of every rank's inner rows to every peer (``sancus`` with a
+    threshold announces it first, one byte per peer); backward, the synchronous baseline's
+    return of the halo rows' gradients."""
+    world, layers = shape.parts, costs.layers
+    steps, exchanged = _whole(shape, costs), set(_exchanges(costs))
+    for layer in range(layers):
+        width = costs.widths[layer]
+        sent = [[shape.inner[r] * width * costs.value_bytes * (q != r) for q in range(world)] for r in range(world)]
+        if layer in exchanged:
+            if getattr(config, "threshold", 0.0) > 0:
+                line.wait(line.exchange("skip_flags", [[float(q != r) for q in range(world)] for r in range(world)]))
+            line.wait(line.exchange("bcast_fwd", sent))
+        line.compute([s.forward / layers for s in steps])
+    backward_rows = [[shape.rows[q][r] for q in range(world)] for r in range(world)]
+    for layer in reversed(range(layers)):
+        line.compute([s.backward / layers for s in steps])
+        if layer >= 1 and layer in exchanged:
+            width = costs.widths[layer]
+            line.wait(line.exchange("halo_bwd", [[n * width * costs.value_bytes for n in row] for row in backward_rows]))
+    line.ring("allreduce", costs.parameters * costs.value_bytes)
 
 
 def _keep(name: str, p: float, shape: PartitionShape) -> float:
