@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn check-tables clean
+.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -80,10 +80,13 @@ zoo: install
 # compare) lists the sweeps, their jobs and the wall time their recorded runs suggest, running nothing.
 SCALE ?= small
 DRY_RUN ?=
-repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn: repro-%: install
+repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie: repro-%: install
 	WANDB_MODE=disabled $(BIN)/python -m gnntrain.repro $* --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
-repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn
+# The newer methods' headlines in shape (results/neutrontp, results/sancus, results/sylvie).
+repro-beyond: repro-neutrontp repro-sancus repro-sylvie
+
+repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-beyond
 
 # Every strategy of every family tuned and compared on time to a validation target under a fast
 # and a slow link (results/compare/table.md); SCALE=paper on a GPU cluster.

@@ -50,7 +50,8 @@ def _logits(traces: list[dict]) -> torch.Tensor:
     return out[torch.argsort(ids)]
 
 
-@pytest.mark.parametrize("model,norm", [("gcn", "none"), ("sage", "batch"), ("gcnii", "none")])
+@pytest.mark.parametrize("model,norm", [("gcn", "none"), pytest.param("sage", "batch", marks=pytest.mark.slow),
+                                        pytest.param("gcnii", "none", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_neutrontp_equals_single_process(model: str, norm: str, world: int, tmp_path) -> None:
     overrides = (f"model={model}", f"model.norm={norm}") + (("model.layers=4",) if model == "gcnii" else ())

@@ -32,6 +32,9 @@ PART_LOADING = {
     "bes": ["strategy=bes", "strategy.p=0.5"],
     "dropedge": ["strategy=dropedge", "strategy.p=0.5"],
     "adaqp": ["strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
+    "sylvie": ["strategy=sylvie", "strategy.sync_every=2"],
+    "broadcast": ["strategy=broadcast"],
+    "sancus": ["strategy=sancus"],
 }
 """Every strategy whose ranks load one part each; AdaQP with fixed widths (its adaptive widths
 follow a profiled timing, which differs from run to run)."""

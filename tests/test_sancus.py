@@ -46,6 +46,7 @@ def test_broadcast_sends_every_partition_to_every_peer(tmp_path) -> None:
         assert record["comm_bytes_by_kind"]["bcast_fwd"] == 2 * 400 * (32 + 16 + 16) * 4
 
 
+@pytest.mark.slow
 def test_sancus_broadcasts_less_as_its_threshold_rises(tmp_path) -> None:
     """8 epochs on 2 ranks: the input features never change, so any threshold skips them until the
     staleness bound; higher thresholds skip more of the hidden layers' broadcasts too. Every

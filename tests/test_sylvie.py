@@ -31,7 +31,7 @@ def test_sylvie_at_full_precision_without_staleness_is_vanilla(tmp_path) -> None
         assert sum(t["bytes"][kind] for t in sylvie) == sum(t["bytes"][kind] for t in vanilla)
 
 
-@pytest.mark.parametrize("sync_every", [1, 2])
+@pytest.mark.parametrize("sync_every", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_one_bit_halo_rows_cost_a_thirty_second_plus_their_scales(sync_every: int, tmp_path) -> None:
     """32 features and 16 hidden, multiples of 8: per row ``4 d`` bytes in float32, ``d / 8 + 4`` at one bit."""
     vanilla = train_records(tmp_path / "vanilla", *COMMON)
