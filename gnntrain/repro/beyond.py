@@ -93,6 +93,15 @@ def _why(headline: Headline, by: dict[str, list[Run]], against: str) -> str:
             f"(medians of the rounds; its traffic is {_mib(method) / _mib(other):.2f}x the other's)")
 
 
+def skipped_cell(runs: list[Run], start: int) -> str:
+    """Sancus's share of broadcasts skipped over the timed epochs, in all and per layer."""
+    epochs = [e.strategy_metrics for r in runs for e in r.records if e.epoch >= start and e.strategy_metrics]
+    names = sorted({k for m in epochs for k in m if k.startswith("skipped_share")})
+    share = {name: mean(m[name] for m in epochs if name in m) * 100 for name in names}
+    layers = ", ".join(f"{name.split('/')[1].replace('layer', 'layer ')}: {v:.0f}%" for name, v in share.items() if "/" in name)
+    return f"{share['skipped_share']:.0f}% ({layers})" if "skipped_share" in share else "-"
+
+
 def speed_table(headline: Headline, runs: list[Run]) -> tuple[str, dict[str, float]]:
     """The headline's rows: every strategy's throughput, its ratio over each compared system
     with its interval, traffic and the parts of its epoch; the verdict against the claim."""
@@ -108,10 +117,8 @@ def speed_table(headline: Headline, runs: list[Run]) -> tuple[str, dict[str, flo
                     (1 - _mib(rs) / _mib(by[headline.against[0]])) * 100, ".0f", "%"),
                 "exposed comm ms": fmt(_ms(rs, "mean_comm_time"), ".1f"),
                 "compute ms": fmt(_ms(rs, "mean_compute_time"), ".1f")}
-        skipped = [e.strategy_metrics["skipped_share"] for r in rs for e in r.records
-                   if e.epoch >= start and "skipped_share" in e.strategy_metrics]
         if strategy == "sancus":
-            row["broadcasts skipped"] = fmt(mean(skipped) * 100, ".0f", "%") if skipped else "-"
+            row["broadcasts skipped (per layer)"] = skipped_cell(rs, start)
         rows.append(row)
     verdicts = []
     for other in headline.against:

@@ -140,8 +140,8 @@ class Sancus(Broadcast):
         mine = [0 if q == self.comm.rank else 1 for q in range(world)]
         flags = self.comm.all_to_all_start(flag[: world - 1], mine, mine, "skip_flags").wait()
         others = iter(flags.tolist())
-        self.decisions["skipped_broadcasts"] += skip
-        self.decisions["broadcasts"] += 1
+        self.decisions[f"skipped/layer{layer}"] += skip
+        self.decisions[f"broadcasts/layer{layer}"] += 1
         return [not skip if q == self.comm.rank else bool(next(others)) for q in range(world)]
 
     def epoch_tallies(self) -> Tallies:
@@ -151,8 +151,14 @@ class Sancus(Broadcast):
         return tallies
 
     def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        """``skipped_share``: the broadcasts skipped of all (ranks x layers) in the epoch."""
-        return {"skipped_share": totals["skipped_broadcasts"] / totals["broadcasts"]} if totals.get("broadcasts") else {}
+        """``skipped_share``: the broadcasts skipped of all (ranks x layers) in the epoch, and
+        ``skipped_share/layer<l>`` of each layer's."""
+        layers = [name.removeprefix("broadcasts/") for name in totals if name.startswith("broadcasts/")]
+        if not layers:
+            return {}
+        shares = {f"skipped_share/{layer}": totals[f"skipped/{layer}"] / totals[f"broadcasts/{layer}"] for layer in layers}
+        total = sum(totals[f"broadcasts/{layer}"] for layer in layers)
+        return {"skipped_share": sum(totals[f"skipped/{layer}"] for layer in layers) / total, **shares}
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "last": dict(self.last), "age": dict(self.age)}
