@@ -21,7 +21,7 @@ def test_tuning_keeps_the_setting_soonest_to_the_target_else_the_best_validation
 def test_every_strategy_has_a_grid_and_the_verdict_ranks_by_time_to_target() -> None:
     for strategy in compare.STRATEGIES:
         assert compare.knobs(strategy, "small") and compare.knobs(strategy, "paper")
-        assert compare.family(strategy) in ("graph-parallel", "data-parallel", "gnnpipe", "minibatch")
+        assert compare.family(strategy) in ("graph-parallel", "data-parallel", "gnnpipe", "minibatch", "tensor-parallel")
     rows = [{"strategy": "vanilla", "s_to_target": 2.0, "reached": "3/3", "runs": 3},
             {"strategy": "bns", "s_to_target": 1.0, "reached": "2/3", "runs": 3},
             {"strategy": "lo", "s_to_target": None, "reached": "0/3", "runs": 3}]
