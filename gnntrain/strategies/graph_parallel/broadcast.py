@@ -22,7 +22,10 @@ epochs; the peers then aggregate with their cached copy of its rows (the ones th
 its last broadcast). Whether each rank broadcasts is announced first, one byte per peer
 (``skip_flags``). The gradient of a cached row still reaches its owner's current rows (as the
 prototype's backward, which never skips). ``threshold = 0`` never skips and sends no flags: it
-is ``broadcast`` exactly.
+is ``broadcast`` exactly. Each epoch reports ``skipped_share``, the broadcasts skipped of all
+(ranks x layers), and ``skipped_share/layer<l>`` per layer: the input layer's rows never change
+and are reused until the bound, while with dropout the hidden rows change by more than a small
+threshold every epoch (``docs/reproducing.md``).
 
 Choices where the text is unavailable or vague (its metrics are summarised as "bounded embedding
 staleness metrics"): the relative Frobenius change per layer and rank as the skip metric, the
