@@ -95,12 +95,13 @@ def curve_section(curve: Curve, runs: dict[str, list[Run]], out: Path, runs_root
                      "speed-up": str(ratio), "hide-all bound 1/max(s,1-s)": f"{1 / max(reached, 1 - reached):.2f}x",
                      "remove-all bound 1/(1-s)": f"{1 / (1 - reached):.2f}x"})
     _plot(curve, xs, ratios, out / "share_curve.png")
+    point = "the paper's point" if curve.paper_speedup is not None else "no point of the paper's"
     missed = ("\nShares no link reached (their runs failed calibrating, and the point is left out):\n\n"
               + "\n".join(unreached) + "\n") if unreached else ""
     return (f"## The share as a curve: {curve.label}\n\nThe baseline and the method under links calibrated to "
             f"baseline shares {', '.join(f'{s:.2f}' for s in curve.shares)} (same setting as the headline table, "
             f"epochs {start} on timed, interleaved rounds); the speed-up against the share the baseline's runs "
-            f"reached, with both bounds and the paper's point ({curve.paper_source}).\n\n{markdown(rows)}\n"
+            f"reached, with both bounds and {point} ({curve.paper_source}).\n\n{markdown(rows)}\n"
             f"{missed}![share curve](share_curve.png)\n")
 
 
@@ -112,8 +113,10 @@ def _plot(curve: Curve, xs: list[float], ratios: list, path: Path) -> None:
     grid = [0.2 + i * 0.75 / 100 for i in range(101)]
     ax.plot(grid, [1 / max(s, 1 - s) for s in grid], "--", label="hide all: 1/max(s, 1-s)")
     ax.plot(grid, [1 / (1 - s) for s in grid], ":", label="remove all: 1/(1-s)")
-    ax.plot([curve.paper_share], [curve.paper_speedup], "*", markersize=13, label="the paper")
-    ax.set_ylim(0.5, max(4.5, curve.paper_speedup * 1.2))
+    if curve.paper_speedup is not None:
+        ax.plot([curve.paper_share], [curve.paper_speedup], "*", markersize=13, label="the paper")
+    highest = max([curve.paper_speedup or 0.0, *(r.median + high for r, high in zip(ratios, highs))])
+    ax.set_ylim(0.5, max(4.5, highest * 1.2))
     ax.set_xlabel("baseline communication share s")
     ax.set_ylabel("speed-up over the baseline")
     ax.set_title(curve.label, fontsize="medium")

@@ -32,10 +32,12 @@ class Curve:
     """Overrides that make the method."""
     label: str
     """The method over the baseline, in words."""
-    paper_share: float
-    paper_speedup: float
+    paper_share: float | None
+    paper_speedup: float | None
+    """The paper's point: its baseline's share and its speed-up there; None where the paper gives
+    no speed-up at a known share."""
     paper_source: str
-    """Where the paper's share and speed-up are quoted from."""
+    """Where the paper's share and speed-up are quoted from (or why there is no point)."""
     shares: tuple[float, ...] = SHARES
     """The baseline shares its links are calibrated to."""
     headline: tuple[float, str, str] | None = None
