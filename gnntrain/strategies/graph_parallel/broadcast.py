@@ -99,8 +99,10 @@ class Broadcast(HaloPolicy):
         rows = h.detach()
         send = rows.repeat(comm.world_size - 1, 1) if sending[me] else rows[:0]
         arrived = comm.all_to_all_start(send, send_splits, recv_splits, "bcast_fwd").wait().split(recv_splits)
-        everyone = all(sending[q] for q in peers if q != me)
-        halo = rows.new_empty(self.graph.num_halo, rows.shape[1]) if everyone else self.cached[layer].clone()
+        halo = self.cached.get(layer)
+        if halo is None:
+            halo = rows.new_empty(self.graph.num_halo, rows.shape[1])
+        halo = halo.clone()
         for q in peers:
             if recv_splits[q]:
                 halo[self.offsets[q]: self.offsets[q + 1]] = arrived[q][self.positions[q]]
@@ -137,9 +139,9 @@ class Sancus(Broadcast):
         else:
             self.last[layer], self.age[layer] = h.detach().clone(), 1
         world = self.comm.world_size
-        flag = torch.full((world - 1,), 0 if skip else 1, dtype=torch.uint8, device=self.comm.device)
+        flag = torch.tensor([0 if skip else 1] * world, dtype=torch.uint8, device=self.comm.device)
         mine = [0 if q == self.comm.rank else 1 for q in range(world)]
-        flags = self.comm.all_to_all_start(flag, mine, mine, "skip_flags").wait()
+        flags = self.comm.all_to_all_start(flag[: world - 1], mine, mine, "skip_flags").wait()
         others = iter(flags.tolist())
         self.decisions[f"skipped/layer{layer}"] += skip
         self.decisions[f"broadcasts/layer{layer}"] += 1
