@@ -1,7 +1,7 @@
 """Host-to-device copies that repeat, through one page-locked buffer.
 
 Some tensors are made on the host again and again and then needed on the device: each
-mini-batch iteration's sampled blocks (the sampler runs on the host), each epoch's boundary
+mini-batch iteration's roots (dealt on the host from the seeded permutation), each epoch's boundary
 sample (drawn from a CPU generator so that a seed samples the same graph on every device). A
 copy from ordinary (pageable) host memory is staged by the driver through a pinned buffer of
 its own and holds the host until it is done; a copy from page-locked memory runs

@@ -17,7 +17,8 @@ machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` la
   that carve their parts (GPU against GPU, bit for bit: with ``cluster.deterministic``, since
   CUDA's index_add and cuSPARSE's products otherwise sum in a varying order); a bfloat16 model
   trains near its float32 run on a graph whose degrees exceed 256 (the degrees' own precision
-  is checked exactly in ``tests/test_device_rules.py``); an emulated link on CUDA; ``cluster.deterministic`` repeats
+  is checked exactly in ``tests/test_device_rules.py``); the device sampler draws the CPU's
+  blocks; an emulated link on CUDA; ``cluster.deterministic`` repeats
   a run bit for bit, and the sparse products it replaces repeat on their own; AdaQP's cost
   model on the GPU is a transfer time.
 
@@ -38,6 +39,8 @@ import torch
 
 from conftest import assert_same_training, make_run, train_records
 from gnntrain.data.job import write_partitioned_dataset
+from gnntrain.data.sampling import Topology, sample_groups, sampling_key
+from gnntrain.data.synthetic import generate
 from gnntrain.strategies import METHODS
 from gnntrain.engine.summary import RunSummary
 
@@ -223,6 +226,24 @@ def test_sparse_products_under_deterministic_kernels_repeat_bit_for_bit() -> Non
         torch.use_deterministic_algorithms(False)
     for run in runs[1:]:
         assert all(torch.equal(mine, first) for mine, first in zip(run, runs[0]))
+
+
+def test_the_gpu_sampler_draws_the_cpu_samplers_blocks() -> None:
+    """Keyed sampling on the device: the blocks a GPU draws are the CPU's, node for node and
+    edge for edge, on a graph whose hubs exceed the fan-out."""
+    data = generate(3000, 12.0, 4, 8, 0.5)
+    host = Topology.of(data)
+    device = host.to("cuda")
+    groups = [torch.arange(0, 3000, 7), torch.arange(5, 400, 3), torch.tensor([], dtype=torch.long)]
+    keys = [sampling_key(4, 2, 3, layer) for layer in range(3)]
+    on_cpu = sample_groups(host, groups, [4, 6, 2], keys)
+    on_gpu = sample_groups(device, [g.cuda() for g in groups], [4, 6, 2], keys)
+    assert any(int(host.in_degree.max()) > fanout for fanout in (4, 6, 2))
+    for cpu, gpu in zip(on_cpu, on_gpu):
+        assert gpu.nodes.is_cuda and torch.equal(cpu.nodes, gpu.nodes.cpu()) and cpu.hop_sizes == gpu.hop_sizes
+        for a, b in zip(cpu.blocks, gpu.blocks):
+            for name in ("edge_src", "edge_dst", "edge_scale", "in_degree"):
+                assert torch.equal(getattr(a, name), getattr(b, name).cpu()), name
 
 
 def test_adaqp_times_its_cost_model_on_the_device(tmp_path) -> None:

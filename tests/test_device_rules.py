@@ -1,6 +1,6 @@
 """The rules that make device runs right, checked where CI runs (a CPU): degrees and weights at
 least float32, one clock for timers, host tensors crossing through a pinned buffer, samples
-moved whole, point-to-point over gloo one transfer at a time. ``tests/test_cuda.py`` runs the
+drawn where the topology is, point-to-point over gloo one transfer at a time. ``tests/test_cuda.py`` runs the
 same code on a GPU."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import assert_same_training, train_records
 from gnntrain.aggregation import MEAN, SYMMETRIC
 from gnntrain.clock import Stopwatch, clock_of
 from gnntrain.data.graph_data import GraphData
-from gnntrain.data.sampling import Topology, sample_groups, sampling_key, to_device
+from gnntrain.data.sampling import Topology, sample_groups, sampling_key
 from gnntrain.graph import build_local_graph, weight_dtype
 from gnntrain.pinned import PinnedStaging
 
@@ -58,19 +58,23 @@ def test_sampled_blocks_weigh_in_float32_and_carry_the_training_dtype() -> None:
     assert torch.equal(blocks.edge_scale, torch.full((10,), 30.0))
 
 
-def test_a_host_sample_moves_whole_and_keeps_its_views() -> None:
-    """On a CPU the move hands the tensors back as they are; everything else about it (ids,
-    views of the nodes) holds on any device."""
+def test_the_sampler_draws_on_the_topologys_device_from_keys_alone() -> None:
+    """Every tensor of a sample is made where the topology and roots are, and no generator is
+    read: the samples are the same whatever torch's random state (so the same on any device;
+    ``tests/test_cuda.py`` compares a GPU's samples with the CPU's)."""
     data = _star(40)
-    samples = sample_groups(Topology.of(data), [torch.tensor([0]), torch.tensor([3, 0])], [5, 5],
-                            [sampling_key(1, 1, 0, layer) for layer in range(2)], torch.float32)
-    moved = to_device(samples, PinnedStaging(torch.device("cpu")))
-    for before, after in zip(samples, moved):
-        assert torch.equal(after.nodes, before.nodes) and after.hop_sizes == before.hop_sizes
-        assert torch.equal(after.roots, before.nodes[: before.num_roots])
-        for b, a in zip(before.blocks, after.blocks):
-            assert torch.equal(a.edge_src, b.edge_src) and torch.equal(a.edge_scale, b.edge_scale)
-            assert a.global_ids.data_ptr() == after.nodes.data_ptr()
+    topology = Topology.of(data).to("cpu")
+    keys = [sampling_key(1, 1, 0, layer) for layer in range(2)]
+    draws = []
+    for state in (0, 1):
+        torch.manual_seed(state)
+        draws.append(sample_groups(topology, [torch.tensor([0]), torch.tensor([3, 0])], [5, 5], keys))
+    for first, second in zip(*draws):
+        assert torch.equal(first.nodes, second.nodes) and first.hop_sizes == second.hop_sizes
+        for a, b in zip(first.blocks, second.blocks):
+            assert torch.equal(a.edge_src, b.edge_src) and torch.equal(a.edge_dst, b.edge_dst)
+            tensors = [a.global_ids, a.in_degree, a.edge_src, a.edge_dst, a.edge_scale, a.x]
+            assert {t.device for t in tensors} == {topology.indptr.device}
 
 
 def test_pinned_staging_on_a_cpu_hands_back_the_tensors() -> None:

@@ -22,6 +22,14 @@ so GCN's ``D^-1/2 (A+I) D^-1/2`` rows become an unbiased estimate of the full-gr
 SAGE's and FiLM's means become the mean over the sample; with ``fanout >= deg(v)`` every weight
 is the full graph's. (Our choice: DGL's ``norm="both"`` on a block uses the block's own degrees,
 which depend on the other roots of the batch and would make micrographs differ from it.)
+
+Devices. Sampling runs where the topology is (:meth:`Topology.to`): every tensor it makes is on
+the device of the topology and the roots, in torch operations only, and its one random input is
+the keyed hash, integer arithmetic that every device computes alike. So a sample drawn on a GPU
+is the sample drawn on the CPU for the same seed, node for node and edge for edge, and a GPU
+run's iterations never wait on the host to sample or copy. The sampler asks the device for
+sizes only where the next tensor's size depends on them (the kept edges, the new nodes of a
+hop): one wait per ``unique`` and per selection.
 """
 
 from __future__ import annotations
@@ -33,7 +41,6 @@ import torch
 from gnntrain import keyed
 from gnntrain.data.graph_data import GraphData
 from gnntrain.graph import LocalGraph, weight_dtype
-from gnntrain.pinned import PinnedStaging
 
 def sampling_key(seed: int, epoch: int, iteration: int, layer: int) -> int:
     """The key of one layer's sampling in one iteration (:func:`gnntrain.keyed.key`)."""
@@ -49,6 +56,8 @@ class Topology:
     indices: torch.Tensor
     in_degree: torch.Tensor
     """Global in-degree of every node, int64."""
+    max_degree: int
+    """The largest in-degree: a fan-out at least this keeps every edge, with nothing to draw."""
 
     @classmethod
     def of(cls, data: GraphData) -> Topology:
@@ -57,7 +66,12 @@ class Topology:
         in_degree = torch.bincount(dst, minlength=data.num_nodes)
         indptr = torch.zeros(data.num_nodes + 1, dtype=torch.long)
         indptr[1:] = torch.cumsum(in_degree, 0)
-        return cls(indptr, src[order], in_degree)
+        return cls(indptr, src[order], in_degree, int(in_degree.max()) if data.num_nodes else 0)
+
+    def to(self, device: torch.device | str) -> Topology:
+        """This topology on ``device``, where :meth:`sample` then runs."""
+        return replace(self, indptr=self.indptr.to(device), indices=self.indices.to(device),
+                       in_degree=self.in_degree.to(device))
 
     @property
     def num_nodes(self) -> int:
@@ -65,13 +79,13 @@ class Topology:
 
     def sample(self, targets: torch.Tensor, fanout: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(source node, target position in ``targets``) of the in-edges each target keeps,
-        grouped by target in ``targets``' order."""
+        grouped by target in ``targets``' order (``targets`` on the topology's device)."""
         degree = self.in_degree[targets]
         edge, target_pos = _ranges(self.indptr[targets], degree)
-        if degree.numel() and fanout < int(degree.max()):
+        if fanout < self.max_degree:
             first = torch.cumsum(degree, 0) - degree
             order = torch.argsort(target_pos.double() + keyed.uniform(key, edge), stable=True)
-            rank = torch.arange(order.numel()) - first[target_pos[order]]
+            rank = torch.arange(order.numel(), device=order.device) - first[target_pos[order]]
             edge = edge[order][rank < fanout]
             target_pos = target_pos[order][rank < fanout]
         return self.indices[edge], target_pos
@@ -80,9 +94,9 @@ class Topology:
 def _ranges(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The positions ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i`` concatenated,
     and the ``i`` each came from."""
-    owner = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    owner = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths)
     first = torch.cumsum(lengths, 0) - lengths
-    return starts[owner] + torch.arange(owner.numel()) - first[owner], owner
+    return starts[owner] + torch.arange(owner.numel(), device=owner.device) - first[owner], owner
 
 
 @dataclass
@@ -164,14 +178,15 @@ def sample_groups(topology: Topology, groups: list[torch.Tensor], fanouts: list[
 def _grow(nodes: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """``nodes`` followed by the sources ``src`` not among them (by global id), and the edges
     ``src -> nodes[dst]`` as local (source, target) ids."""
-    known = nodes.numel()
+    known, device = nodes.numel(), nodes.device
     unique, inverse = torch.unique(torch.cat([nodes, src]), return_inverse=True)
-    first_seen = torch.full((unique.numel(),), known + src.numel(), dtype=torch.long)
-    first_seen.scatter_reduce_(0, inverse, torch.arange(inverse.numel()), "amin")
-    fresh = unique[first_seen >= known]
-    local_of_unique = torch.empty(unique.numel(), dtype=torch.long)
-    local_of_unique[inverse[:known]] = torch.arange(known)
-    local_of_unique[first_seen >= known] = known + torch.arange(fresh.numel())
+    first_seen = torch.full((unique.numel(),), known + src.numel(), dtype=torch.long, device=device)
+    first_seen.scatter_reduce_(0, inverse, torch.arange(inverse.numel(), device=device), "amin")
+    is_fresh = first_seen >= known
+    fresh = unique[is_fresh]
+    local_of_unique = torch.empty(unique.numel(), dtype=torch.long, device=device)
+    local_of_unique[inverse[:known]] = torch.arange(known, device=device)
+    local_of_unique[is_fresh] = known + torch.arange(fresh.numel(), device=device)
     return torch.cat([nodes, fresh]), (local_of_unique[inverse[known:]], dst)
 
 
@@ -212,24 +227,3 @@ def unpack(packed: torch.Tensor, in_degree: torch.Tensor, fanouts: list[int], dt
         edges.append((packed[start: start + size], packed[start + size: start + 2 * size]))
         start += 2 * size
     return _blocks_of(nodes, hop_sizes, edges, in_degree, fanouts, dtype)
-
-
-def to_device(samples: list[SampledBlocks], staging: PinnedStaging) -> list[SampledBlocks]:
-    """The host-made ``samples`` with every tensor on the staging's device, in one copy
-    (:mod:`gnntrain.pinned`); each block's ``global_ids`` stays a view of its sample's nodes."""
-    host = [(sample, block, name) for sample in samples for block in sample.blocks
-            for name in _BLOCK_TENSORS if getattr(block, name) is not None]
-    moved = iter(staging.to_device([sample.nodes for sample in samples] + [getattr(b, n) for _, b, n in host]))
-    nodes = {id(sample): next(moved) for sample in samples}
-    fields: dict[int, dict[str, torch.Tensor]] = {}
-    for sample, block, name in host:
-        fields.setdefault(id(block), {})[name] = next(moved)
-    return [SampledBlocks(nodes[id(s)], s.hop_sizes,
-                          [replace(b, global_ids=nodes[id(s)][: b.global_ids.numel()], **fields[id(b)])
-                           for b in s.blocks])
-            for s in samples]
-
-
-_BLOCK_TENSORS = ("in_degree", "edge_src", "edge_dst", "send_index", "x", "y", "train_mask", "val_mask",
-                  "test_mask", "edge_scale")
-"""The tensors of a block other than its ``global_ids`` (a view of its sample's nodes)."""

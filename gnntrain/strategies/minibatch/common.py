@@ -8,14 +8,16 @@ the whole graph) is on every rank, so sampling never communicates. Our choice, a
 and the paper's: topology is small next to features (GAT on Products moves 35 GB of features
 but 0.4 GB of topology per epoch, Sec. 3.1).
 
-Where tensors live. The topology and the sampler stay on the host (as DistDGL's sampler does;
-the topology is the whole graph's), and so do the mini-batches' roots as the permutation deals
-them. A sample crosses to ``ctx.device`` once, right after it is drawn, in one asynchronous
-copy through a pinned buffer (:func:`~gnntrain.data.sampling.to_device`); from there every id
-(the roots are the first of the sample's nodes), mask and row a step touches is on the device,
-and so are samples that arrive from peers (:meth:`MiniBatchTraining.blocks_from` rebuilds them
-there). Host-side reasoning about roots (HopGNN's time steps) reads the host's copy of the
-partition.
+Where tensors live. The topology (CSR and global in-degrees), the rank's own feature and label
+rows and the rows it stages from peers are on ``ctx.device``, and the sampler runs there, in
+torch operations (as DGL's and PyG's GPU samplers do): on a GPU an iteration's only host-to-device
+copy is its roots, a few kilobytes in one asynchronous copy through a pinned buffer
+(:mod:`gnntrain.pinned`). The mini-batches are dealt on the host from the seeded permutation,
+so host-side reasoning about roots (HopGNN's time steps) reads the host's copy of the
+partition; from the roots on, every id (the roots are the first of the sample's nodes), mask
+and row a step touches is on the device, and so are samples that arrive from peers
+(:meth:`MiniBatchTraining.blocks_from` rebuilds them there). Samples are keyed
+(:mod:`gnntrain.data.sampling`), so a GPU run samples what the same run on a CPU samples.
 
 Mini-batches. Each epoch a permutation of the training nodes (seeded by ``strategy.seed`` and
 the epoch, the same on every rank) is cut into iterations of ``strategy.batch_size`` roots
@@ -51,7 +53,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
-from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, to_device, unpack
+from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
@@ -103,10 +105,9 @@ class MiniBatchTraining(Strategy):
         self.fanouts, self.batch_size, self.seed = fanouts(run), config.batch_size, config.seed
         data = job.data
         self.multilabel = data.multilabel
-        self.topology = Topology.of(data)
-        self.degree = self.topology.in_degree.to(ctx.device)
-        """The global in-degrees on the device, to rebuild samples that arrive from peers."""
+        self.topology = Topology.of(data).to(ctx.device)
         self.staging = PinnedStaging(ctx.device)
+        """Carries each iteration's roots to the device."""
         self.owner = job.part
         """The partition on the host, for reasoning about host-side roots."""
         self.train_ids = data.train_mask.nonzero().view(-1)
@@ -143,9 +144,10 @@ class MiniBatchTraining(Strategy):
         return self.sample_groups([roots], epoch, iteration)[0]
 
     def sample_groups(self, groups: list[torch.Tensor], epoch: int, iteration: int) -> list[SampledBlocks]:
-        """The blocks of each group of roots, in one sampler pass per layer (:func:`~gnntrain.data.sampling.sample_groups`)."""
+        """The blocks of each group of roots (on the host), drawn on the device in one sampler
+        pass per layer (:func:`~gnntrain.data.sampling.sample_groups`)."""
         keys = [sampling_key(self.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
-        return to_device(sample_groups(self.topology, groups, self.fanouts, keys, self.dtype), self.staging)
+        return sample_groups(self.topology, self.staging.to_device(groups), self.fanouts, keys, self.dtype)
 
     def stage_features(self, ids: torch.Tensor) -> None:
         """Fetch the feature rows of the remote ones of ``ids`` into the store (collective); they count as misses."""
@@ -203,7 +205,7 @@ class MiniBatchTraining(Strategy):
 
     def blocks_from(self, packed: torch.Tensor) -> SampledBlocks:
         """The sampled blocks whose topology arrived as ``packed`` (:func:`~gnntrain.data.sampling.pack`)."""
-        return unpack(packed, self.degree, self.fanouts, self.dtype)
+        return unpack(packed, self.topology.in_degree, self.fanouts, self.dtype)
 
     def accumulate(self, epoch: int, iteration: int, batch: list[torch.Tensor]) -> torch.Tensor:
         """One iteration's forward and backward on this rank (``batch``: the W mini-batches'
