@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
+.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -69,6 +69,13 @@ scale: install
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 gpu-check:
 	WANDB_MODE=disabled $(GPU_PYTHON) scripts/gpu_check.py
+
+# On a lent GPU machine, everything in one command under 8 minutes (a 10-minute call with 2 to
+# spare): setup, the CUDA tests with the products-size graph prepared beside them, the device
+# profile, the bench, products-size on one GPU (results/gpu_session.json; docs/testing.md).
+# DRY_RUN=1 prints the plan: each section's budget and time estimate, running nothing on a GPU.
+gpu-session:
+	WANDB_MODE=disabled $(GPU_PYTHON) scripts/gpu_session.py $(if $(DRY_RUN),--dry-run)
 
 # Every model with its paper's settings on Cora and CiteSeer: 1 worker at seeds 0-4, 2 and 4 workers at
 # seed 0 (results/model_zoo.md).

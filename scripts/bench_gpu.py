@@ -37,12 +37,13 @@ from torch_geometric.utils import to_torch_csr_tensor
 
 from bench import pyg_model
 from gnntrain.clock import clock_of
+from gnntrain.data.graph_data import GraphData
 from gnntrain.data.synthetic import generate
 from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.strategies import METHODS
-from gnntrain.repro.jobs import run_job
+from gnntrain.repro.jobs import git_commit, run_job
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "bench_gpu.json"
 CSR_LAYERS = ("gcn", "sage", "gcnii")
@@ -85,6 +86,13 @@ def layer_rows(args, device: torch.device) -> dict:
     data = generate(args.nodes, args.avg_degree, args.classes, args.features, homophily=0.8)
     print(f"[1] synthetic graph: {data.num_nodes} nodes, {data.num_edges} edges, {data.num_features} features; "
           f"{args.layers} layers x {args.hidden}", flush=True)
+    return compare_layers(data, args, device)
+
+
+def compare_layers(data: GraphData, args, device: torch.device) -> dict:
+    """Our model and PyG's ways (``args.pyg_ways``) for each of ``args.models`` on ``data``, epochs
+    alternating (the module docstring's section 1); ``args`` gives the models' sizes, epochs and
+    warm-up."""
     local = build_local_graph(data, torch.zeros(data.num_nodes, dtype=torch.long), 0, 1).to(device)
     x, y, edge_index = data.x.to(device), data.y.to(device), data.edge_index.to(device)
     rows = data.train_mask.nonzero().view(-1).to(device)
@@ -102,8 +110,9 @@ def layer_rows(args, device: torch.device) -> dict:
         pyg = pyg_model(name, dims, args).to(device)
         # a model of its own per way: a cached GCN layer keeps the first adjacency it was given
         pyg_csr = copy.deepcopy(pyg)
-        ways["pyg_edge_index"] = training_step(pyg, lambda: pyg(x, edge_index), y, rows)
-        if name in CSR_LAYERS:
+        if "edge_index" in args.pyg_ways:
+            ways["pyg_edge_index"] = training_step(pyg, lambda: pyg(x, edge_index), y, rows)
+        if name in CSR_LAYERS and "csr" in args.pyg_ways:
             ways["pyg_csr"] = training_step(pyg_csr, lambda: pyg_csr(x, adj_t), y, rows)
         runs: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
         failed: dict[str, str] = {}
@@ -141,7 +150,8 @@ def layer_rows(args, device: torch.device) -> dict:
     return result
 
 
-SECTIONS = ["layers_vs_pyg", "strategies_2_ranks_sharing_the_gpu", "determinism"]
+STRATEGIES = "strategies_2_ranks_sharing_the_gpu"
+SECTIONS = ["layers_vs_pyg", STRATEGIES, "determinism"]
 
 
 def job_overrides(args, name: str) -> list[str]:
@@ -156,7 +166,7 @@ def strategy_rows(args, keep: Callable[[dict], None]) -> dict:
     """Each strategy's row; ``keep`` receives the rows so far after each, so a stopped run keeps them."""
     print(f"[2] every strategy, 2 gloo ranks sharing the GPU, {args.strategy_nodes} nodes", flush=True)
     rows = {}
-    for name in METHODS:
+    for name in args.strategies:
         run = run_job(job_overrides(args, name))
         summary = run.summary
         steady = [r.epoch_time for r in run.records[1:]]
@@ -195,8 +205,12 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=4, help="timed epochs per model and way")
     parser.add_argument("--warmup", type=int, default=1, help="untimed epochs per model and way")
     parser.add_argument("--models", nargs="+", default=["gcn", "sage", "gat", "gcnii"])
+    parser.add_argument("--pyg-ways", nargs="+", choices=["edge_index", "csr"], default=["edge_index", "csr"],
+                        help="PyG's ways to run each model (csr: for the layers that take an adj_t)")
     parser.add_argument("--strategy-nodes", type=int, default=50_000)
     parser.add_argument("--strategy-epochs", type=int, default=4)
+    parser.add_argument("--strategies", nargs="+", choices=list(METHODS), default=list(METHODS),
+                        help="the strategies of section 2 (default: every registered one)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each determinism setting")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -216,16 +230,20 @@ def main() -> None:
     if earlier.get("card") == result["card"]:
         result = {**earlier, **result}
 
+    commit = git_commit()
+
     def keep(section: str, figures: dict) -> None:
         result[section] = figures
+        result.setdefault("measured_at", {})[section] = commit
         args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     measures = {"layers_vs_pyg": lambda: layer_rows(args, device),
                 "strategies_2_ranks_sharing_the_gpu":
-                    lambda: strategy_rows(args, lambda rows: keep("strategies_2_ranks_sharing_the_gpu", rows)),
+                    lambda: strategy_rows(args, lambda rows: keep(STRATEGIES, {**result.get(STRATEGIES, {}), **rows})),
                 "determinism": lambda: determinism_cost(args)}
     for section in args.sections:  # written after each, so a stopped run keeps what it measured
-        keep(section, measures[section]())
+        figures = measures[section]()
+        keep(section, {**result.get(section, {}), **figures} if section == STRATEGIES else figures)
     print(f"wrote {args.out}")
 
 

@@ -47,7 +47,10 @@ from gnntrain.engine.summary import RunSummary
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible")
 
 COMMON = ("dataset.num_nodes=1200", "dataset.avg_degree=8", "model.layers=2", "model.hidden=16",
-          "model.dropout=0.5", "train.dtype=float64", "train.epochs=3", "train.checkpoint_every=3", "seed=2")
+          "model.dropout=0.5", "train.dtype=float64", "train.epochs=3", "train.checkpoint_every=3", "seed=2",
+          "cluster.threads_per_worker=1")
+"""Every case's job; one torch thread per rank, since the tests run in parallel workers (each rank
+would otherwise take the machine's cores over its local ranks, oversubscribing them many times)."""
 SETTINGS = {
     "pipegcn": ("strategy.smooth=gf", "strategy.track_staleness_error=true"),
     "bns": ("strategy.p=0.5",),

@@ -152,13 +152,14 @@ def prepare_job_data(run: RootConfig, parts: int, parts_key: str = "partition.pa
     return JobData(data.facts(), stats, cached, data=data, part=part, whole=whole)
 
 
-def write_partitioned_dataset(run: RootConfig, parts: int) -> PartedDataset:
+def write_partitioned_dataset(run: RootConfig, parts: int, job: JobData | None = None) -> PartedDataset:
     """Partition the dataset once into ``parts`` parts and write the per-part files
-    (:mod:`gnntrain.data.parted`) to ``partition.dir`` or the cache."""
+    (:mod:`gnntrain.data.parted`) to ``partition.dir`` or the cache; ``job``: the dataset and
+    its partition into ``parts`` already prepared (:func:`prepare_job_data`), else prepared here."""
     if run.dataset.inductive:
         raise ConfigError("dataset.inductive=true: its ranks evaluate on the whole graph and so load it whole, not "
                           "part files; partition without it")
-    data, part, _, _ = _whole_graph(run, parts, "partition.parts")
+    data, part = (job.data, job.part) if job is not None else _whole_graph(run, parts, "partition.parts")[:2]
     spec = partition_spec(run, parts)
     return write_parted(parted_folder(run, spec), data.facts(), spec, graph_fingerprint(data),
                         partition_stats(data, part, parts), (carve_part(data, part, k, parts) for k in range(parts)))

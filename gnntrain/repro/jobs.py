@@ -141,8 +141,11 @@ def measured_process(command: list[str], cwd: Path) -> Measured:
 
 
 def git_commit() -> str:
-    """The checkout's commit, with ``+changes`` where code outside ``results/`` differs from it."""
+    """The checkout's commit, with ``+changes`` where code outside ``results/`` differs from it;
+    in a copy without git's history (a lent machine's), ``GNNTRAIN_COMMIT`` as its sender names it."""
     result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=CHECKOUT)
+    if result.returncode != 0:
+        return os.environ.get("GNNTRAIN_COMMIT", "unknown")
     # the results being written are not a change to the code that produced them
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
                            capture_output=True, text=True, cwd=CHECKOUT).stdout.strip()
