@@ -7,10 +7,12 @@ create a marker file; the marker never appears.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +183,82 @@ def test_the_cache_is_private_and_another_user_s_is_refused(tmp_path, monkeypatc
     monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)
     with pytest.raises(ConfigError, match=f"^partition.cache_dir: {tmp_path / 'cache'} belongs to user id"):
         cache_folder(tmp_path / "cache", "partitions")
+
+
+PLANTING_LAUNCHER = """
+import json, os, pickle, sys, tempfile, time
+from pathlib import Path
+
+marker, record = Path(sys.argv[1]), Path(sys.argv[2])
+made = tempfile.NamedTemporaryFile
+planted = []
+
+
+class Payload:
+    def __reduce__(self):
+        return open, (str(marker), "w")
+
+
+def plant(path):
+    # another user (uid 65534) creates the name torch made, deleted and will unpickle
+    child = os.fork()
+    if child == 0:
+        os.setgid(65534)
+        os.setuid(65534)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                with open(path, "xb") as fh:
+                    pickle.dump(Payload(), fh)
+                os._exit(0)
+            except FileExistsError:
+                time.sleep(0.001)
+            except OSError:
+                os._exit(3)
+        os._exit(4)
+    planted.append((path, child))
+
+
+def recording(*args, **kwargs):
+    handle = made(*args, **kwargs)
+    if os.path.basename(handle.name).startswith("pytorch-errorfile-"):
+        plant(handle.name)
+    return handle
+
+
+tempfile.NamedTemporaryFile = recording
+from gnntrain.errors import WorkerFailed
+from gnntrain.job import api
+
+
+def main():
+    try:
+        api.run(api.compose(sys.argv[3:] + ["wandb.mode=disabled"]))
+        error = None
+    except WorkerFailed as failed:
+        error = str(failed)
+    outcomes = [(path, os.waitpid(child, 0)[1] >> 8) for path, child in planted]
+    record.write_text(json.dumps({"error": error, "planted": outcomes}))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (uid 65534) needs root")
+def test_another_users_file_at_a_workers_error_file_name_never_runs(tmp_path) -> None:
+    """torch names a worker's error file, deletes it, and unpickles what is at the name when the
+    worker fails. Another user creating that name first must fail: the names are in a directory
+    of the launcher's alone (mode 0700), and the failing worker's own traceback is reported."""
+    marker, record = tmp_path / "marker", tmp_path / "record.json"
+    env = {**os.environ, "GNNTRAIN_PLUGINS": str(Path(__file__).parent / "data" / "failing_strategy.py"),
+           "WANDB_MODE": "disabled"}
+    subprocess.run([sys.executable, "-c", PLANTING_LAUNCHER, str(marker), str(record), "strategy=failing",
+                    "dataset.num_nodes=300", "train.epochs=3", f"run_dir={tmp_path / 'run'}"],
+                   cwd=tmp_path, env=env, check=True, timeout=300)
+    outcome = json.loads(record.read_text())
+    assert "ValueError: rank 1 cannot go on" in outcome["error"]
+    assert len(outcome["planted"]) == 2 and not marker.exists()
+    for path, status in outcome["planted"]:
+        assert Path(path).parent != Path(tempfile.gettempdir()) and status == 3  # 3: refused, not created

@@ -25,11 +25,12 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -199,9 +200,33 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
                     follower: WandbFollower | None, init_method: str,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
     failed_at = worker_context().Array("d", world_size, lock=False)
-    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
-                                 args=(Surroundings.of_this_process(), fn, plain(run), job, layout, world_size, init_method,
-                                       os.getpid(), failed_at, network_namespaces))
+    with tempfile.TemporaryDirectory(prefix="gnntrain-workers-") as private:  # mode 0700: see private_names
+        with private_names(private):
+            context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
+                                         args=(Surroundings.of_this_process(), fn, plain(run), job, layout, world_size,
+                                               init_method, os.getpid(), failed_at, network_namespaces))
+        _join(context, run, follower, failed_at)
+
+
+@contextlib.contextmanager
+def private_names(folder: str) -> Iterator[None]:
+    """Temporary file names made meanwhile (``tempfile``'s) are in ``folder``, a directory of
+    this process alone.
+
+    torch names each worker's error file in the temporary directory, closes and deletes it, and
+    unpickles what it finds at that name when the worker fails. In a shared ``/tmp`` another user
+    can create the name in between, and the launcher would unpickle their file: their code run as
+    the launcher's user. In a directory of mode 0700 no one else can create anything."""
+    shared, tempfile.tempdir = tempfile.tempdir, folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = shared
+
+
+def _join(context: Any, run: RootConfig, follower: WandbFollower | None, failed_at: Any) -> None:
+    """Wait for the workers of ``context`` (torch's), passing rank 0's epochs on to the W&B run;
+    the first worker to fail takes the others down."""
     frozen = FrozenWorkers(context.processes)
     try:
         while not context.join(FOLLOW_EVERY_S, grace_period=STOP_GRACE_S / 2):
@@ -218,9 +243,6 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
     except BaseException:  # JobInterrupted from the CLI's signal handler, among others
         _stop(context.processes)
         raise
-    finally:
-        for path in context.error_files:  # torch leaves a failed worker's in the temp dir
-            Path(path).unlink(missing_ok=True)
 
 
 class FrozenWorkers:
