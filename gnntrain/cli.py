@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line
-from gnntrain.config.schema import RootConfig
+from gnntrain.config.schema import RootConfig, check_path
 from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
                              warn)
 from gnntrain.job.help import print_help, wants_help
@@ -44,6 +44,11 @@ from gnntrain.job.sweep import LAST_SWEEP, SweepRefused
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    try:  # before anything is written: an empty dir would be wherever the job starts
+        check_path("hydra.sweep.dir" if multirun else "hydra.run.dir", hydra_cfg.sweep.dir if multirun else hydra_cfg.run.dir)
+    except ConfigError as exc:
+        _exit_with(exc)
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, interrupt)

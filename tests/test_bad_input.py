@@ -102,7 +102,26 @@ def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) 
     (["cluster.timeout_s=0"], "cluster.timeout_s=0 is invalid; it must be >= 1 (seconds)"),
     (["cluster.master_port=70000"], "cluster.master_port=70000 is invalid; it must be in 1..65535, or 0 for any free port"),
     (["fault.rank=7", "fault.epoch=1"], "fault.rank=7 is invalid; it must be a rank in 0..1, or null"),
+    (["dataset.name=../../x"], "dataset.name='../../x' is invalid; it must be a plain name of letters, digits and "
+                               ". _ + - (at most 128, starting with a letter or digit; no path)"),
+    (["dataset.name=.hidden"], "dataset.name='.hidden' is invalid; it must be a plain name of letters, digits and "
+                               ". _ + - (at most 128, starting with a letter or digit; no path)"),
+    (["dataset.folder=/tmp"], "dataset.folder='/tmp' is invalid; it must be a relative folder under dataset.root, on "
+                              "one line (empty: the root)"),
+    (["dataset.folder=a/../../b"], "dataset.folder='a/../../b' is invalid; it must be a relative folder under "
+                                   "dataset.root, on one line (empty: the root)"),
+    (["dataset.root="], "dataset.root='' is invalid; it must be a non-empty path on one line"),
+    (["partition.cache_dir="], "partition.cache_dir='' is invalid; it must be a non-empty path on one line"),
 ])
 def test_a_value_out_of_its_range_is_one_line(overrides: list[str], line: str) -> None:
     with pytest.raises(ConfigError, match="^" + re.escape(line) + "$"):
         make_cfg(*overrides)
+
+
+def test_an_empty_run_dir_is_refused_before_anything_is_written(tmp_path) -> None:
+    """An empty ``hydra.run.dir`` would be wherever the job starts."""
+    done = subprocess.run([GNNTRAIN, "hydra.run.dir=", "dataset.num_nodes=300", "train.epochs=1"], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gnntrain: error: hydra.run.dir='' is invalid; it must be a non-empty path on one line"
+    assert list(tmp_path.iterdir()) == []

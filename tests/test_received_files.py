@@ -26,7 +26,7 @@ from gnntrain.data.job import write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset, part_file
 from gnntrain.data.partition import load_assignment, load_or_partition
 from gnntrain.data.registry import load_dataset, load_file
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, GnntrainError
 from gnntrain.job.launch.spawn import rendezvous_store
 from gnntrain.job.run_dir import LOCK_FILE, RunDirBusy, owned
 from gnntrain.safe_load import UnsafeFile
@@ -183,6 +183,27 @@ def test_the_cache_is_private_and_another_user_s_is_refused(tmp_path, monkeypatc
     monkeypatch.setattr(os, "getuid", lambda: os.stat(folder).st_uid + 1)
     with pytest.raises(ConfigError, match=f"^partition.cache_dir: {tmp_path / 'cache'} belongs to user id"):
         cache_folder(tmp_path / "cache", "partitions")
+
+
+def test_a_run_dir_whose_lock_or_config_folder_is_a_link_is_refused_not_written_through(tmp_path) -> None:
+    target = tmp_path / "someone_elses_file"
+    target.write_text("keep me")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / LOCK_FILE).symlink_to(target)
+    with pytest.raises(GnntrainError, match=f"its lock file {re.escape(LOCK_FILE)} is a symbolic link"):
+        with owned(run_dir):
+            pass
+    assert target.read_text() == "keep me"
+    (run_dir / LOCK_FILE).unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (run_dir / ".hydra").symlink_to(elsewhere, target_is_directory=True)
+    done = subprocess.run([str(Path(sys.executable).with_name("gnntrain")), "dataset.num_nodes=300", "train.epochs=1",
+                           f"hydra.run.dir={run_dir}"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "WANDB_MODE": "disabled"})
+    assert done.returncode != 0 and ".hydra is a symbolic link" in done.stderr.splitlines()[0]
+    assert list(elsewhere.iterdir()) == []
 
 
 PLANTING_LAUNCHER = """

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -129,6 +131,14 @@ class DatasetConfig:
     """Train on the subgraph induced by the training nodes; score validation on the subgraph
     induced by the training and validation nodes and test on the whole graph (the PipeGCN and
     BNS-GCN authors' --inductive). Graph-parallel strategies."""
+
+    def validate(self) -> None:
+        """A plain name (cache files are named after it), a root, and a folder inside it."""
+        check_plain_name("dataset.name", self.name)
+        check_path("dataset.root", self.root)
+        folder = Path(self.folder)
+        check("dataset.folder", repr(self.folder), "\n" not in self.folder and not folder.is_absolute()
+              and ".." not in folder.parts, "a relative folder under dataset.root, on one line (empty: the root)")
 
 
 @dataclass
@@ -360,7 +370,10 @@ class PartitionConfig:
     """Write the partitioned dataset and exit (what gnntrain-partition does)."""
 
     def validate(self) -> None:
-        """A positive number of parts; ``vol`` only where METIS partitions the graph."""
+        """A positive number of parts; ``vol`` only where METIS partitions the graph; a cache."""
+        check_path("partition.cache_dir", self.cache_dir)
+        if self.dir is not None:
+            check_path("partition.dir", self.dir)
         if self.parts is not None:
             check("partition.parts", self.parts, self.parts >= 1, ">= 1")
         if self.objective == "vol":
@@ -494,6 +507,21 @@ def check(key: str, value: Any, ok: bool, rule: str) -> None:
     """Raise ConfigError ``key=value is invalid; it must be rule`` unless ``ok``."""
     if not ok:
         raise ConfigError(f"{key}={value} is invalid; it must be {rule}")
+
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+"""A name that files are named after: no path, nothing hidden, on one line."""
+
+
+def check_plain_name(key: str, value: str) -> None:
+    """``value`` is a :data:`PLAIN_NAME` (a dataset's name becomes cache file names)."""
+    check(key, repr(value), isinstance(value, str) and PLAIN_NAME.fullmatch(value) is not None,
+          "a plain name of letters, digits and . _ + - (at most 128, starting with a letter or digit; no path)")
+
+
+def check_path(key: str, value: str) -> None:
+    """``value`` names a folder or file: not empty (which would mean wherever the job starts), on one line."""
+    check(key, repr(value), bool(value) and "\n" not in value and "\0" not in value, "a non-empty path on one line")
 
 
 @dataclass

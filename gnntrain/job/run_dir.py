@@ -1,7 +1,8 @@
 """A run dir belongs to one run at a time.
 
 A job holds an exclusive lock (``flock``) on ``<run dir>/.gnntrain.lock`` while it runs, the
-file naming the holder (process, host, start). A second job into the same dir is refused in one
+file naming the holder (process, host, start); a lock file or ``.hydra`` that is a symbolic link
+is refused, not written through. A second job into the same dir is refused in one
 line naming the running one, before it writes anything there. The kernel releases the lock of
 a process however it ends; a lock file that still names a holder when the next job takes it was
 left by a job that ended without finishing, and the next job says so and takes it over.
@@ -39,7 +40,13 @@ def owned(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir`` for the duration (module docstring)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if not path.is_symlink():
+            raise
+        raise GnntrainError(f"run dir {run_dir}: its lock file {LOCK_FILE} is a symbolic link (to {os.readlink(path)}), "
+                            "which a job would write through; remove it, or give this run a dir of its own") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,6 +75,9 @@ def _write(fd: int, path: Path, text: str) -> None:
 def write_hydra_files(run_dir: Path, task_cfg: DictConfig, hydra_cfg: DictConfig) -> None:
     """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as Hydra writes them."""
     folder = run_dir / HYDRA_FILES
+    if folder.is_symlink():
+        raise GnntrainError(f"run dir {run_dir}: {HYDRA_FILES} is a symbolic link (to {os.readlink(folder)}), which the "
+                            "run's config files would be written through; remove it, or give this run a dir of its own")
     folder.mkdir(exist_ok=True)
     for name, content in (("config.yaml", task_cfg), ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
                           ("overrides.yaml", hydra_cfg.overrides.task)):

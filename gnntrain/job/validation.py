@@ -28,6 +28,7 @@ from gnntrain.strategies import METHODS, graph_parallel, method, strategy_class
 
 def validate(run: RootConfig) -> None:
     """Every component's checks of its own keys, then the rules between components."""
+    run.dataset.validate()
     dataset_source(run.dataset.source).check(run.dataset)
     model_spec(run.model.name).check(run.model, run.train.weight_decay)
     for section in (run.train, run.cluster, run.partition, run.network):
