@@ -99,7 +99,8 @@ def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) 
     (["cluster.threads_per_worker=-1"],
      "cluster.threads_per_worker=-1 is invalid; it must be >= 0 (0: cores / local workers)"),
     (["train.lr=inf"], "train.lr=inf is invalid; it must be finite and >= 0"),
-    (["cluster.timeout_s=0"], "cluster.timeout_s=0 is invalid; it must be >= 1 (seconds)"),
+    (["cluster.timeout_s=0"], "cluster.timeout_s=0 is invalid; it must be in 1..2147483 seconds (torch's timeouts "
+                              "are 32-bit milliseconds)"),
     (["cluster.master_port=70000"], "cluster.master_port=70000 is invalid; it must be in 1..65535, or 0 for any free port"),
     (["fault.rank=7", "fault.epoch=1"], "fault.rank=7 is invalid; it must be a rank in 0..1, or null"),
     (["dataset.name=../../x"], "dataset.name='../../x' is invalid; it must be a plain name of letters, digits and "
@@ -112,6 +113,32 @@ def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) 
                                    "dataset.root, on one line (empty: the root)"),
     (["dataset.root="], "dataset.root='' is invalid; it must be a non-empty path on one line"),
     (["partition.cache_dir="], "partition.cache_dir='' is invalid; it must be a non-empty path on one line"),
+    (["seed=9223372036854775808"], "seed=9223372036854775808 is invalid; it must be in 0..2^63 - 1"),
+    (["dataset.graph_seed=-1"], "dataset.graph_seed=-1 is invalid; it must be in 0..2^63 - 1"),
+    (["cluster.timeout_s=100000000000"], "cluster.timeout_s=100000000000 is invalid; it must be in 1..2147483 "
+                                         "seconds (torch's timeouts are 32-bit milliseconds)"),
+    (["cluster.master_addr="], "cluster.master_addr='' is invalid; it must be an address of this machine "
+                               "(127.0.0.1: this machine alone)"),
+    (["network=eth10g", "network.latency_us=inf"], "network.latency_us=inf is invalid; it must be finite and >= 0"),
+    (["network=eth10g", "network.bandwidth_gbps=nan"],
+     "network.bandwidth_gbps=nan is invalid; it must be finite and > 0"),
+    (["dataset.degree_exponent=1"], "dataset.degree_exponent=1.0 is invalid; it must be finite and > 1 (a Pareto "
+                                    "tail exponent: real graphs' degrees have 2-3)"),
+    (["dataset.degree_exponent=-inf"], "dataset.degree_exponent=-inf is invalid; it must be finite and > 1 (a "
+                                       "Pareto tail exponent: real graphs' degrees have 2-3)"),
+    (["dataset.feature_noise=inf"], "dataset.feature_noise=inf is invalid; it must be finite and >= 0"),
+    (["train.weight_decay=-1"], "train.weight_decay=-1.0 is invalid; it must be finite and >= 0"),
+    (["train.weight_decay=nan"], "train.weight_decay=nan is invalid; it must be finite and >= 0"),
+    (["model=gcnii", "model.theta=-1"], "model.theta=-1.0 is invalid; it must be finite and >= 0 (beta_l = "
+                                        "log(theta / l + 1))"),
+    (["model=gcnii", "model.alpha=nan"], "model.alpha=nan is invalid; it must be finite and in [0, 1] (the initial "
+                                         "residual's weight)"),
+    (["model=deepgcn", "model.t=inf"], "model.t=inf is invalid; it must be finite"),
+    (["model=gcnii", "model.decay_groups=[{params:[convs.*],weight_decay:-0.5}]"],
+     "model.decay_groups[0].weight_decay=-0.5 is invalid; it must be finite and >= 0"),
+    (["fault.rank=0", "fault.epoch=0"], "fault.epoch=0 is invalid; it must be an epoch >= 1, or null"),
+    (["+foo=1"], "foo is not a gnntrain key (added with +foo=...?); valid: dataset, model, strategy, cluster, "
+                 "network, partition, train, wandb, fault, seed, run_dir, each with the keys of its section"),
 ])
 def test_a_value_out_of_its_range_is_one_line(overrides: list[str], line: str) -> None:
     with pytest.raises(ConfigError, match="^" + re.escape(line) + "$"):

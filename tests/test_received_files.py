@@ -177,6 +177,14 @@ def test_the_rendezvous_store_of_a_local_job_listens_on_its_address_alone() -> N
         rendezvous_store("127.0.0.1", 70000, 10)
 
 
+def test_a_store_asked_to_listen_on_every_interface_says_so(capsys) -> None:
+    store = rendezvous_store("0.0.0.0", 0, 10)
+    del store
+    assert capsys.readouterr().err == ("gnntrain: warning: cluster.master_addr=0.0.0.0: the job's rendezvous store "
+                                       "listens on every interface of this machine, unauthenticated; an address of "
+                                       "the interface the workers use keeps it there\n")
+
+
 def test_the_cache_is_private_and_another_user_s_is_refused(tmp_path, monkeypatch) -> None:
     folder = cache_folder(tmp_path / "cache", "partitions")
     assert [oct(p.stat().st_mode & 0o777) for p in (tmp_path / "cache", folder)] == ["0o700", "0o700"]

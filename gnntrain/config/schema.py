@@ -266,8 +266,12 @@ class ClusterConfig:
 
     def validate(self) -> None:
         """Timeouts, port and threads in their ranges."""
-        check("cluster.timeout_s", self.timeout_s, self.timeout_s >= 1, ">= 1 (seconds)")
-        check("cluster.prepare_timeout_s", self.prepare_timeout_s, self.prepare_timeout_s >= 1, ">= 1 (seconds)")
+        for key in ("timeout_s", "prepare_timeout_s"):
+            value = getattr(self, key)
+            check(f"cluster.{key}", value, 1 <= value <= TIMEOUT_LIMIT_S,
+                  f"in 1..{TIMEOUT_LIMIT_S} seconds (torch's timeouts are 32-bit milliseconds)")
+        check("cluster.master_addr", repr(self.master_addr), bool(self.master_addr.strip()),
+              "an address of this machine (127.0.0.1: this machine alone)")
         check("cluster.master_port", self.master_port, 0 <= self.master_port <= 65535,
               "in 1..65535, or 0 for any free port")
         check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker >= 0,
@@ -326,8 +330,8 @@ class NetworkConfig:
         kernel = self.mode == "kernel"
         emulated = self.bandwidth_gbps is not None and not kernel
         if self.bandwidth_gbps is not None:
-            check("network.bandwidth_gbps", self.bandwidth_gbps, self.bandwidth_gbps > 0, "> 0")
-        check("network.latency_us", self.latency_us, self.latency_us >= 0, ">= 0")
+            check_finite("network.bandwidth_gbps", self.bandwidth_gbps, self.bandwidth_gbps > 0, "> 0")
+        check_finite("network.latency_us", self.latency_us, self.latency_us >= 0, ">= 0")
         check("network.loss", self.loss, 0.0 <= self.loss < 1.0 and (kernel or self.loss == 0),
               "in [0, 1) with network.mode=kernel, 0 with the emulated link (it drops nothing)")
         if self.gpus_per_node is not None:
@@ -339,9 +343,9 @@ class NetworkConfig:
                           "unshaped")
             else:
                 bw = self.intra_bandwidth_gbps
-                check("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0,
-                      "> 0 when network.gpus_per_node is set")
-                check("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
+                check_finite("network.intra_bandwidth_gbps", bw, bw is not None and bw > 0,
+                             "> 0 when network.gpus_per_node is set")
+                check_finite("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
         share = self.calibrate_share
         if share is not None:
             check("network.calibrate_share", share, emulated,
@@ -413,7 +417,8 @@ class TrainConfig:
         """Counts, rate and target in their ranges; ``resume`` true, false or a run dir."""
         for key, rule in (("epochs", 1), ("eval_every", 1), ("warmup_epochs", 0), ("patience", 0)):
             check(f"train.{key}", getattr(self, key), getattr(self, key) >= rule, f">= {rule}")
-        check("train.lr", self.lr, math.isfinite(self.lr) and self.lr >= 0, "finite and >= 0")
+        check_finite("train.lr", self.lr, self.lr >= 0, ">= 0")
+        check_finite("train.weight_decay", self.weight_decay, self.weight_decay >= 0, ">= 0")
         if self.target is not None:
             check("train.target", self.target, 0 < self.target <= 1, "a validation score in (0, 1], or null")
         check("train.checkpoint_every", self.checkpoint_every, self.checkpoint_every >= 0, ">= 0 (0: none)")
@@ -517,6 +522,23 @@ def check_plain_name(key: str, value: str) -> None:
     """``value`` is a :data:`PLAIN_NAME` (a dataset's name becomes cache file names)."""
     check(key, repr(value), isinstance(value, str) and PLAIN_NAME.fullmatch(value) is not None,
           "a plain name of letters, digits and . _ + - (at most 128, starting with a letter or digit; no path)")
+
+
+SEED_RANGE = 2**63
+"""Seeds are non-negative 64-bit signed integers (torch's and METIS's generators take them so)."""
+TIMEOUT_LIMIT_S = 2_147_483
+"""The longest timeout torch's process groups and stores take: 2^31 - 1 milliseconds (24.8 days)."""
+
+
+def check_finite(key: str, value: float, ok: bool = True, rule: str = "") -> None:
+    """``value`` is a finite number for which ``ok`` holds (NaN and infinities fail every rule)."""
+    check(key, value, isinstance(value, (int, float)) and math.isfinite(value) and ok,
+          f"finite and {rule}" if rule else "finite")
+
+
+def check_seed(key: str, value: int) -> None:
+    """``value`` is a :data:`SEED_RANGE` seed."""
+    check(key, value, 0 <= value < SEED_RANGE, "in 0..2^63 - 1")
 
 
 def check_path(key: str, value: str) -> None:

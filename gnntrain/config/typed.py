@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from gnntrain.errors import ConfigError
 from omegaconf import OmegaConf
 
 from gnntrain.config.schema import RootConfig, typed
@@ -30,6 +31,11 @@ def run_config(cfg: dict | RootConfig, option_schema: OptionSchema) -> RootConfi
     dataclass of the model and the strategy it chose."""
     if isinstance(cfg, RootConfig):
         return cfg
+    known = [field.name for field in dataclasses.fields(RootConfig)]
+    unknown = sorted(set(cfg) - set(known))
+    if unknown:
+        raise ConfigError(f"{unknown[0]} is not a gnntrain key (added with +{unknown[0]}=...?); valid: "
+                          f"{', '.join(known)}, each with the keys of its section")
     sections = {}
     for field in dataclasses.fields(RootConfig):
         value, schema = cfg[field.name], field.metadata.get("schema")

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from omegaconf import MISSING
 
-from gnntrain.config.schema import DatasetConfig, SyntheticConfig, check, registered
+from gnntrain.config.schema import DatasetConfig, SyntheticConfig, check, check_finite, check_seed, registered
 from gnntrain.errors import ConfigError
 from gnntrain.references import Reference, reference_name, resolve
 
@@ -119,7 +119,10 @@ def validate_synthetic(dataset: SyntheticConfig) -> None:
           f"in (0, dataset.num_nodes - 1 = {nodes - 1}]")
     check("dataset.num_features", dataset.num_features, dataset.num_features >= 1, ">= 1")
     check("dataset.homophily", dataset.homophily, 0 <= dataset.homophily <= 1, "in [0, 1]")
-    check("dataset.feature_noise", dataset.feature_noise, dataset.feature_noise >= 0, ">= 0")
+    check_finite("dataset.feature_noise", dataset.feature_noise, dataset.feature_noise >= 0, ">= 0")
+    check_finite("dataset.degree_exponent", dataset.degree_exponent, dataset.degree_exponent > 1,
+                 "> 1 (a Pareto tail exponent: real graphs' degrees have 2-3)")
+    check_seed("dataset.graph_seed", dataset.graph_seed)
     check("dataset.train_frac", dataset.train_frac, 0 < dataset.train_frac < 1, "in (0, 1)")
     room = 1 - dataset.train_frac
     check("dataset.val_frac", dataset.val_frac, 0 <= dataset.val_frac <= room,

@@ -70,6 +70,8 @@ def check(cfg: dict | RootConfig) -> RootConfig:
         fault = run.fault.rank
         check_value("fault.rank", fault, fault is None or 0 <= fault < world_size,
                     f"a rank in 0..{world_size - 1}, or null")
+        epoch = run.fault.epoch
+        check_value("fault.epoch", epoch, epoch is None or epoch >= 1, "an epoch >= 1, or null")
     return run
 
 

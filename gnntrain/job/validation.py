@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from gnntrain.config.schema import RootConfig, check
+from gnntrain.config.schema import RootConfig, check, check_seed
 from gnntrain.data.sources import dataset_source
 from gnntrain.errors import ConfigError
 from gnntrain.job.launch.join import under_torchrun
@@ -30,9 +30,13 @@ def validate(run: RootConfig) -> None:
     """Every component's checks of its own keys, then the rules between components."""
     run.dataset.validate()
     dataset_source(run.dataset.source).check(run.dataset)
-    model_spec(run.model.name).check(run.model, run.train.weight_decay)
+    check_seed("seed", run.seed)
+    check_seed("dataset.split_seed", run.dataset.split_seed)
+    if isinstance(getattr(run.strategy, "seed", None), int):
+        check_seed("strategy.seed", run.strategy.seed)
     for section in (run.train, run.cluster, run.partition, run.network):
         section.validate()
+    model_spec(run.model.name).check(run.model, run.train.weight_decay)
     method(run.strategy.name).check(run.strategy)
     if run.train.dtype == "bfloat16" and run.cluster.device != "cuda":
         raise ConfigError(f"train.dtype=bfloat16 on cluster.device={run.cluster.device}: torch's CPU sparse "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.config.schema import DecayGroup, ModelConfig, Norm, check
+from gnntrain.config.schema import DecayGroup, ModelConfig, Norm, check, check_finite
 from gnntrain.models.registry import ModelSpec, register_model
 
 PACKAGE = "gnntrain.models"
@@ -69,8 +69,11 @@ class GCNIIConfig(ModelConfig):
 
 
 def validate_gcnii(config: GCNIIConfig) -> None:
-    """GCNII has no norm layers."""
+    """No norm layers; the initial residual a weight, and ``beta_l = log(theta / l + 1)`` defined
+    and non-negative."""
     check("model.norm", config.norm, config.norm == "none", "none for gcnii (it has no norm layers)")
+    check_finite("model.alpha", config.alpha, 0 <= config.alpha <= 1, "in [0, 1] (the initial residual's weight)")
+    check_finite("model.theta", config.theta, config.theta >= 0, ">= 0 (beta_l = log(theta / l + 1))")
 
 
 register_model(ModelSpec("gcnii", f"{PACKAGE}.gcnii:build_gcnii", GCNIIConfig, validate=validate_gcnii))
@@ -89,7 +92,12 @@ class DeepGCNConfig(ModelConfig):
     """Learn the inverse temperature."""
 
 
-register_model(ModelSpec("deepgcn", f"{PACKAGE}.deepgcn:build_deepgcn", DeepGCNConfig))
+def validate_deepgcn(config: DeepGCNConfig) -> None:
+    """A finite inverse temperature (the softmax aggregation's ``exp(t m)``)."""
+    check_finite("model.t", config.t)
+
+
+register_model(ModelSpec("deepgcn", f"{PACKAGE}.deepgcn:build_deepgcn", DeepGCNConfig, validate=validate_deepgcn))
 
 
 @dataclass

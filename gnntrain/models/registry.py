@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from gnntrain.config.schema import ModelConfig, check, registered
+from gnntrain.config.schema import ModelConfig, check, check_finite, registered
 from gnntrain.models.decay import parameter_decays
 from gnntrain.references import resolve
 
@@ -47,6 +47,9 @@ class ModelSpec:
         check("model.dropout", config.dropout, 0.0 <= config.dropout < 1.0, "in [0, 1)")
         if self.validate is not None:
             self.validate(config)
+        for g, group in enumerate(config.decay_groups):
+            decay = group.weight_decay
+            check_finite(f"model.decay_groups[{g}].weight_decay", decay, decay >= 0, ">= 0")
         if config.decay_groups:
             from gnntrain.models.norm import local_sum
 

@@ -41,7 +41,7 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.data.job import JobData
 from gnntrain.engine.recorder import WandbFollower
-from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred
+from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred, warn
 from gnntrain.job.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 from gnntrain.job.launch.fork_server import Surroundings, worker_context
@@ -148,6 +148,9 @@ def rendezvous_store(addr: str, port: int, timeout_s: int) -> dist.TCPStore:
     one, picked by the kernel as it binds). A store that opens its own socket listens on every
     interface of the machine, with no authentication; this one is given a socket bound to the
     one address (``cluster.master_addr``, loopback by default)."""
+    if addr in ("0.0.0.0", "::"):
+        warn(f"cluster.master_addr={addr}: the job's rendezvous store listens on every interface of this machine, "
+             "unauthenticated; an address of the interface the workers use keeps it there")
     listener = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
     try:
         listener.bind((addr, port))
