@@ -47,6 +47,10 @@ def _job(cfg: DictConfig) -> None:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     try:  # before anything is written: an empty dir would be wherever the job starts
         check_path("hydra.sweep.dir" if multirun else "hydra.run.dir", hydra_cfg.sweep.dir if multirun else hydra_cfg.run.dir)
+        if not multirun and cfg.cluster.name == "slurm":
+            raise ConfigError("cluster=slurm submits through Hydra's submitit launcher, which only a sweep uses: "
+                              "without -m the job would run here, on this machine; valid: gnntrain -m cluster=slurm "
+                              "... (docs/clusters.md)")
     except ConfigError as exc:
         _exit_with(exc)
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()

@@ -152,3 +152,13 @@ def test_an_empty_run_dir_is_refused_before_anything_is_written(tmp_path) -> Non
     assert done.returncode == 2
     assert done.stderr.strip() == "gnntrain: error: hydra.run.dir='' is invalid; it must be a non-empty path on one line"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cluster_slurm_without_a_sweep_is_refused_not_run_here(tmp_path) -> None:
+    done = subprocess.run([GNNTRAIN, "cluster=slurm", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
+                          capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
+    run_dir = tmp_path / "run"  # Hydra makes the dir before gnntrain runs; nothing is written there
+    assert done.returncode == 2 and (not run_dir.exists() or list(run_dir.iterdir()) == [])
+    assert done.stderr.strip() == ("gnntrain: error: cluster=slurm submits through Hydra's submitit launcher, which "
+                                   "only a sweep uses: without -m the job would run here, on this machine; valid: "
+                                   "gnntrain -m cluster=slurm ... (docs/clusters.md)")
