@@ -199,3 +199,19 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
     except OSError:
         return ""
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_workers_print_no_cpp_warnings_unless_debugging(debug: bool) -> None:
+    """The fork server imports torch with its C++ log level at ERROR (its workers inherit it),
+    the launcher's own environment left as it was; ``GNNTRAIN_DEBUG=1`` keeps the warnings."""
+    code = ("import os, multiprocessing.forkserver as server\n"
+            "from gnntrain.job.launch.fork_server import worker_context\n"
+            "worker_context()\n"
+            "environ = open(f'/proc/{server._forkserver._forkserver_pid}/environ', 'rb').read().split(b'\\0')\n"
+            "print(b'TORCH_CPP_LOG_LEVEL=ERROR' in environ, 'TORCH_CPP_LOG_LEVEL' in os.environ)\n")
+    env = {k: v for k, v in ENV.items() if k not in ("TORCH_CPP_LOG_LEVEL", "GNNTRAIN_DEBUG")}
+    if debug:
+        env["GNNTRAIN_DEBUG"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.stdout.split() == [str(not debug), "False"], done.stderr

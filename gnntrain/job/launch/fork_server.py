@@ -35,6 +35,13 @@ and no strategy's implementation, which only its own runs load (a run lists the 
 loaded: ``summary.json``'s ``code``)."""
 
 
+CPP_LOG_VARIABLE = "TORCH_CPP_LOG_LEVEL"
+"""torch's C++ log level, read once as torch is imported: the fork server imports it at ``ERROR``
+(unless ``GNNTRAIN_DEBUG=1`` or the variable is set), so its workers print no C++ warnings. The
+peak-memory profiler's ``CPUAllocator`` "memory block of unknown size" lines filled repro logs
+(64 in one); a C++ error still prints."""
+
+
 def worker_context() -> BaseContext:
     """The multiprocessing context the workers start in: the fork server's, started now unless it
     runs already (it lives as long as the launcher)."""
@@ -47,10 +54,14 @@ def worker_context() -> BaseContext:
 
 @functools.cache
 def _start_silently() -> None:
-    """Start the fork server, once per launcher, with no output and without ``GNNTRAIN_PLUGINS``
-    (module docstring): the launcher's standard output and error point at nothing, and its
-    environment lacks the variable, only while the server is started."""
+    """Start the fork server, once per launcher, with no output, without ``GNNTRAIN_PLUGINS``
+    (module docstring) and with torch's C++ warnings off (:data:`CPP_LOG_VARIABLE`): the
+    launcher's standard output and error point at nothing, and its environment is changed, only
+    while the server is started."""
     plugins = os.environ.pop(PLUGINS_VARIABLE, None)
+    quiet = os.environ.get("GNNTRAIN_DEBUG") != "1" and CPP_LOG_VARIABLE not in os.environ
+    if quiet:
+        os.environ[CPP_LOG_VARIABLE] = "ERROR"
     sys.stdout.flush()
     sys.stderr.flush()
     output = [os.dup(1), os.dup(2)]
@@ -66,6 +77,8 @@ def _start_silently() -> None:
             os.close(fd)
         if plugins is not None:
             os.environ[PLUGINS_VARIABLE] = plugins
+        if quiet:
+            del os.environ[CPP_LOG_VARIABLE]
 
 
 @dataclass(frozen=True)
