@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +18,8 @@ from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.strategies.graph_parallel.config import SAMPLED_GRAPH_BYTES_PER_EDGE
 from gnntrain.engine.summary import RunSummary
+
+GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
 
 
 def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
@@ -83,3 +91,30 @@ def test_the_summary_holds_the_estimate_beside_the_measured_peak(tmp_path) -> No
     estimate, measured = summary.estimated_peak_mem_mb, summary.peak_mem_mb
     assert summary.memory_estimate["total_mb"] == estimate
     assert 0.75 <= estimate / measured <= 1.25
+
+
+def test_a_graph_too_big_for_this_machine_is_refused_before_it_is_drawn_or_partitioned(tmp_path) -> None:
+    """The new user's case: BNS-GCN at p = 0.1, 4 workers, GraphSAGE-64 on a synthetic graph of
+    2M nodes and 120M directed edges (60M undirected), as many more as this machine's memory
+    needs: refused in one line with its estimate, in seconds (a proxy's partition), with no
+    partition of the graph computed."""
+    nodes = 2_000_000 * max(1, math.ceil(memory_estimate.available_mb() / (16 * 1024)))
+    start = time.monotonic()
+    done = subprocess.run([GNNTRAIN, "strategy=bns", "strategy.p=0.1", "cluster.world_size=4", "model=sage",
+                           "model.hidden=64", f"dataset.num_nodes={nodes}", "dataset.avg_degree=60",
+                           f"partition.cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+                          capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=300)
+    assert done.returncode == 2 and time.monotonic() - start < 30
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("gnntrain: error: ") and "need" in line and "an estimated" in line
+    assert f"(estimated before drawing or partitioning the {nodes}-node graph" in line
+    assert len(list((tmp_path / "cache" / "partitions").iterdir())) <= 1  # the proxy's, where the ranks were estimated
+
+
+def test_the_partition_peak_estimate_covers_the_measured_peaks() -> None:
+    """At most 40% above the peaks measured (make scale at ogbn-products' size: 11.63 GiB; the
+    default synthetic graph at 2M nodes and average degree 60: 14.52 GiB), never below them."""
+    for nodes, edges, features, measured_gib in ((2_449_029, 123_639_324, 100, 11.63),
+                                                 (2_000_000, 117_487_592, 32, 14.52)):
+        estimate = memory_estimate.partition_peak_mb(nodes, edges, features, "float32") / 1024
+        assert measured_gib <= estimate <= 1.4 * measured_gib, (estimate, measured_gib)

@@ -173,6 +173,12 @@ def _problem(entry: object, data: GraphData, parts: int, fingerprint: str) -> st
     return None
 
 
+def cache_path(cache_dir: str | Path, dataset_key: str, method: str, parts: int, seed: int) -> Path:
+    """Where the partition of the dataset ``dataset_key`` by ``method`` into ``parts`` parts
+    with ``seed`` is cached."""
+    return cache_folder(cache_dir, "partitions") / f"{dataset_key}-{method}-{parts}-s{seed}.pt"
+
+
 def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int, seed: int,
                       cache_dir: str | Path) -> tuple[torch.Tensor, bool]:
     """The cached partition if it is valid for this graph, else a fresh one (then cached).
@@ -182,8 +188,8 @@ def load_or_partition(data: GraphData, dataset_key: str, method: str, parts: int
     """
     if method not in METHODS:
         raise ValueError(f"unknown partition method {method!r}; valid: {', '.join(METHODS)}")
-    folder = cache_folder(cache_dir, "partitions")
-    path = folder / f"{dataset_key}-{method}-{parts}-s{seed}.pt"
+    path = cache_path(cache_dir, dataset_key, method, parts, seed)
+    folder = path.parent
     fingerprint = graph_fingerprint(data)
     if path.exists():
         try:

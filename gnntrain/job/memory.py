@@ -70,6 +70,27 @@ BACKWARD_FACTOR = 2.0
 """The saved activations and, at the backward's peak, gradients of about the same rows."""
 
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2}
+PARTITION_BYTES_PER_EDGE = 128.0
+"""Resident bytes per directed edge while the launcher partitions the whole graph (its edge
+lists, METIS's symmetrised CSR, its coarser graphs and the sorts that build them), beside its
+features and runtime. Measured: 127 on a synthetic graph of 2M nodes, 117.5M directed edges,
+32 features and homophily 0.8 (14.52 GiB); 90 at ogbn-products' size and homophily 0.97
+(``make scale``, 11.63 GiB). The larger, so a refusal errs on the side of room (products'
+partition is over-estimated by 38%)."""
+WHOLE_GRAPH_BYTES_PER_EDGE = 16.0
+"""The launcher's whole graph while its ranks run: the ``edge_index`` (two int64 per edge),
+beside the features (the ranks carve their parts from it)."""
+
+
+def whole_graph_mb(nodes: int, edges: int, features: int, dtype: str) -> float:
+    """What the launcher holds of a graph while its ranks run (:data:`WHOLE_GRAPH_BYTES_PER_EDGE`), MiB."""
+    return (nodes * features * DTYPE_BYTES[dtype] + WHOLE_GRAPH_BYTES_PER_EDGE * edges) / 2**20
+
+
+def partition_peak_mb(nodes: int, edges: int, features: int, dtype: str) -> float:
+    """The launcher's estimated peak while it partitions a graph of ``nodes`` nodes, ``edges``
+    directed edges and ``features`` input features (:data:`PARTITION_BYTES_PER_EDGE`), MiB."""
+    return RUNTIME_MB["started"] + (nodes * features * DTYPE_BYTES[dtype] + PARTITION_BYTES_PER_EDGE * edges) / 2**20
 
 
 @dataclass(frozen=True)
@@ -193,7 +214,7 @@ def available_mb() -> float:
 
 
 def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_size: int,
-               mapped_mb: dict[int, float] | None) -> None:
+               mapped_mb: dict[int, float] | None, launcher_mb: float = 0.0) -> None:
     """Stop before training, in one line, where the ranks running here need more memory than is
     available: the estimate, the memory here, and settings that would fit.
 
@@ -202,11 +223,13 @@ def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_si
     and ranks that load part files (``mapped_mb``: each local rank's part file size; None where
     the ranks carve their parts in memory) map them from disk: those pages count in a rank's
     resident peak, but they are the page cache's, which ``MemAvailable`` already counts as
-    available and the kernel reads again rather than kill a process for."""
+    available and the kernel reads again rather than kill a process for. ``launcher_mb``: what
+    the launcher will hold beside them that it does not hold yet (its whole graph, where the job
+    is checked before drawing it)."""
     mapped = mapped_mb or {}
     need = (sum(estimates[r].total_mb - mapped.get(r, 0.0) for r in local_ranks)
             - SHARED_RUNTIME_MB * (len(local_ranks) - 1))
-    have = available_mb()
+    have = available_mb() - launcher_mb
     if need <= have:
         return
     worst = max(estimates, key=lambda e: e.total_mb)
@@ -215,5 +238,6 @@ def check_fits(estimates: list[MemoryEstimate], local_ranks: list[int], world_si
     if mapped_mb is None:
         fixes.insert(0, "part files (gnntrain-partition with the same overrides), so no process holds the whole graph")
     files = f" besides the {sum(mapped.values()) / 1024:.1f} GiB of part files they map" if mapped else ""
+    held = f" once the launcher holds the whole graph ({launcher_mb / 1024:.1f} GiB)" if launcher_mb else ""
     raise ConfigError(f"the {len(local_ranks)} ranks here need an estimated {need / 1024:.1f} GiB{files} (largest rank "
-                      f"{worst.describe()}) but {have / 1024:.1f} GiB is available; would fit: {'; '.join(fixes)}")
+                      f"{worst.describe()}) but {have / 1024:.1f} GiB is available{held}; would fit: {'; '.join(fixes)}")

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 
 from gnntrain.comm.meter import TRAINING_CATEGORIES, category
 from gnntrain.config.schema import RootConfig
-from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
 from gnntrain.job.memory import DTYPE_BYTES, RUNTIME_MB, estimate_job, estimate_rank
 from gnntrain.predict.costs import Costs
@@ -114,13 +113,9 @@ def replayed(strategy: str, line: Timeline, topology: Topology, peak: list[float
 
 def peak_mb(run: RootConfig, shape: PartitionShape) -> list[float]:
     """Each rank's estimated peak (module docstring), MiB."""
-    facts = GraphFacts(name="predicted", num_nodes=shape.nodes, num_edges=shape.edges, num_features=shape.features,
-                       num_classes=shape.classes, multilabel=False, num_train=round(sum(shape.train)))
+    facts = shape.facts()
     if method(run.strategy.name).family.name == "graph_parallel":
-        stats = {"inner_nodes": [round(v) for v in shape.inner], "boundary_nodes": [round(v) for v in shape.halo],
-                 "inner_edges": [round(v) for v in shape.in_edges],
-                 "sent_rows": [round(sum(row)) for row in shape.rows]}
-        return [e.total_mb for e in estimate_job(run, facts, stats)]
+        return [e.total_mb for e in estimate_job(run, facts, shape.stats())]
     world, dtype = run.cluster.world_size, str(run.train.dtype)
     if method(run.strategy.name).family.name == "minibatch":
         rows = run.strategy.batch_size / world

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.data.graph_data import GraphData
+from gnntrain.data.graph_data import GraphData, GraphFacts
 from gnntrain.data.job import prepare_job_data
 from gnntrain.data.partition import narrow_owners
 
@@ -69,6 +69,16 @@ class PartitionShape:
                        readers=tuple(tuple(tuple((c, n * rows) for c, n in pair) for pair in row)
                                      for row in self.readers),
                        scale=self.scale * rows)
+
+    def facts(self) -> GraphFacts:
+        """The graph's facts as a memory estimate reads them (:func:`~gnntrain.job.memory.estimate_job`)."""
+        return GraphFacts(name="predicted", num_nodes=self.nodes, num_edges=self.edges, num_features=self.features,
+                          num_classes=self.classes, multilabel=False, num_train=round(sum(self.train)))
+
+    def stats(self) -> dict:
+        """Each part's counts as a partition's stats give them (:func:`~gnntrain.data.partition.partition_stats`)."""
+        return {"inner_nodes": [round(v) for v in self.inner], "boundary_nodes": [round(v) for v in self.halo],
+                "inner_edges": [round(v) for v in self.in_edges], "sent_rows": [round(sum(row)) for row in self.rows]}
 
     def cut_edges(self, reader: int) -> float:
         """In-edges of ``reader``'s inner rows from other parts' rows."""

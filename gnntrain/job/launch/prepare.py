@@ -8,18 +8,25 @@ the checkpoint it resumes from (:class:`~gnntrain.engine.checkpoint.Resume`), it
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.data.job import JobData
-from gnntrain.data.parted import part_file
+from gnntrain.data.job import JobData, dataset_key, parted_folder, partition_spec, partitioner
+from gnntrain.data.parted import PartedDataset, part_file
+from gnntrain.data.partition import cache_path
 from gnntrain.engine.checkpoint import Resume
-from gnntrain.errors import first_line, warn
+from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.job.launch.data import prepared_once, prepared_under_lock
-from gnntrain.job.memory import check_fits, estimate_job
+from gnntrain.job.memory import available_mb, check_fits, estimate_job, partition_peak_mb, whole_graph_mb
 from gnntrain.job.validation import job_layout, resolve_world_size
 from gnntrain.parallel.mesh import Layout
+from gnntrain.predict.shape import proxy_shape
 from gnntrain.strategies import loads_parts
+
+PROXY_NODES = 100_000
+"""Above this many nodes a synthetic graph's job is estimated from a proxy of this many before
+its graph is drawn (:meth:`PreparedJob.refuse_before_partition`): a proxy's partition takes
+seconds, the graph's minutes."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,45 @@ class PreparedJob:
         """The job's data for the ranks ``here`` (this machine's): prepared once per job (by the
         launcher of spawned workers) or per node or job under torchrun (the process group
         exists), with the estimated peak memory per rank (:meth:`estimate_memory`)."""
+        self.refuse_before_partition(here, forked=not under_torchrun)
         job = (prepared_once(self.run, self.layout, self.ranks_load_parts) if under_torchrun
                else prepared_under_lock(self.run, self.layout, self.ranks_load_parts, write_parts=False))
         self.estimate_memory(job, here, forked=not under_torchrun)
         return job
+
+    def refuse_before_partition(self, here: range, forked: bool) -> None:
+        """Stop a job that cannot fit before its graph is drawn or partitioned, where its size is
+        known from the config (a synthetic graph of more than :data:`PROXY_NODES` nodes, each rank
+        holding one part): the launcher's partition peak
+        (:func:`~gnntrain.job.memory.partition_peak_mb`, unless the partition is cached), and
+        the ranks' peaks from a proxy's partition scaled to the graph
+        (:func:`~gnntrain.predict.shape.proxy_shape`, the predictor's). The estimate after the
+        partition (:meth:`estimate_memory`) still decides for the jobs that pass."""
+        run, dataset = self.run, self.run.dataset
+        if dataset.source != "synthetic" or dataset.num_nodes <= PROXY_NODES or not self.ranks_load_parts:
+            return
+        if PartedDataset.find(parted_folder(run, partition_spec(run, self.layout.parts))) is not None:
+            return  # the ranks map their part files: the estimate after loading is quick and exact
+        nodes, edges = dataset.num_nodes, round(dataset.num_nodes * dataset.avg_degree)
+        why = f"estimated before drawing or partitioning the {nodes}-node graph"
+        cached = cache_path(run.partition.cache_dir, dataset_key(dataset), partitioner(run.partition),
+                            self.layout.parts, run.seed).exists()
+        if not cached:
+            need, have = partition_peak_mb(nodes, edges, dataset.num_features, str(run.train.dtype)), available_mb()
+            if need > have:
+                raise ConfigError(f"partitioning the {nodes}-node graph ({edges} directed edges) needs an estimated "
+                                  f"{need / 1024:.1f} GiB (the whole graph and METIS's copies of it) but "
+                                  f"{have / 1024:.1f} GiB is available; would fit: a smaller graph, or partitioning "
+                                  f"on a bigger machine (gnntrain-partition, then part files; docs/clusters.md) ({why})")
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"gnntrain: memory of the {nodes}-node graph, first from a {PROXY_NODES}-node proxy:", flush=True)
+        proxy = replace(run, dataset=replace(dataset, num_nodes=PROXY_NODES))
+        shape = proxy_shape(proxy, self.layout.parts, nodes, edges)
+        held = whole_graph_mb(nodes, edges, dataset.num_features, str(run.train.dtype))
+        try:
+            check_fits(estimate_job(run, shape.facts(), shape.stats(), forked), list(here), self.world_size, None, held)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc} ({why}, from a {PROXY_NODES}-node proxy's partition)") from None
 
     def estimate_memory(self, job: JobData, here: range, forked: bool) -> None:
         """Where each rank holds one part: the estimated peak per rank (:mod:`gnntrain.job.memory`;
