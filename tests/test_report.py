@@ -308,3 +308,26 @@ def test_an_unwritable_out_gets_one_line(sweep: Path, tmp_path: Path, capsys) ->
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"gnntrain-report: error: Not a directory: {tmp_path / 'file' / 'report'}"
+
+
+def test_a_baseline_gives_each_setting_its_paired_speedup_and_a_verdict(sweep: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    report.main([str(sweep), "--out", str(tmp_path), "--baseline", "strategy=vanilla"])
+    printed = capsys.readouterr().out
+    runs = read_csv(tmp_path / "report.csv")
+    epoch = {(row["setting"], row["seed"]): float(row["epoch_ms"]) for row in runs}
+    ratios = [epoch["strategy.name=vanilla", seed] / epoch["strategy.name=pipegcn", seed] for seed in ("0", "1")]
+    [row] = read_csv(tmp_path / "baseline.csv")
+    mean, half = interval(ratios)
+    assert row["setting"] == "strategy.name=pipegcn"
+    assert row["epoch_time_speedup"] == f"{sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2:.2f}x [{mean - half:.2f}, {mean + half:.2f}]"
+    assert row["epoch_time_verdict"] == ("ahead" if mean - half > 1 else "behind" if mean + half < 1 else "undecided")
+    assert "Against the baseline `strategy=vanilla`" in printed
+
+
+def test_a_baseline_that_names_no_single_setting_gets_one_line(sweep: Path, tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        report.main([str(sweep), "--out", str(tmp_path), "--baseline", "strategy=adaqp"])
+    assert capsys.readouterr().err.strip() == ("gnntrain-report: error: --baseline strategy=adaqp matches 0 settings; "
+                                               "valid: words of exactly one of strategy.name=vanilla; "
+                                               "strategy.name=pipegcn")

@@ -37,7 +37,7 @@ from gnntrain.engine.early_stop import time_to_target
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run, find_runs
-from gnntrain.report.stats import interval
+from gnntrain.report.stats import interval, paired_ratio
 from gnntrain.errors import GnntrainError, command_errors, warn
 
 IGNORED_KEYS = keys_playing(PLACE)
@@ -360,16 +360,23 @@ def _pyplot():
     return plt
 
 
-def plot_curves(runs: list[Run], labels: list[str], path: Path) -> None:
-    """Validation score, loss and epoch time per epoch, one line per run; the legend right of
-    the panels."""
+SEED_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_curves(runs: list[Run], labels: list[str], settings: list[str], seeds: list, path: Path) -> None:
+    """Validation score, loss and epoch time per epoch, one line per run: a colour per setting
+    (20 before one repeats), a line style per seed; the legend right of the panels."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-    for run, label in zip(runs, labels):
+    colours = {s: plt.get_cmap("tab20" if len(set(settings)) > 10 else "tab10")(i % 20)
+               for i, s in enumerate(dict.fromkeys(settings))}
+    styles = {seed: SEED_STYLES[i % len(SEED_STYLES)] for i, seed in enumerate(dict.fromkeys(seeds))}
+    for run, label, setting, seed in zip(runs, labels, settings, seeds):
+        look = {"color": colours[setting], "linestyle": styles[seed]}
         evaluated = [r for r in run.records if r.val_acc is not None]
-        axes[0].plot([r.epoch for r in evaluated], [r.val_acc for r in evaluated])
-        axes[1].plot([r.epoch for r in run.records], [r.loss for r in run.records], label=label)
-        axes[2].plot([r.epoch for r in run.records], [r.epoch_time * 1e3 for r in run.records])
+        axes[0].plot([r.epoch for r in evaluated], [r.val_acc for r in evaluated], **look)
+        axes[1].plot([r.epoch for r in run.records], [r.loss for r in run.records], label=label, **look)
+        axes[2].plot([r.epoch for r in run.records], [r.epoch_time * 1e3 for r in run.records], **look)
     for ax, title in zip(axes, ("validation score", "training loss", "epoch time (ms)")):
         ax.set_xlabel("epoch")
         ax.set_title(title)
@@ -408,7 +415,36 @@ def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | No
     plt.close(fig)
 
 
-def report(root: Path, out: Path | None = None, target: str | None = None) -> Path:
+def against_baseline(rows: list[dict], baseline: str) -> list[dict]:
+    """Each setting but the baseline's (the one setting whose ``key=value`` words include all of
+    ``baseline``'s; ``strategy=x`` reads as ``strategy.name=x``) against it: the baseline's epoch time over the setting's and, with a target,
+    its time to the target over the setting's, runs paired by seed, each with its 95% interval
+    over the pairs and a verdict (``ahead``: the interval above 1, ``behind``: below, else
+    ``undecided``), as ``make compare`` gives them."""
+    settings = list(dict.fromkeys(row["setting"] or "" for row in rows))
+    wanted = {word if "." in word.partition("=")[0] else word.replace("=", ".name=", 1) for word in baseline.split()}
+    matching = [s for s in settings if wanted <= set(s.split())]
+    if len(matching) != 1:
+        raise GnntrainError(f"--baseline {baseline} matches {len(matching)} settings; valid: words of exactly one of "
+                            f"{'; '.join(s or '(all runs)' for s in settings)}")
+    base = [row for row in rows if (row["setting"] or "") == matching[0]]
+    out = []
+    for setting in settings:
+        if setting == matching[0]:
+            continue
+        members = [row for row in rows if (row["setting"] or "") == setting]
+        row = {"setting": setting}
+        for name, key in (("epoch_time", "epoch_ms"), ("time_to_target", "s_to_target")):
+            if key not in members[0]:
+                continue
+            ratio = paired_ratio(base, members, key)
+            row[f"{name}_speedup"] = str(ratio) if ratio else "no pair"
+            row[f"{name}_verdict"] = ratio.verdict() if ratio else "undecided (no seed in common)"
+        out.append(row)
+    return out
+
+
+def report(root: Path, out: Path | None = None, target: str | None = None, baseline: str | None = None) -> Path:
     """Write ``report.md``, ``report.csv``, ``curves.png`` and ``accuracy_vs_time.png`` (and,
     where runs repeat a setting over seeds or a target is given, ``groups.csv``) for the runs
     under ``root`` into ``out`` (default: ``root``); prints the tables. Returns the markdown file."""
@@ -433,10 +469,16 @@ def report(root: Path, out: Path | None = None, target: str | None = None) -> Pa
             markdown(measured(with_intervals(groups)))
         write_csv(groups, out / "groups.csv")
         written.append(out / "groups.csv")
+    if baseline is not None:
+        compared = against_baseline(rows, baseline)
+        text += (f"\nAgainst the baseline `{baseline}` (its time over each setting's, runs paired by seed; "
+                 "95% interval over the pairs; ahead or behind where the interval excludes 1):\n\n" + markdown(compared))
+        write_csv(compared, out / "baseline.csv")
+        written.append(out / "baseline.csv")
     (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
     with_seed = len({row[SEED_KEY] for row in rows}) > 1
-    plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"])
-                       for setting, row in zip(settings, rows)], out / "curves.png")
+    plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"]) for setting, row in zip(settings, rows)],
+                [row["setting"] or "" for row in rows], [row[SEED_KEY] for row in rows], out / "curves.png")
     plot_accuracy_vs_time(runs, [short_label(setting) or "all runs" for setting in settings], score,
                           out / "accuracy_vs_time.png")
     print(text, end="")
@@ -463,9 +505,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", default=None,
                         help="a validation score (0.7) or a percentage of the best run's best score (95%%): "
                              "epochs and seconds to first reach it per run, mean and 95%% interval per setting")
+    parser.add_argument("--baseline", default=None,
+                        help="a setting, as the tables name it (e.g. strategy=vanilla): every other setting's "
+                             "speed-up over it in epoch time (and time to --target), paired by seed, with a 95%% "
+                             "interval and a verdict: ahead, behind or undecided")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-report"):
-        report(args.runs, args.out, args.target)
+        report(args.runs, args.out, args.target, args.baseline)
 
 
 if __name__ == "__main__":

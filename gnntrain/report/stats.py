@@ -1,5 +1,5 @@
 """The statistics every table gives: a mean with its 95% Student-t interval (:func:`interval`),
-and a speed-up measured in interleaved rounds (:class:`Ratio`)."""
+and a speed-up measured in interleaved rounds or paired seeds (:class:`Ratio`, :func:`paired_ratio`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,15 @@ def interval(values: list[float]) -> tuple[float | None, float | None]:
     from scipy.stats import t
 
     return mean, float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def paired_ratio(base: list[dict], rows: list[dict], key: str) -> Ratio | None:
+    """``base``'s ``key`` over that of ``rows``, one ratio per seed both have a value at (a
+    time: above 1, ``rows`` are faster); None where no seed pairs them."""
+    by_seed = {row["seed"]: row[key] for row in base if row.get(key) is not None}
+    ratios = [by_seed[row["seed"]] / row[key] for row in rows
+              if row.get(key) is not None and row["seed"] in by_seed and row[key] > 0]
+    return Ratio(ratios) if ratios else None
 
 
 @dataclass
@@ -41,6 +50,14 @@ class Ratio:
         else ``undecided`` (the spread straddles it)."""
         low, high = self.bounds or (self.median, self.median)
         return "met" if low >= target else "**missed**" if high < target else "undecided (within the spread)"
+
+    def verdict(self) -> str:
+        """``ahead`` where the interval lies above 1, ``behind`` where below, else ``undecided``
+        (one round gives no interval: undecided)."""
+        if self.bounds is None:
+            return "undecided (1 pair)"
+        low, high = self.bounds
+        return "ahead" if low > 1 else "behind" if high < 1 else "undecided"
 
     def __str__(self) -> str:
         if self.bounds is None:

@@ -52,7 +52,7 @@ from pathlib import Path
 from gnntrain.engine.summary import SUMMARY_FILE
 from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
 from gnntrain.report.runs import Run, find_runs, same_clock
-from gnntrain.report.stats import Ratio
+from gnntrain.report.stats import Ratio, paired_ratio
 from gnntrain.repro import CHECKOUT, SHARED_DATA
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows
@@ -238,10 +238,7 @@ def time_ratio(base: list[dict], rows: list[dict]) -> Ratio | None:
     seed, where both reached it); None where no round has both. Rows of one clock only
     (:func:`gnntrain.report.runs.same_clock`)."""
     same_clock([(row["clock"], row["run"]) for row in base + rows])
-    reached = {row["seed"]: row["s_to_target"] for row in base if row["s_to_target"] is not None}
-    ratios = [reached[row["seed"]] / row["s_to_target"] for row in rows
-              if row["s_to_target"] is not None and row["seed"] in reached]
-    return Ratio(ratios) if ratios else None
+    return paired_ratio(base, rows, "s_to_target")
 
 
 def ci(row: dict, key: str, scale: float = 1.0, digits: int = 2) -> str:
