@@ -137,6 +137,8 @@ def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) 
     (["model=gcnii", "model.decay_groups=[{params:[convs.*],weight_decay:-0.5}]"],
      "model.decay_groups[0].weight_decay=-0.5 is invalid; it must be finite and >= 0"),
     (["fault.rank=0", "fault.epoch=0"], "fault.epoch=0 is invalid; it must be an epoch >= 1, or null"),
+    (["model.layers=100000"], "model.layers=100000 is invalid; it must be in 1..1000 (the deepest of the papers: "
+                              "DeeperGCN's 112, GCNII's 64)"),
     (["+foo=1"], "foo is not a gnntrain key (added with +foo=...?); valid: dataset, model, strategy, cluster, "
                  "network, partition, train, wandb, fault, seed, run_dir, each with the keys of its section"),
 ])

@@ -118,3 +118,18 @@ def test_the_partition_peak_estimate_covers_the_measured_peaks() -> None:
                                                  (2_000_000, 117_487_592, 32, 14.52)):
         estimate = memory_estimate.partition_peak_mb(nodes, edges, features, "float32") / 1024
         assert measured_gib <= estimate <= 1.4 * measured_gib, (estimate, measured_gib)
+
+
+@pytest.mark.parametrize("overrides", [["dataset.num_features=100000000"], ["model.hidden=100000000"],
+                                       ["dataset.num_nodes=10000000", "dataset.num_classes=10000000"],
+                                       ["dataset.num_nodes=1000000000"]],
+                         ids=["1e8 features", "1e8 hidden", "1e7 classes", "1e9 nodes"])
+def test_sizes_beyond_memory_are_refused_before_anything_of_their_size_is_allocated(overrides: list[str],
+                                                                                    tmp_path) -> None:
+    start = time.monotonic()
+    done = subprocess.run([GNNTRAIN, *overrides, f"partition.cache_dir={tmp_path / 'cache'}",
+                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True,
+                          env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and time.monotonic() - start < 30 and len(lines) == 1
+    assert lines[0].startswith("gnntrain: error: ") and " GiB is available" in lines[0]

@@ -87,6 +87,16 @@ def whole_graph_mb(nodes: int, edges: int, features: int, dtype: str) -> float:
     return (nodes * features * DTYPE_BYTES[dtype] + WHOLE_GRAPH_BYTES_PER_EDGE * edges) / 2**20
 
 
+def floor_mb(model: ModelConfig, nodes: int, edges: int, features: int, classes: int, dtype: str) -> float:
+    """Less than any job of these sizes needs, computed without allocating anything: the whole
+    graph (:func:`whole_graph_mb`), the model's weights with their gradients and Adam's two
+    moments (a lower bound on the weights: one ``hidden x hidden`` map per hidden layer), and
+    the logits of every node, which training or evaluation computes over the ranks."""
+    hidden = model.hidden
+    weights = features * hidden + (model.layers - 1) * hidden * hidden + hidden * classes
+    return whole_graph_mb(nodes, edges, features, dtype) + (4 * weights + nodes * classes) * DTYPE_BYTES[dtype] / 2**20
+
+
 def partition_peak_mb(nodes: int, edges: int, features: int, dtype: str) -> float:
     """The launcher's estimated peak while it partitions a graph of ``nodes`` nodes, ``edges``
     directed edges and ``features`` input features (:data:`PARTITION_BYTES_PER_EDGE`), MiB."""

@@ -42,7 +42,8 @@ class ModelSpec:
         """The checks every model's section takes (sizes, dropout, ``model.decay_groups`` against
         the parameters of a small instance, whose other parameters take ``weight_decay``), then
         the model's own."""
-        check("model.layers", config.layers, config.layers >= 1, ">= 1")
+        check("model.layers", config.layers, 1 <= config.layers <= MAX_LAYERS,
+              f"in 1..{MAX_LAYERS} (the deepest of the papers: DeeperGCN's 112, GCNII's 64)")
         check("model.hidden", config.hidden, config.hidden >= 1, ">= 1")
         check("model.dropout", config.dropout, 0.0 <= config.dropout < 1.0, "in [0, 1)")
         if self.validate is not None:
@@ -56,6 +57,10 @@ class ModelSpec:
             names = [name for name, _ in self.build(config, 2, 2, local_sum).named_parameters()]
             parameter_decays(names, config.decay_groups, weight_decay)
 
+
+MAX_LAYERS = 1000
+"""The deepest model a run takes: deeper ones spent minutes building before the memory estimate
+could refuse them."""
 
 MODELS: dict[str, ModelSpec] = {}
 """Every registered model, by name."""

@@ -17,7 +17,7 @@ from gnntrain.data.partition import cache_path
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.job.launch.data import prepared_once, prepared_under_lock
-from gnntrain.job.memory import available_mb, check_fits, estimate_job, partition_peak_mb, whole_graph_mb
+from gnntrain.job.memory import available_mb, check_fits, estimate_job, floor_mb, partition_peak_mb, whole_graph_mb
 from gnntrain.job.validation import job_layout, resolve_world_size
 from gnntrain.parallel.mesh import Layout
 from gnntrain.predict.shape import proxy_shape
@@ -51,6 +51,17 @@ class PreparedJob:
         self.estimate_memory(job, here, forked=not under_torchrun)
         return job
 
+    def refuse_below_floor(self, nodes: int, edges: int, features: int, classes: int) -> None:
+        """Stop a job whose sizes need more than this machine has even at their least
+        (:func:`~gnntrain.job.memory.floor_mb`), before anything of that size is allocated."""
+        run = self.run
+        floor, have = floor_mb(run.model, nodes, edges, features, classes, str(run.train.dtype)), available_mb()
+        if floor > have:
+            raise ConfigError(f"a graph of {nodes} nodes, {edges} directed edges and {features} features with "
+                              f"model.hidden={run.model.hidden}, model.layers={run.model.layers} and {classes} classes "
+                              f"needs more than {floor / 1024:.1f} GiB (the graph, the weights, Adam's state and every "
+                              f"node's logits) but {have / 1024:.1f} GiB is available; would fit: smaller sizes")
+
     def refuse_before_partition(self, here: range, forked: bool) -> None:
         """Stop a job that cannot fit before its graph is drawn or partitioned, where its size is
         known from the config (a synthetic graph of more than :data:`PROXY_NODES` nodes, each rank
@@ -60,16 +71,20 @@ class PreparedJob:
         (:func:`~gnntrain.predict.shape.proxy_shape`, the predictor's). The estimate after the
         partition (:meth:`estimate_memory`) still decides for the jobs that pass."""
         run, dataset = self.run, self.run.dataset
-        if dataset.source != "synthetic" or dataset.num_nodes <= PROXY_NODES or not self.ranks_load_parts:
+        if dataset.source != "synthetic":
+            return
+        nodes, edges, dtype = dataset.num_nodes, round(dataset.num_nodes * dataset.avg_degree), str(run.train.dtype)
+        self.refuse_below_floor(nodes, edges, dataset.num_features, dataset.num_classes)
+        have = available_mb()
+        if nodes <= PROXY_NODES or not self.ranks_load_parts:
             return
         if PartedDataset.find(parted_folder(run, partition_spec(run, self.layout.parts))) is not None:
             return  # the ranks map their part files: the estimate after loading is quick and exact
-        nodes, edges = dataset.num_nodes, round(dataset.num_nodes * dataset.avg_degree)
         why = f"estimated before drawing or partitioning the {nodes}-node graph"
         cached = cache_path(run.partition.cache_dir, dataset_key(dataset), partitioner(run.partition),
                             self.layout.parts, run.seed).exists()
         if not cached:
-            need, have = partition_peak_mb(nodes, edges, dataset.num_features, str(run.train.dtype)), available_mb()
+            need = partition_peak_mb(nodes, edges, dataset.num_features, dtype)
             if need > have:
                 raise ConfigError(f"partitioning the {nodes}-node graph ({edges} directed edges) needs an estimated "
                                   f"{need / 1024:.1f} GiB (the whole graph and METIS's copies of it) but "
@@ -77,9 +92,10 @@ class PreparedJob:
                                   f"on a bigger machine (gnntrain-partition, then part files; docs/clusters.md) ({why})")
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"gnntrain: memory of the {nodes}-node graph, first from a {PROXY_NODES}-node proxy:", flush=True)
-        proxy = replace(run, dataset=replace(dataset, num_nodes=PROXY_NODES))
-        shape = proxy_shape(proxy, self.layout.parts, nodes, edges)
-        held = whole_graph_mb(nodes, edges, dataset.num_features, str(run.train.dtype))
+        proxy = replace(run, dataset=replace(dataset, num_nodes=PROXY_NODES,
+                                             num_classes=min(dataset.num_classes, PROXY_NODES // 10)))
+        shape = replace(proxy_shape(proxy, self.layout.parts, nodes, edges), classes=dataset.num_classes)
+        held = whole_graph_mb(nodes, edges, dataset.num_features, dtype)
         try:
             check_fits(estimate_job(run, shape.facts(), shape.stats(), forked), list(here), self.world_size, None, held)
         except ConfigError as exc:
@@ -90,7 +106,9 @@ class PreparedJob:
         ``forked``: the ranks are forked from the fork server) into ``job`` and on the console
         (rank 0), and the job stopped if the ranks ``here`` would need more memory than this
         machine has."""
-        if not self.ranks_load_parts or job.facts.num_nodes == 0:
+        facts = job.facts
+        self.refuse_below_floor(facts.num_nodes, facts.num_edges, facts.num_features, facts.num_classes)
+        if not self.ranks_load_parts or facts.num_nodes == 0:
             return
         try:
             estimates = estimate_job(self.run, job.facts, job.stats, forked)
