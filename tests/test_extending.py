@@ -128,3 +128,25 @@ def test_a_knob_of_one_value_is_given_as_a_sweep_and_the_error_says_so(tmp_path:
     assert swept.returncode == 0, swept.stderr
     overrides = [(tmp_path / "sweep" / job / ".hydra" / "overrides.yaml").read_text() for job in ("0", "1")]
     assert "clip" not in overrides[0] and "strategy.clip=0.5" in overrides[1]
+
+
+def test_the_exchange_members_the_guide_lists_exist() -> None:
+    """docs/extending.md's table of what a halo exchange offers names members the code has (it
+    once listed an ``exchange(h, layer)`` method that never existed), the communicator's included."""
+    import inspect
+    import re
+
+    from gnntrain.comm.communicator import Communicator
+    from gnntrain.parallel.halo import HaloExchange
+
+    guide = (Path(__file__).parents[1] / "docs" / "extending.md").read_text()
+    table = guide.split("| member | what it is |", 1)[1].split("\n\n", 1)[0]
+    names = [name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z_]+)[`(]", row.split("|")[1])]
+    assert {"send_index", "comm", "start_forward", "gradient_of_sent_rows"} <= set(names)
+
+    def has(cls: type, name: str) -> bool:
+        return hasattr(cls, name) or f"self.{name} =" in inspect.getsource(cls)
+
+    assert [n for n in names if not has(HaloExchange, n) and n != "self"] == []
+    assert callable(HaloExchange.__call__)
+    assert all(has(Communicator, n) for n in re.findall(r"`comm\.([a-z_]+)`", table))
