@@ -6,6 +6,7 @@ the run is refused in one line."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -140,9 +141,34 @@ def test_a_partitioned_dataset_that_does_not_fit_the_run_is_refused_in_one_line(
     with pytest.raises(ConfigError, match=r"holds no partitioned dataset \(no manifest.json\)"):
         prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}/elsewhere"), 3, loads_parts=True)
     (tmp_path / "part1.pt").write_bytes(b"broken")
+    with pytest.raises(ConfigError, match=r"part file \S+part1.pt has 6 bytes but \d+ were written: it was damaged"):
+        prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3, loads_parts=True)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    del manifest["sizes"]  # as written before the sizes were kept: the rank reading it reports it
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     job = prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3, loads_parts=True)
     with pytest.raises(ConfigError, match=r"part file \S+part1.pt is unreadable"):
         job.part_fields(1, 3)
+
+
+@pytest.mark.parametrize("damage", ["emptied", "swapped", "fifo", "device"])
+def test_a_part_file_emptied_swapped_or_not_a_file_is_refused_before_any_rank_opens_it(damage: str, tmp_path) -> None:
+    """One line naming the file, before any worker starts: a FIFO or /dev/zero would block or
+    never end a rank's read; an emptied or swapped file (the manifest keeps each file's size)."""
+    write_partitioned_dataset(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3)
+    first, second = tmp_path / "part0.pt", tmp_path / "part1.pt"
+    if damage == "emptied":
+        first.write_bytes(b"")
+    elif damage == "swapped":
+        held = first.read_bytes()
+        first.write_bytes(second.read_bytes())
+        second.write_bytes(held)
+    else:
+        first.unlink()
+        os.mkfifo(first) if damage == "fifo" else first.symlink_to("/dev/zero")
+    error = "is not a regular file" if damage in ("fifo", "device") else r"has \d+ bytes but \d+ were written"
+    with pytest.raises(ConfigError, match=rf"^part file {first} {error}"):
+        prepare_job_data(make_run(*GRAPH, f"partition.dir={tmp_path}"), 3, loads_parts=True)
 
 
 def test_partitioning_alone_writes_any_number_of_parts_a_run_would_refuse() -> None:

@@ -69,7 +69,9 @@ class PartedDataset:
         if manifest.get("format") != FORMAT_VERSION:
             raise ConfigError(f"partitioned dataset {folder} has format {manifest.get('format')}; this gnntrain reads "
                               f"format {FORMAT_VERSION}: write it again with gnntrain-partition")
+        sizes = manifest.get("sizes") or {}
         for rank in range(int(manifest.get("partition", {}).get("parts", 0))):
+            _check_file(part_file(folder, rank), sizes.get(str(rank)))
             _refuse_code(part_file(folder, rank))
         return cls(folder, manifest)
 
@@ -97,14 +99,28 @@ def write_parted(folder: Path, facts: GraphFacts, spec: dict, fingerprint: str, 
     (:class:`PartedDataset`'s layout)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
+    sizes = {}
     with phase(f"write {spec['parts']} part files to {folder}", total=spec["parts"]) as progress:
         for rank, fields in enumerate(parts):
             write_atomically(part_file(folder, rank), lambda f, fields=fields: torch.save(fields, f))
+            sizes[str(rank)] = part_file(folder, rank).stat().st_size
             progress.advance()
     manifest = {"format": FORMAT_VERSION, "graph": asdict(facts), "fingerprint": fingerprint,
-                "partition": spec, "stats": stats}
+                "partition": spec, "stats": stats, "sizes": sizes}
     write_atomically(folder / MANIFEST, json.dumps(manifest, indent=1))
     return PartedDataset(folder, manifest)
+
+
+def _check_file(path: Path, size: int | None) -> None:
+    """Refuse, before any rank opens it, a part file that is not a regular file (a FIFO or a
+    device would block or never end) or whose size is not the one written (``size``, from the
+    manifest; absent in manifests written before it was kept): a damaged, emptied or swapped file."""
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"part file {path} is not a regular file; write the partitioned dataset again with "
+                          "gnntrain-partition")
+    if size is not None and path.is_file() and path.stat().st_size != size:
+        raise ConfigError(f"part file {path} has {path.stat().st_size} bytes but {size} were written: it was damaged, "
+                          "emptied or swapped; write the partitioned dataset again with gnntrain-partition")
 
 
 def _refuse_code(path: Path) -> None:
