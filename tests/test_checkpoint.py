@@ -3,6 +3,8 @@ the checkpointed one was, and a checkpoint that does not fit the run is refused 
 
 from __future__ import annotations
 
+import json
+
 import re
 import shutil
 from pathlib import Path
@@ -124,6 +126,17 @@ def test_a_damaged_only_checkpoint_is_refused_in_one_line(checkpointed, tmp_path
     for manifest, damage in (("{", "manifest unreadable"), ("{}", "manifest lacks format, epoch, world_size, config")):
         (where / "manifest.json").write_text(manifest)
         assert damage in _refusal(f"train.resume={tmp_path / 'run'}")
+
+
+@pytest.mark.parametrize("key, value", [("epoch", "2"), ("world_size", 2.5), ("config", [1]), ("format", None)])
+def test_a_manifest_field_of_the_wrong_type_is_a_damaged_checkpoint(checkpointed, tmp_path, key, value) -> None:
+    shutil.copytree(checkpointed, tmp_path / "run")
+    path = tmp_path / "run" / "checkpoints" / "epoch_000002" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest[key] = value
+    path.write_text(json.dumps(manifest))
+    line = _refusal(f"train.resume={tmp_path / 'run'}")
+    assert "no intact checkpoint" in line and f"manifest holds {key}={value!r}" in line and "\n" not in line
 
 
 def test_a_damaged_latest_checkpoint_falls_back_to_the_one_before(tmp_path) -> None:

@@ -105,6 +105,9 @@ def complete(run_dir: Path) -> list[Path]:
 
 
 MANIFEST_KEYS = ("format", "epoch", "world_size", "config")
+MANIFEST_TYPES = {key: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+                  for key in ("format", "epoch", "world_size")} | {"config": lambda v: isinstance(v, dict)}
+"""What each manifest key must hold; a manifest with another value is a damaged checkpoint."""
 
 
 class Resume:
@@ -199,6 +202,9 @@ def _inspect(where: Path) -> tuple[dict, str | None]:
     lacking = [key for key in MANIFEST_KEYS if not isinstance(manifest, dict) or key not in manifest]
     if lacking:
         return {}, f"manifest lacks {', '.join(lacking)}"
+    wrong = [f"{key}={manifest[key]!r}" for key, valid in MANIFEST_TYPES.items() if not valid(manifest[key])]
+    if wrong:
+        return {}, f"manifest holds {', '.join(wrong)} (valid: format, epoch and world_size integers >= 1, config a mapping)"
     if manifest["format"] != FORMAT:
         return manifest, None
     for rank in range(int(manifest["world_size"])):
