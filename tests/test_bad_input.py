@@ -19,7 +19,7 @@ from gnntrain.config.schema import DatasetConfig
 from gnntrain.data.graph_checks import BadDataset
 from gnntrain.data.registry import load_file
 from gnntrain.data.synthetic import generate
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, GnntrainError
 
 GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
 N = 200
@@ -70,6 +70,16 @@ def test_a_malformed_dataset_file_is_one_line_naming_what_is_wrong(case: str, tm
                                 root=str(tmp_path)), tmp_path)
     line = str(refused.value)
     assert line.startswith("dataset 'mine': ") and expected in line and "\n" not in line, line
+
+
+@pytest.mark.parametrize("key", ["x", "edge_index"])
+def test_a_dataset_file_of_sparse_tensors_is_one_line(key: str, tmp_path) -> None:
+    arrays = graph()
+    arrays[key] = arrays[key].to_sparse()
+    torch.save(arrays, tmp_path / "g.pt")
+    with pytest.raises(GnntrainError, match=rf"^dataset 'mine': \S+g.pt holds {key} \(torch.sparse_coo\); valid: dense "
+                                            r"arrays \(tensor.to_dense\(\)\)$"):
+        load_file(DatasetConfig(name="mine", source="file", file=str(tmp_path / "g.pt"), root=str(tmp_path)), tmp_path)
 
 
 def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) -> None:

@@ -325,6 +325,11 @@ def load_file(dataset: DatasetConfig, cache_dir: Path) -> GraphData:
         raise
     except Exception as exc:  # noqa: BLE001 - any unreadable file is reported in one line
         raise GnntrainError(f"dataset '{dataset.name}': cannot read {path}: {first_line(exc)}") from exc
+    sparse = [f"{key} ({value.layout})" for key, value in tensors.items()
+              if isinstance(value, torch.Tensor) and value.layout != torch.strided]
+    if sparse:
+        raise GnntrainError(f"dataset '{dataset.name}': {path} holds {', '.join(sparse)}; valid: dense arrays "
+                            "(tensor.to_dense())")
     lacking = [key for key in ("edge_index", "x", "y") if key not in tensors]
     if lacking:
         raise GnntrainError(f"dataset '{dataset.name}': {path} lacks {', '.join(lacking)}; it must hold "
