@@ -128,7 +128,8 @@ def test_a_damaged_only_checkpoint_is_refused_in_one_line(checkpointed, tmp_path
         assert damage in _refusal(f"train.resume={tmp_path / 'run'}")
 
 
-@pytest.mark.parametrize("key, value", [("epoch", "2"), ("world_size", 2.5), ("config", [1]), ("format", None)])
+@pytest.mark.parametrize("key, value", [("epoch", "2"), ("world_size", 2.5), ("config", [1]), ("format", None),
+                                        ("wandb_id", "a/b?c")])
 def test_a_manifest_field_of_the_wrong_type_is_a_damaged_checkpoint(checkpointed, tmp_path, key, value) -> None:
     shutil.copytree(checkpointed, tmp_path / "run")
     path = tmp_path / "run" / "checkpoints" / "epoch_000002" / "manifest.json"

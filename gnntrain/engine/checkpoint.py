@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,8 @@ MANIFEST_KEYS = ("format", "epoch", "world_size", "config")
 MANIFEST_TYPES = {key: (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
                   for key in ("format", "epoch", "world_size")} | {"config": lambda v: isinstance(v, dict)}
 """What each manifest key must hold; a manifest with another value is a damaged checkpoint."""
+WANDB_ID = re.compile(r"[^/\\#?%:\s]{1,128}")
+"""A W&B run id W&B takes (a resumed run continues the run its checkpoint names)."""
 
 
 class Resume:
@@ -203,6 +206,9 @@ def _inspect(where: Path) -> tuple[dict, str | None]:
     if lacking:
         return {}, f"manifest lacks {', '.join(lacking)}"
     wrong = [f"{key}={manifest[key]!r}" for key, valid in MANIFEST_TYPES.items() if not valid(manifest[key])]
+    wandb_id = manifest.get("wandb_id")
+    if wandb_id is not None and not (isinstance(wandb_id, str) and WANDB_ID.fullmatch(wandb_id)):
+        wrong.append(f"wandb_id={wandb_id!r} (W&B refuses / \\ # ? % : and spaces in an id)")
     if wrong:
         return {}, f"manifest holds {', '.join(wrong)} (valid: format, epoch and world_size integers >= 1, config a mapping)"
     if manifest["format"] != FORMAT:
