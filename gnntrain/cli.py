@@ -54,6 +54,9 @@ def _job(cfg: DictConfig) -> None:
     except ConfigError as exc:
         _exit_with(exc)
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
+    # torch is imported before the stop handlers: a stop that interrupted the import would leave a
+    # half-imported torch and a traceback; before them SIGTERM ends the launcher at once, as it should
+    from gnntrain.job import api  # noqa: F401
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, interrupt)
     if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)

@@ -3,6 +3,10 @@ raised where the section ends."""
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +48,20 @@ def test_a_signal_replaces_an_error_the_deferred_section_raised_meanwhile(sigter
             os.kill(os.getpid(), signal.SIGTERM)
             raise RuntimeError("a peer closed its connection")
     assert isinstance(stop.value.__context__, RuntimeError)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay_s", [0.3, 0.8, 1.3, 1.8, 2.5])
+def test_sigterm_during_start_up_ends_the_launcher_within_seconds_without_a_traceback(delay_s: float,
+                                                                                     tmp_path) -> None:
+    """Whether it lands while torch is imported, the fork server starts or the workers spawn."""
+    job = subprocess.Popen([str(Path(sys.executable).with_name("gnntrain")), "dataset.num_nodes=2000",
+                            "cluster.world_size=2", "train.epochs=100", f"hydra.run.dir={tmp_path}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "WANDB_MODE": "disabled"})
+    time.sleep(delay_s)
+    job.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    _, err = job.communicate(timeout=30)
+    assert time.monotonic() - start < 10 and job.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM)
+    assert "Traceback" not in err, err
