@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -11,7 +13,7 @@ from gnntrain.job.composition import typed_run
 from gnntrain.data.partition import comm_volume, graph_fingerprint, load_or_partition, partition_stats
 from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, GnntrainError
 from gnntrain.job.validation import validate
 from gnntrain.graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
@@ -171,3 +173,27 @@ def test_partition_stats_count_each_parts_in_edges() -> None:
     stats = partition_stats(data, part, 3)
     assert stats["inner_edges"] == torch.bincount(part[data.edge_index[1]], minlength=3).tolist()
     assert sum(stats["inner_edges"]) == data.num_edges
+
+
+def test_metis_stopped_by_its_own_signal_trap_is_one_line_not_pymetis_traceback(monkeypatch) -> None:
+    """METIS catches SIGTERM itself and pymetis then raises an unknown error: the job ends in one
+    line naming the causes (the launcher records it as failed)."""
+    def trapped(*args, **kwargs):
+        raise RuntimeError("Caught an unknown exception!")
+
+    monkeypatch.setattr(partition.pymetis, "part_graph", trapped)
+    with pytest.raises(GnntrainError, match=r"^METIS stopped without a partition \(Caught an unknown exception!\): "
+                                            r"it does so when the job is stopped while it runs \(SIGTERM"):
+        partition.metis_partition(generate(200, 6, 4, 8, homophily=0.8), 2, 0)
+
+
+def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path) -> None:
+    """A launcher killed while METIS ran leaves its spill folder (the graph's features); the next
+    partition removes it, and never a living process's."""
+    dead = tmp_path / f"{partition.SPILL_PREFIX}{2**31 - 1}-abc"
+    alive = tmp_path / f"{partition.SPILL_PREFIX}{os.getpid()}-def"
+    for folder in (dead, alive):
+        folder.mkdir()
+        (folder / "x.pt").write_bytes(b"features")
+    partition.remove_dead_spills(tmp_path)
+    assert not dead.exists() and alive.exists()

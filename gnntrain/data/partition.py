@@ -17,6 +17,8 @@ changed) is named in a warning and rebuilt. A fresh partition is cached only aft
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,7 +28,7 @@ import torch
 
 from gnntrain.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
-from gnntrain.errors import ConfigError, first_line, warn
+from gnntrain.errors import ConfigError, GnntrainError, first_line, warn
 from gnntrain.files import write_atomically
 from gnntrain.phases import phase
 from gnntrain.safe_load import UnsafeFile, load_plain
@@ -70,7 +72,8 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     if spill_dir is None:
         return _metis(row_pointers, data.edge_index[0], parts, seed, objective)
     spill_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=spill_dir) as folder:
+    remove_dead_spills(spill_dir)
+    with tempfile.TemporaryDirectory(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=spill_dir) as folder:
         features = Path(folder) / "x.pt"
         torch.save(data.x, features)
         sources = data.edge_index[0].clone()
@@ -83,6 +86,19 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     return part
 
 
+SPILL_PREFIX = "spill-"
+"""A spill folder is ``spill-<pid>-<random>``: the process that made it."""
+
+
+def remove_dead_spills(spill_dir: Path) -> None:
+    """Remove the spill folders in ``spill_dir`` whose process is gone (killed while METIS ran:
+    SIGKILL leaves its features' file, tens of MB to GBs, that nothing else removes)."""
+    for folder in spill_dir.glob(f"{SPILL_PREFIX}*-*"):
+        pid = folder.name[len(SPILL_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _row_pointers(targets: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """CSR row pointers of edges sorted by target."""
     pointers = torch.zeros(num_nodes + 1, dtype=torch.long)
@@ -91,12 +107,21 @@ def _row_pointers(targets: torch.Tensor, num_nodes: int) -> torch.Tensor:
 
 
 def _metis(row_pointers: torch.Tensor, columns: torch.Tensor, parts: int, seed: int, objective: str) -> torch.Tensor:
+    """pymetis's partition. METIS catches SIGTERM itself (GKlib's signal trap, which replaces
+    Python's handler while it runs) and returns an error that pymetis raises as "Caught an
+    unknown exception!"; that error ends the job in one line naming the causes it has, recorded
+    in the run's summary, not with pymetis's traceback."""
     adjacency = pymetis.CSRAdjacency(row_pointers.numpy(), columns.numpy())
-    if objective == "vol":
-        options = pymetis.Options(seed=seed, objtype=int(pymetis.ObjType.VOL))
-        _, membership = pymetis.part_graph(parts, adjacency, options=options, recursive=False)
-    else:
-        _, membership = pymetis.part_graph(parts, adjacency, options=pymetis.Options(seed=seed))
+    try:
+        if objective == "vol":
+            options = pymetis.Options(seed=seed, objtype=int(pymetis.ObjType.VOL))
+            _, membership = pymetis.part_graph(parts, adjacency, options=options, recursive=False)
+        else:
+            _, membership = pymetis.part_graph(parts, adjacency, options=pymetis.Options(seed=seed))
+    except RuntimeError as exc:
+        raise GnntrainError(f"METIS stopped without a partition ({first_line(exc)}): it does so when the job is "
+                            "stopped while it runs (SIGTERM, which METIS catches itself) or when it runs out of "
+                            "memory") from None
     return torch.as_tensor(np.asarray(membership), dtype=torch.long)
 
 
