@@ -266,3 +266,16 @@ def test_hopgnn_calibrates_against_minibatch_and_reaches_the_share(tmp_path: Pat
     result = calibration.calibrated(replace(setting, run_dir=str(tmp_path))).network.calibration
     assert result["against"] == "minibatch"
     assert abs(result["reached_share"] - 0.6) < 0.1
+
+
+@pytest.mark.parametrize("content, why", [("{", "Expecting property name"), ("[1]", "lacks scale"),
+                                          ('{"scale": -1, "reached_share": 0.8, "against": "vanilla", '
+                                           '"compute_s": 1, "link_busy_s": 1}', "holds scale -1")])
+def test_a_damaged_calibration_cache_is_said_and_measured_again(content: str, why: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(content)
+    assert calibration._read_cached(path) is None
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"gnntrain: warning: calibration cache {path} is damaged (") and why in line
+    assert line.endswith("; calibrating again")

@@ -63,7 +63,7 @@ from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootCon
 from gnntrain.config.typed import plain
 from gnntrain.engine.loop import run_training
 from gnntrain.engine.summary import RunSummary
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.job.launch.join import under_torchrun
 from gnntrain.job.launch.start import launch
 from gnntrain.strategies import baseline_of, schema_of
@@ -92,10 +92,10 @@ def calibrated(run: RootConfig) -> RootConfig:
                           "run printed instead: network.bandwidth_gbps=<Gbit/s>")
     baseline = probe_strategy(run)
     path = cache_folder(run.partition.cache_dir, "calibration") / f"{_setting_key(run, baseline)}.json"
-    if path.exists() and (str(path) in _CHECKED or not net.recheck):
-        result = json.loads(path.read_text())
-    elif path.exists():
-        cached = json.loads(path.read_text())
+    cached = _read_cached(path)
+    if cached is not None and (str(path) in _CHECKED or not net.recheck):
+        result = cached
+    elif cached is not None:
         reached = _probe(run, baseline, cached["scale"], "recheck")
         print(f"network: the cached link reaches {baseline['name']} communication share {_share(reached, run):.3f} now "
               f"(target {share:g}){'; calibrating again' if abs(_share(reached, run) - share) > TOLERANCE else ''}",
@@ -116,6 +116,26 @@ def calibrated(run: RootConfig) -> RootConfig:
           f"{scaled.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
           f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
     return replace(run, network=replace(scaled, calibration=result))
+
+
+CACHED_KEYS = ("scale", "reached_share", "against", "compute_s", "link_busy_s")
+"""What a cached calibration holds (:func:`_store`'s result)."""
+
+
+def _read_cached(path: Path) -> dict | None:
+    """The calibration cached at ``path``; None where there is none or it is damaged (not JSON,
+    or without its figures: said in a warning, and the link is calibrated again)."""
+    if not path.exists():
+        return None
+    try:
+        cached = json.loads(path.read_text())
+        lacking = [k for k in CACHED_KEYS if not isinstance(cached, dict) or k not in cached]
+        if lacking or not isinstance(cached["scale"], (int, float)) or not cached["scale"] > 0:
+            raise ValueError(f"lacks {', '.join(lacking)}" if lacking else f"holds scale {cached['scale']!r}")
+    except (OSError, ValueError) as exc:
+        warn(f"calibration cache {path} is damaged ({first_line(exc)}); calibrating again")
+        return None
+    return cached
 
 
 def _corrected(run: RootConfig, baseline: dict, result: dict, reached: RunSummary, name: str) -> dict:
