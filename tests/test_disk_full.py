@@ -14,7 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from types import SimpleNamespace
+
+from gnntrain.engine.recorder import JsonlSink
 from gnntrain.engine.summary import RunSummary
+from gnntrain.errors import DiskFull
 
 GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
@@ -64,3 +68,17 @@ def test_a_full_disk_at_the_start_is_one_line_and_leaves_no_empty_config(small_d
         f"gnntrain: error: no space left to write {run_dir / '.gnntrain.lock'} (0 bytes written, 0 bytes free there); "
         "free space on that filesystem, then train.resume=true continues from the last complete checkpoint"]
     assert not [p for p in run_dir.rglob("*") if p.is_file() and p.stat().st_size == 0 and p.name != ".gnntrain.lock"]
+
+
+def test_a_record_that_fills_the_disk_is_one_error_and_closing_the_file_adds_none(small_disk: Path) -> None:
+    """The write that finds the disk full raises DiskFull naming metrics.jsonl; the bytes it left
+    in the file's buffer do not raise again when the sink closes (over the one-line error)."""
+    sink = JsonlSink(small_disk / "metrics.jsonl")
+    subprocess.run(["dd", "if=/dev/zero", f"of={small_disk / 'filler'}", "bs=1k", "count=400"], capture_output=True)
+    record = SimpleNamespace(to_dict=lambda: {"epoch": 1, "loss": 0.5})
+    try:
+        with pytest.raises(DiskFull, match=re.escape(str(small_disk / "metrics.jsonl"))):
+            for _ in range(50):
+                sink.log(record)
+    finally:
+        sink.close()

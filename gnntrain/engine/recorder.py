@@ -128,7 +128,14 @@ class JsonlSink:
         pass
 
     def close(self, exit_code: int = 0) -> None:
-        self.file.close()
+        """Close the file; the bytes of a record whose write found the disk full stay in its
+        buffer, and flushing them fails again: that was reported once (DiskFull), and the file
+        is closed all the same."""
+        try:
+            self.file.close()
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
 
 
 class WandbSink:
