@@ -226,9 +226,9 @@ def main() -> None:
     except SweepRefused as exc:
         print(f"gnntrain: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except OSError as exc:  # a run dir that cannot be made or written (no such parent, too long, read-only)
-        print(f"gnntrain: error: cannot write {exc.filename or 'the run dir'}: {exc.strerror or first_line(exc)}",
-              file=sys.stderr)
+    except OSError as exc:  # a run dir or cache that cannot be made or written (no such parent, read-only, full)
+        where = exc.filename or "the run dir or partition.cache_dir"
+        print(f"gnntrain: error: cannot write {where}: {exc.strerror or first_line(exc)}", file=sys.stderr)
         sys.exit(2)
     if LAST_SWEEP.failed:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "

@@ -82,3 +82,12 @@ def test_a_record_that_fills_the_disk_is_one_error_and_closing_the_file_adds_non
                 sink.log(record)
     finally:
         sink.close()
+
+
+def test_a_full_cache_is_named_as_the_cache_not_the_run_dir(small_disk: Path, tmp_path_factory) -> None:
+    subprocess.run(["dd", "if=/dev/zero", f"of={small_disk / 'filler'}", "bs=1k", "count=400"], capture_output=True)
+    run_dir = tmp_path_factory.mktemp("run")
+    res = _gnntrain("dataset.num_nodes=300", "train.epochs=1", f"partition.cache_dir={small_disk / 'cache'}",
+                    f"hydra.run.dir={run_dir}")
+    (line,) = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and line.startswith(f"gnntrain: error: no space left to write {small_disk / 'cache'}")

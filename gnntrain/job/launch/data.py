@@ -26,7 +26,7 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
     write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset
-from gnntrain.errors import GnntrainError, first_line
+from gnntrain.errors import GnntrainError, disk_full_named, first_line
 from gnntrain.parallel.mesh import Layout
 
 
@@ -39,7 +39,8 @@ def prepared_under_lock(run: RootConfig, layout: Layout, loads_parts: bool, writ
     holder = path.with_suffix(".holder")
     try:
         with FileLock(path, timeout=run.cluster.prepare_timeout_s):
-            holder.write_text(f"pid {os.getpid()} on {socket.gethostname()}")
+            with disk_full_named(holder):
+                holder.write_text(f"pid {os.getpid()} on {socket.gethostname()}")
             if write_parts and loads_parts and not run.dataset.inductive:
                 if PartedDataset.find(parted_folder(run, partition_spec(run, layout.parts))) is None:
                     write_partitioned_dataset(run, layout.parts)
