@@ -65,3 +65,4 @@ def test_sigterm_during_start_up_ends_the_launcher_within_seconds_without_a_trac
     _, err = job.communicate(timeout=30)
     assert time.monotonic() - start < 10 and job.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM)
     assert "Traceback" not in err, err
+

@@ -16,6 +16,7 @@ from test_cli import live_processes
 
 from gnntrain.comm.dtypes import COLLECTIVE_DTYPES, check_sendable
 from gnntrain.engine.summary import RunSummary
+from gnntrain.job.launch import rank as launch_rank
 
 BIN = Path(sys.executable).parent
 PLUGIN = Path(__file__).parent / "data" / "failing_strategy.py"
@@ -215,3 +216,18 @@ def test_workers_print_no_cpp_warnings_unless_debugging(debug: bool) -> None:
         env["GNNTRAIN_DEBUG"] = "1"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.split() == [str(not debug), "False"], done.stderr
+
+
+def test_a_store_connection_refused_for_a_moment_is_tried_again(monkeypatch) -> None:
+    monkeypatch.setattr(launch_rank, "RETRIES", (0.0, 0.0))
+    attempts = []
+
+    def connect() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise RuntimeError("The client socket has failed to connect: Resource temporarily unavailable")
+        return "store"
+
+    assert launch_rank.retried(connect) == "store" and len(attempts) == 3
+    with pytest.raises(RuntimeError, match="Connection refused"):
+        launch_rank.retried(lambda: (_ for _ in ()).throw(RuntimeError("Connection refused")))

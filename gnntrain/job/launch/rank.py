@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -87,7 +88,28 @@ def _rendezvous(init_method: str, timeout: timedelta) -> dict:
     if not init_method.startswith("tcp://"):
         return {"init_method": init_method}
     host, _, port = init_method.removeprefix("tcp://").rpartition(":")
-    return {"store": dist.TCPStore(host, int(port), None, False, timeout)}
+    return {"store": retried(lambda: dist.TCPStore(host, int(port), None, False, timeout))}
+
+
+T = TypeVar("T")
+TRANSIENT = "Resource temporarily unavailable"
+"""What a store's connection says when the machine is short of a resource for a moment (EAGAIN:
+threads, sockets under process pressure)."""
+RETRIES = (0.2, 0.5, 1.0, 2.0)
+"""Seconds before each new try of a transiently refused connection."""
+
+
+def retried(connect: Callable[[], T]) -> T:
+    """``connect()``, tried again after each of :data:`RETRIES` where it fails for a moment
+    (:data:`TRANSIENT`); any other failure, or the last, propagates."""
+    for pause in RETRIES:
+        try:
+            return connect()
+        except RuntimeError as exc:
+            if TRANSIENT not in str(exc):
+                raise
+            time.sleep(pause)
+    return connect()
 
 
 def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: int, world_size: int,
