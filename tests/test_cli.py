@@ -50,7 +50,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
     (["train.epochs=abc"], ["train.epochs", "abc"]),
     (["partition.method=spectral"], ["partition.method", "metis", "random"]),
     (["wandb.mode=sometimes"], ["wandb.mode", "online", "offline", "disabled"]),
-    (["model.layers=0"], ["model.layers=0", ">= 1"]),
+    (["model.layers=0"], ["model.layers=0", "in 1..1000"]),
     (["model=gat", "model.hidden=10"], ["model.heads=8", "model.hidden=10"]),
     (["model.norm=group"], ["model.norm", "none", "layer", "batch"]),
     (["model=gcnii", "model.norm=layer"], ["model.norm=layer", "none for gcnii"]),

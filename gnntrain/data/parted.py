@@ -71,8 +71,10 @@ class PartedDataset:
                               f"format {FORMAT_VERSION}: write it again with gnntrain-partition")
         sizes = manifest.get("sizes") or {}
         for rank in range(int(manifest.get("partition", {}).get("parts", 0))):
-            _check_file(part_file(folder, rank), sizes.get(str(rank)))
-            _refuse_code(part_file(folder, rank))
+            path = part_file(folder, rank)
+            _refuse_irregular(path)
+            _refuse_code(path)
+            _refuse_resized(path, sizes.get(str(rank)))
         return cls(folder, manifest)
 
     def check(self, partition: dict) -> None:
@@ -111,13 +113,18 @@ def write_parted(folder: Path, facts: GraphFacts, spec: dict, fingerprint: str, 
     return PartedDataset(folder, manifest)
 
 
-def _check_file(path: Path, size: int | None) -> None:
-    """Refuse, before any rank opens it, a part file that is not a regular file (a FIFO or a
-    device would block or never end) or whose size is not the one written (``size``, from the
-    manifest; absent in manifests written before it was kept): a damaged, emptied or swapped file."""
+def _refuse_irregular(path: Path) -> None:
+    """Refuse a part file that is not a regular file (a FIFO or a device would block or never
+    end a read), before anything reads it."""
     if path.exists() and not path.is_file():
         raise ConfigError(f"part file {path} is not a regular file; write the partitioned dataset again with "
                           "gnntrain-partition")
+
+
+def _refuse_resized(path: Path, size: int | None) -> None:
+    """Refuse, before any rank opens it, a part file whose size is not the one written (``size``,
+    from the manifest; absent in manifests written before it was kept): a damaged, emptied or
+    swapped file."""
     if size is not None and path.is_file() and path.stat().st_size != size:
         raise ConfigError(f"part file {path} has {path.stat().st_size} bytes but {size} were written: it was damaged, "
                           "emptied or swapped; write the partitioned dataset again with gnntrain-partition")
