@@ -331,3 +331,11 @@ def test_a_baseline_that_names_no_single_setting_gets_one_line(sweep: Path, tmp_
     assert capsys.readouterr().err.strip() == ("gnntrain-report: error: --baseline strategy=adaqp matches 0 settings; "
                                                "valid: words of exactly one of strategy.name=vanilla; "
                                                "strategy.name=pipegcn")
+
+
+def test_a_log_time_axis_is_asked_for_by_its_option(sweep: Path, tmp_path: Path, monkeypatch) -> None:
+    seen = []
+    monkeypatch.setattr(report, "plot_accuracy_vs_time", lambda *args: seen.append(args[-1]))
+    report.main([str(sweep), "--out", str(tmp_path / "linear")])
+    report.main([str(sweep), "--out", str(tmp_path / "log"), "--log-time"])
+    assert seen == [False, True]

@@ -444,7 +444,8 @@ def against_baseline(rows: list[dict], baseline: str) -> list[dict]:
     return out
 
 
-def report(root: Path, out: Path | None = None, target: str | None = None, baseline: str | None = None) -> Path:
+def report(root: Path, out: Path | None = None, target: str | None = None, baseline: str | None = None,
+           log_time: bool = False) -> Path:
     """Write ``report.md``, ``report.csv``, ``curves.png`` and ``accuracy_vs_time.png`` (and,
     where runs repeat a setting over seeds or a target is given, ``groups.csv``) for the runs
     under ``root`` into ``out`` (default: ``root``); prints the tables. Returns the markdown file."""
@@ -480,7 +481,7 @@ def report(root: Path, out: Path | None = None, target: str | None = None, basel
     plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"]) for setting, row in zip(settings, rows)],
                 [row["setting"] or "" for row in rows], [row[SEED_KEY] for row in rows], out / "curves.png")
     plot_accuracy_vs_time(runs, [short_label(setting) or "all runs" for setting in settings], score,
-                          out / "accuracy_vs_time.png")
+                          out / "accuracy_vs_time.png", log_time)
     print(text, end="")
     print("wrote " + ", ".join(str(p) for p in written), flush=True)
     if groups is not None:
@@ -509,9 +510,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="a setting, as the tables name it (e.g. strategy=vanilla): every other setting's "
                              "speed-up over it in epoch time (and time to --target), paired by seed, with a 95%% "
                              "interval and a verdict: ahead, behind or undecided")
+    parser.add_argument("--log-time", action="store_true",
+                        help="accuracy_vs_time.png's time axis on a log scale (runs of very different speeds)")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-report"):
-        report(args.runs, args.out, args.target, args.baseline)
+        report(args.runs, args.out, args.target, args.baseline, args.log_time)
 
 
 if __name__ == "__main__":
