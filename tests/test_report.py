@@ -220,7 +220,7 @@ def test_time_to_target_agrees_with_the_metrics_and_is_grouped_over_seeds(sweep:
             assert float(group["s_to_target"]) == pytest.approx(sum(t[1] for t in times) / len(times))
             assert float(group["s_to_target_after_epoch1"]) == pytest.approx(sum(t[2] for t in times) / len(times))
         assert float(group["saved_for_backward_mb"]) > 0
-    assert "not reached" in printed.out or all(reached.values())
+    assert "not reached" in (tmp_path / "report.md").read_text() or all(reached.values())
     assert "95% t-interval" in printed.out and (tmp_path / "accuracy_vs_time.png").stat().st_size > 0
     warning = printed.err.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("gnntrain: warning: ") and "fewer than 3 seeds" in warning[0]
@@ -339,3 +339,13 @@ def test_a_log_time_axis_is_asked_for_by_its_option(sweep: Path, tmp_path: Path,
     report.main([str(sweep), "--out", str(tmp_path / "linear")])
     report.main([str(sweep), "--out", str(tmp_path / "log"), "--log-time"])
     assert seen == [False, True]
+
+
+def test_the_printed_tables_fit_120_characters_and_say_what_the_files_hold_beside(sweep: Path, tmp_path: Path,
+                                                                                  capsys) -> None:
+    report.main([str(sweep), "--out", str(tmp_path), "--target", "0.3"])
+    printed = capsys.readouterr().out
+    table_lines = [line for line in printed.splitlines() if line.startswith("|")]
+    assert table_lines and max(map(len, table_lines)) <= report.CONSOLE_WIDTH
+    written = [line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("|")]
+    assert max(map(len, written)) > report.CONSOLE_WIDTH and "more columns in report.md and the CSV" in printed

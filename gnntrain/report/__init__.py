@@ -337,6 +337,25 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONSOLE_WIDTH = 120
+"""The widest line of a table the report prints; its files hold every column."""
+
+
+def fitted(rows: list[dict], width: int = CONSOLE_WIDTH) -> str:
+    """:func:`markdown` of the rows' first columns, as many as keep every line within ``width``
+    characters (the first one always), and a line naming how many more the files hold."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    kept = columns[:1]
+    for column in columns[1:]:
+        trial = kept + [column]
+        if max(map(len, markdown([{c: row.get(c) for c in trial} for row in rows]).splitlines())) > width:
+            break
+        kept = trial
+    table = markdown([{c: row.get(c) for c in kept} for row in rows])
+    more = len(columns) - len(kept)
+    return table + (f"({more} more column{'s' if more > 1 else ''} in report.md and the CSV)\n" if more else "")
+
+
 def write_csv(rows: list[dict], path: Path) -> None:
     columns = list(dict.fromkeys(k for row in rows for k in row))
     with open(path, "w", newline="") as f:
@@ -458,31 +477,33 @@ def report(root: Path, out: Path | None = None, target: str | None = None, basel
     rows = [{"run": row["run"], "setting": setting_text(setting), **row}
             for row, setting in zip(table_rows(runs, root, score), settings)]
     table = selected(rows, list(RUN_COLUMNS))
-    text = f"{about_line(rows)}\n\n" + markdown(measured(table))
+    lead = f"{about_line(rows)}\n\n"
     if score is not None:
-        text = f"Target: validation score {score:.4g}" + (f" ({target} of the best run's)" if target.endswith("%")
-                                                           else "") + "\n\n" + text
+        lead = f"Target: validation score {score:.4g}" + (f" ({target} of the best run's)" if target.endswith("%")
+                                                           else "") + "\n\n" + lead
+    sections = [("", measured(table))]
     write_csv(table, out / "report.csv")
     written = [out / "report.md", out / "report.csv", out / "curves.png", out / "accuracy_vs_time.png"]
     groups = group_rows(rows, ["setting"]) if SEED_KEY in differing_keys(runs) or score is not None else None
     if groups is not None:
-        text += "\nRuns grouped by setting (mean, and the half-width of a 95% t-interval over seeds):\n\n" + \
-            markdown(measured(with_intervals(groups)))
+        sections.append(("\nRuns grouped by setting (mean, and the half-width of a 95% t-interval over seeds):\n\n",
+                         measured(with_intervals(groups))))
         write_csv(groups, out / "groups.csv")
         written.append(out / "groups.csv")
     if baseline is not None:
         compared = against_baseline(rows, baseline)
-        text += (f"\nAgainst the baseline `{baseline}` (its time over each setting's, runs paired by seed; "
-                 "95% interval over the pairs; ahead or behind where the interval excludes 1):\n\n" + markdown(compared))
+        sections.append((f"\nAgainst the baseline `{baseline}` (its time over each setting's, runs paired by seed; "
+                         "95% interval over the pairs; ahead or behind where the interval excludes 1):\n\n", compared))
         write_csv(compared, out / "baseline.csv")
         written.append(out / "baseline.csv")
+    text = lead + "".join(heading + markdown(table) for heading, table in sections)
     (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
     with_seed = len({row[SEED_KEY] for row in rows}) > 1
     plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"]) for setting, row in zip(settings, rows)],
                 [row["setting"] or "" for row in rows], [row[SEED_KEY] for row in rows], out / "curves.png")
     plot_accuracy_vs_time(runs, [short_label(setting) or "all runs" for setting in settings], score,
                           out / "accuracy_vs_time.png", log_time)
-    print(text, end="")
+    print(lead + "".join(heading + fitted(table) for heading, table in sections), end="")
     print("wrote " + ", ".join(str(p) for p in written), flush=True)
     if groups is not None:
         warn_few_seeds(groups)
