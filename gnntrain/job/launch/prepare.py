@@ -97,7 +97,8 @@ class PreparedJob:
         shape = replace(proxy_shape(proxy, self.layout.parts, nodes, edges), classes=dataset.num_classes)
         held = whole_graph_mb(nodes, edges, dataset.num_features, dtype)
         try:
-            check_fits(estimate_job(run, shape.facts(), shape.stats(), forked), list(here), self.world_size, None, held)
+            check_fits(estimate_job(run, shape.facts(), shape.stats(), forked, carving=forked), list(here),
+                       self.world_size, None, held)
         except ConfigError as exc:
             raise ConfigError(f"{exc} ({why}, from a {PROXY_NODES}-node proxy's partition)") from None
 
@@ -111,7 +112,8 @@ class PreparedJob:
         if not self.ranks_load_parts or facts.num_nodes == 0:
             return
         try:
-            estimates = estimate_job(self.run, job.facts, job.stats, forked)
+            # spawned ranks without part files carve theirs from the launcher's graph, in shared memory
+            estimates = estimate_job(self.run, job.facts, job.stats, forked, carving=forked and job.parted is None)
         except Exception as exc:  # noqa: BLE001 - a model the probe cannot run still trains
             warn(f"no memory estimate: the model's probe forward failed ({first_line(exc)})")
             return
