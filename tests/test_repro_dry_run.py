@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import multiprocessing
 import re
+import os
 import subprocess
 import sys
 import time
@@ -189,3 +190,27 @@ def test_a_skipped_sweep_takes_its_own_runs_link_and_a_run_one_needs_its_sources
     with pytest.raises(SystemExit, match="curve_30_method/repeat1 runs under the link of curve_30_base/repeat1, "
                                          "which has no completed run"):
         build.link_taken(to_run("curve_30_method/repeat1"), "curve_30_base/repeat1", tmp_path)
+
+
+def test_the_estimate_says_it_assumes_an_idle_machine_and_scales_by_the_present_load(tmp_path, monkeypatch) -> None:
+    write_csv([{"run": "a/0", plan.WALL: 420.0}], tmp_path / "runs.csv")
+    monkeypatch.setattr(plan, "present_load", lambda: 1.0)
+    idle = plan.estimate([420.0], 1, tmp_path / "runs.csv")
+    assert "estimated wall time 7m00s" in idle and "on a machine that ran nothing else" in idle
+    assert "present load" not in idle
+    monkeypatch.setattr(plan, "present_load", lambda: 3.6)
+    loaded = plan.estimate([420.0], 1, tmp_path / "runs.csv")
+    assert "at this machine's present load (a 0.5 s probe: 3.6x slower than idle) about 25m12s" in loaded
+
+
+def test_the_load_probe_counts_the_processes_that_want_the_cores() -> None:
+    """Two busy processes on this machine's cores make it about (2 + cores) / cores times slower."""
+    cores = len(os.sched_getaffinity(0))
+    busy = [subprocess.Popen([sys.executable, "-c", "import time\nend = time.monotonic() + 3\n"
+                              "while time.monotonic() < end:\n    pass\n"]) for _ in range(2)]
+    time.sleep(0.5)
+    try:
+        assert plan.present_load() >= 1 + 1.5 / cores
+    finally:
+        for process in busy:
+            process.wait()

@@ -134,6 +134,28 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+LOAD_PROBE_S = 0.5
+"""Seconds over which :func:`present_load` samples the machine."""
+
+
+def present_load() -> float:
+    """How many times slower than an idle machine this one runs a job now: the processes other
+    than this one that want a core (``procs_running`` of ``/proc/stat``, sampled 10 times over
+    :data:`LOAD_PROBE_S` seconds) share the cores with a job that uses them all: ``(others +
+    cores) / cores`` (1 on an idle machine; 1 where it cannot be read)."""
+    samples = []
+    for _ in range(10):
+        try:
+            stat = Path("/proc/stat").read_text()
+        except OSError:
+            return 1.0
+        samples += [int(line.split()[1]) for line in stat.splitlines() if line.startswith("procs_running")]
+        time.sleep(LOAD_PROBE_S / 10)
+    cores = len(os.sched_getaffinity(0))
+    others = max(0.0, sum(samples) / max(len(samples), 1) - 1)
+    return (others + cores) / cores
+
+
 def estimate(walls: list[float | None], sweeps: int, csv_path: Path) -> str:
     """The line that sums up a dry run: the jobs and sweeps to run and the wall time the
     recorded jobs suggest, saying which jobs and what it leaves out."""
@@ -145,8 +167,12 @@ def estimate(walls: list[float | None], sweeps: int, csv_path: Path) -> str:
         where = (f"{in_checkout(csv_path)} records no wall time ({WALL}) for any of them" if csv_path.is_file()
                  else f"there is no {in_checkout(csv_path)}")
         return line + f"estimated wall time unknown: {where} (a build records one for each of its jobs)"
+    load = present_load()
     line += (f"estimated wall time {clock(sum(known))}: the sum of the wall times {in_checkout(csv_path)} records "
-             f"for {len(known)} of {len(walls)} jobs, run one after another")
+             f"for {len(known)} of {len(walls)} jobs, run one after another on a machine that ran nothing else")
+    if load > 1.1:
+        line += (f"; at this machine's present load (a {LOAD_PROBE_S:g} s probe: {load:.1f}x slower than idle) "
+                 f"about {clock(sum(known) * load)}")
     if len(known) < len(walls):
         line += f"; no recorded time for {len(walls) - len(known)} of {len(walls)} jobs (not in the estimate)"
     return line + ("; not counted: each sweep's start-up (interpreter, imports, the check of its jobs) and "
