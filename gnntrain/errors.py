@@ -2,6 +2,7 @@
 one-line warnings it prints and goes on."""
 
 import errno
+import resource
 import shutil
 import signal
 import sys
@@ -69,12 +70,29 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+class FileTooLarge(GnntrainError):
+    """A file of the run could not be written: it would pass this process's file-size limit
+    (``ulimit -f``). Nothing partly written is left under the file's name."""
+
+    def __init__(self, path: object, written: int) -> None:
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        super().__init__(f"cannot write {path}: it would pass this process's file-size limit ({limit} bytes, "
+                         f"ulimit -f; {written} bytes written); raise the limit (ulimit -f unlimited), then "
+                         "train.resume=true continues from the last complete checkpoint")
+
+
+def is_too_large(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno == errno.EFBIG
+
+
 @contextmanager
 def disk_full_named(path: object) -> Iterator[None]:
     """A full filesystem met inside raises :class:`DiskFull` naming ``path``."""
     try:
         yield
     except OSError as exc:
+        if is_too_large(exc):
+            raise FileTooLarge(path, 0) from None
         if not is_disk_full(exc):
             raise
         raise DiskFull(path, 0) from None

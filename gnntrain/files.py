@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from gnntrain.errors import DiskFull, is_disk_full
+from gnntrain.errors import DiskFull, FileTooLarge, is_disk_full, is_too_large
 
 
 def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) -> None:
@@ -33,4 +33,6 @@ def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) ->
         tmp.unlink(missing_ok=True)
         if is_disk_full(exc) or is_disk_full(exc.__context__ or exc):
             raise DiskFull(path, written) from None
+        if is_too_large(exc) or is_too_large(exc.__context__ or exc):
+            raise FileTooLarge(path, written) from None
         raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -91,3 +92,18 @@ def test_a_full_cache_is_named_as_the_cache_not_the_run_dir(small_disk: Path, tm
                     f"hydra.run.dir={run_dir}")
     (line,) = res.stderr.strip().splitlines()
     assert res.returncode != 0 and line.startswith(f"gnntrain: error: no space left to write {small_disk / 'cache'}")
+
+
+def test_a_file_size_limit_is_one_line_naming_the_limit(tmp_path: Path) -> None:
+    """``ulimit -f`` stops a checkpoint's write (EFBIG): one line naming the file and the limit,
+    not torch's 'enforce fail'."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, resource.RLIM_INFINITY))
+
+    run_dir = tmp_path / "run"
+    res = subprocess.run([GNNTRAIN, *JOB, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, env=ENV,
+                         timeout=180, preexec_fn=limited)
+    (line,) = res.stderr.strip().splitlines()
+    assert res.returncode == 1 and re.match(r"gnntrain: error: worker rank [01] failed: FileTooLarge: cannot write "
+                                            + re.escape(str(run_dir / "checkpoints")), line)
+    assert "file-size limit (20480 bytes, ulimit -f" in line and RunSummary.read(run_dir).status == "failed"
