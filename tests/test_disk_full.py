@@ -95,15 +95,21 @@ def test_a_full_cache_is_named_as_the_cache_not_the_run_dir(small_disk: Path, tm
 
 
 def test_a_file_size_limit_is_one_line_naming_the_limit(tmp_path: Path) -> None:
-    """``ulimit -f`` stops a checkpoint's write (EFBIG): one line naming the file and the limit,
-    not torch's 'enforce fail'."""
+    """``ulimit -f`` stops a write (EFBIG): one line naming the file and the limit, not torch's
+    'enforce fail': first METIS's spill of the features into the cache, then, the partition
+    cached, a checkpoint's rank file."""
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, resource.RLIM_INFINITY))
 
-    run_dir = tmp_path / "run"
-    res = subprocess.run([GNNTRAIN, *JOB, f"hydra.run.dir={run_dir}"], capture_output=True, text=True, env=ENV,
-                         timeout=180, preexec_fn=limited)
-    (line,) = res.stderr.strip().splitlines()
-    assert res.returncode == 1 and re.match(r"gnntrain: error: worker rank [01] failed: FileTooLarge: cannot write "
-                                            + re.escape(str(run_dir / "checkpoints")), line)
-    assert "file-size limit (20480 bytes, ulimit -f" in line and RunSummary.read(run_dir).status == "failed"
+    cache = f"partition.cache_dir={tmp_path / 'cache'}"
+    for attempt, where in (("spill", tmp_path / "cache" / "partitions"), ("checkpoint", tmp_path / "run")):
+        run_dir = tmp_path / "run"
+        res = subprocess.run([GNNTRAIN, *JOB, cache, f"hydra.run.dir={run_dir}"], capture_output=True, text=True,
+                             env=ENV, timeout=180, preexec_fn=limited)
+        (line,) = res.stderr.strip().splitlines()
+        assert res.returncode != 0 and line.startswith("gnntrain: error: ")
+        assert f"cannot write {where}" in line and "file-size limit (20480 bytes, ulimit -f" in line, line
+        if attempt == "spill":  # partition without the limit: the next run's first write past it is a checkpoint
+            subprocess.run([str(Path(GNNTRAIN).with_name("gnntrain-partition")), "dataset.num_nodes=300", cache,
+                            "partition.parts=2", f"hydra.run.dir={tmp_path / 'partition'}"], capture_output=True,
+                           env=ENV, timeout=180, check=True)

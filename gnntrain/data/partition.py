@@ -75,7 +75,7 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     remove_dead_spills(spill_dir)
     with tempfile.TemporaryDirectory(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=spill_dir) as folder:
         features = Path(folder) / "x.pt"
-        torch.save(data.x, features)
+        write_atomically(features, lambda f: torch.save(data.x, f))  # a full disk or a size limit: one line
         sources = data.edge_index[0].clone()
         data.x = data.edge_index = None
         part = _metis(row_pointers, sources, parts, seed, objective)
