@@ -94,6 +94,7 @@ def test_a_full_cache_is_named_as_the_cache_not_the_run_dir(small_disk: Path, tm
     assert res.returncode != 0 and line.startswith(f"gnntrain: error: no space left to write {small_disk / 'cache'}")
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_is_one_line_naming_the_limit(tmp_path: Path) -> None:
     """``ulimit -f`` stops a write (EFBIG): one line naming the file and the limit, not torch's
     'enforce fail': first METIS's spill of the features into the cache, then, the partition

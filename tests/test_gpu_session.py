@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "WANDB_MODE": "disabled"}
 
 
+@pytest.mark.slow
 def test_the_default_plan_fits_one_call_with_two_minutes_to_spare() -> None:
     assert sum(s.budget_s for s in SECTIONS) <= PLAN_LIMIT_S == CALL_LIMIT_S - 120
     out = subprocess.run([sys.executable, "scripts/gpu_session.py", "--dry-run"], cwd=REPO, env=ENV,

@@ -93,6 +93,7 @@ def test_the_summary_holds_the_estimate_beside_the_measured_peak(tmp_path) -> No
     assert 0.75 <= estimate / measured <= 1.25
 
 
+@pytest.mark.slow
 def test_a_graph_too_big_for_this_machine_is_refused_before_it_is_drawn_or_partitioned(tmp_path) -> None:
     """The new user's case: BNS-GCN at p = 0.1, 4 workers, GraphSAGE-64 on a synthetic graph of
     2M nodes and 120M directed edges (60M undirected), as many more as this machine's memory
@@ -135,6 +136,7 @@ def test_the_partition_peak_estimate_covers_the_measured_peaks() -> None:
         assert measured_gib <= estimate <= 1.4 * measured_gib, (estimate, measured_gib)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overrides", [["dataset.num_features=100000000"], ["model.hidden=100000000"],
                                        ["dataset.num_nodes=10000000", "dataset.num_classes=10000000"],
                                        ["dataset.num_nodes=1000000000"]],

@@ -276,6 +276,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user (uid 65534) needs root")
+@pytest.mark.slow
 def test_another_users_file_at_a_workers_error_file_name_never_runs(tmp_path) -> None:
     """torch names a worker's error file, deletes it, and unpickles what is at the name when the
     worker fails. Another user creating that name first must fail: the names are in a directory
