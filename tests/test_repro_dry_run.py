@@ -40,6 +40,7 @@ def dry_run(monkeypatch, capsys, script, *args: str) -> tuple[str, float]:
     def refuse(*args, **kwargs):
         raise AssertionError(f"a dry run started {args}")
 
+    monkeypatch.setattr(plan, "present_load", lambda: 1.0)  # the load probe has tests of its own below
     monkeypatch.setattr(subprocess, "run", refuse)
     monkeypatch.setattr(subprocess, "Popen", refuse)
     monkeypatch.setattr(multiprocessing.Process, "start", refuse)
@@ -203,6 +204,7 @@ def test_the_estimate_says_it_assumes_an_idle_machine_and_scales_by_the_present_
     assert "at this machine's present load (a 0.5 s probe: 3.6x slower than idle) about 25m12s" in loaded
 
 
+@pytest.mark.slow
 def test_the_load_probe_counts_the_processes_that_want_the_cores() -> None:
     """Two busy processes on this machine's cores make it about (2 + cores) / cores times slower."""
     cores = len(os.sched_getaffinity(0))

@@ -202,6 +202,7 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("debug", [False, True])
 def test_workers_print_no_cpp_warnings_unless_debugging(debug: bool) -> None:
     """The fork server imports torch with its C++ log level at ERROR (its workers inherit it),
