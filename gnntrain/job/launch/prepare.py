@@ -64,8 +64,9 @@ class PreparedJob:
 
     def refuse_before_partition(self, here: range, forked: bool) -> None:
         """Stop a job that cannot fit before its graph is drawn or partitioned, where its size is
-        known from the config (a synthetic graph of more than :data:`PROXY_NODES` nodes, each rank
-        holding one part): the launcher's partition peak
+        known from the config (a synthetic graph): first its sizes' floor
+        (:meth:`refuse_below_floor`); then, above :data:`PROXY_NODES` nodes with each rank holding
+        one part and no part files yet, the launcher's partition peak
         (:func:`~gnntrain.job.memory.partition_peak_mb`, unless the partition is cached), and
         the ranks' peaks from a proxy's partition scaled to the graph
         (:func:`~gnntrain.predict.shape.proxy_shape`, the predictor's). The estimate after the
