@@ -14,6 +14,7 @@ import pytest
 from gnntrain.job import api
 from gnntrain.config.schema import ModelConfig, RootConfig
 from gnntrain.models import MODELS
+from gnntrain.strategies import method
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "datasets" / "pyg"
@@ -74,6 +75,14 @@ def make_cfg(*overrides: str) -> dict:
 def make_run(*overrides: str) -> RootConfig:
     """:func:`make_cfg`'s config, typed as a run reads it (:class:`~gnntrain.config.schema.RootConfig`)."""
     return api.check(api.compose(list(overrides)))
+
+
+def batch_for(name: str, train_nodes: int) -> list[str]:
+    """Strategy ``name``'s override for a small synthetic graph of ``train_nodes`` training
+    nodes: a mini-batch method's batch of half of them (two iterations per epoch; its default
+    batch of 1024 exceeds these graphs' training sets, which the launcher refuses); nothing for
+    the others."""
+    return [f"strategy.batch_size={train_nodes // 2}"] if method(name).family.name == "minibatch" else []
 
 
 def model_config(name: str, **keys: Any) -> ModelConfig:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import batch_for
 from gnntrain.strategies import METHODS
 from gnntrain.job.sweep import own_knobs_only
 from gnntrain.engine.summary import RunSummary
@@ -156,7 +157,8 @@ def test_every_strategy_runs_through_the_command(name: str, tmp_path) -> None:
     """``gnntrain strategy=<name>`` for every registered strategy, on a small graph for 2 epochs:
     exit 0, both epochs' records with the contract's keys, a completed summary naming it."""
     run_dir = tmp_path / "run"
-    res = run([GNNTRAIN, f"strategy={name}", "train.epochs=2", *SMALL, f"hydra.run.dir={run_dir}"], tmp_path)
+    res = run([GNNTRAIN, f"strategy={name}", "train.epochs=2", *SMALL, *batch_for(name, 360),
+               f"hydra.run.dir={run_dir}"], tmp_path)
     assert res.returncode == 0, res.stderr
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2] and all(RECORD_KEYS <= r.keys() for r in records)

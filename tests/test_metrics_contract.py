@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import train_records
+from conftest import batch_for, train_records
 from gnntrain.job import api
 from gnntrain.clock import clock_of
 from gnntrain.comm import timeline
@@ -36,7 +36,7 @@ BATCH_NORM = ("vanilla", "pipegcn", "bns", "bes", "dropedge", "adaqp", "data_par
 def _records(tmp_path, name: str) -> list[dict]:
     norm = ["model.norm=batch"] if name in BATCH_NORM else []
     return train_records(tmp_path, "dataset.num_nodes=400", "dataset.avg_degree=6", "train.epochs=3", "model=sage",
-                         f"strategy={name}", *norm, *SETTINGS.get(name, []))
+                         f"strategy={name}", *norm, *SETTINGS.get(name, []), *batch_for(name, 240))
 
 
 def _times_add_up(r: dict) -> None:

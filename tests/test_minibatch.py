@@ -18,6 +18,7 @@ from gnntrain.data.job import prepare_job_data
 from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
+from gnntrain.job.launch.prepare import prepare
 from gnntrain.job.validation import job_layout
 from gnntrain.models import MODELS as registered_models
 from gnntrain.models import build_model
@@ -406,6 +407,21 @@ def test_bad_values_are_refused(overrides: tuple[str, ...], message: str) -> Non
 def test_bad_layouts_are_refused_before_workers_start(overrides: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         job_layout(make_run("strategy=hopgnn", *overrides), 2)
+
+
+@pytest.mark.parametrize("strategy", ["minibatch", "hopgnn"])
+def test_a_batch_larger_than_the_training_set_is_refused_once_the_graph_is_loaded(strategy: str, tmp_path) -> None:
+    """300 nodes with the default 60% training split: 180 training roots. A global batch of 1024
+    would be one iteration of all 180 per epoch, not the batch asked for: refused in one line by
+    the launcher, before any rank starts; a batch of all 180 is accepted."""
+    run = make_run(f"strategy={strategy}", "dataset.num_nodes=300", "strategy.batch_size=1024",
+                   f"partition.cache_dir={tmp_path}")
+    with pytest.raises(ConfigError, match=r"^strategy.batch_size=1024 exceeds the 180 training nodes of "
+                                          r"synthetic\S*; valid: 1..180$"):
+        prepare(run).data(range(2), under_torchrun=False)
+    fitting = make_run(f"strategy={strategy}", "dataset.num_nodes=300", "strategy.batch_size=180",
+                       f"partition.cache_dir={tmp_path}")
+    assert prepare(fitting).data(range(2), under_torchrun=False).facts.num_train == 180
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import make_run, needs_real_data, train_records
+from conftest import batch_for, make_run, needs_real_data, train_records
 from gnntrain.data.job import prepare_job_data
 from gnntrain.graph import build_local_graph
 from gnntrain.models import rows
@@ -49,7 +49,7 @@ def test_a_layer_counts_the_rows_through_its_map(layer_class: type, mapped_first
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST else pytest.mark.slow) for n in STRATEGIES])
 def test_every_strategy_reports_the_rows_it_maps(name: str, tmp_path) -> None:
-    records = train_records(tmp_path, f"strategy={name}", *STRATEGIES[name], "dataset.num_nodes=400",
+    records = train_records(tmp_path, f"strategy={name}", *STRATEGIES[name], *batch_for(name, 240), "dataset.num_nodes=400",
                             "train.epochs=2", "model=sage", "model.hidden=16")
     assert all(r["strategy_metrics"]["projected_rows"] > 0 for r in records)
 

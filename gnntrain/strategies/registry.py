@@ -80,6 +80,10 @@ class Family:
     method's implementation is its strategy class."""
     validate: Optional[Callable[[Any], None]] = None
     """Checks of the (typed) strategy section every method of the family shares."""
+    fits_graph: Optional[Callable[[Any, Any], None]] = None
+    """Checks of the (typed) strategy section against the loaded graph's
+    :class:`~gnntrain.data.graph_data.GraphFacts` (e.g. a batch no larger than the training
+    set), made by the launcher before the ranks start; None: none."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,11 @@ class Method:
         for validate in (self.family.validate, self.validate):
             if validate is not None:
                 validate(config)
+
+    def check_graph(self, config: StrategyConfig, facts: Any) -> None:
+        """The family's checks of its strategy section against the graph's facts."""
+        if self.family.fits_graph is not None:
+            self.family.fits_graph(config, facts)
 
 
 METHODS: dict[str, Method] = {}

@@ -21,7 +21,7 @@ from gnntrain.job.memory import available_mb, check_fits, estimate_job, floor_mb
 from gnntrain.job.validation import job_layout, resolve_world_size
 from gnntrain.parallel.mesh import Layout
 from gnntrain.predict.shape import proxy_shape
-from gnntrain.strategies import loads_parts
+from gnntrain.strategies import loads_parts, method
 
 PROXY_NODES = 100_000
 """Above this many nodes a synthetic graph's job is estimated from a proxy of this many before
@@ -48,6 +48,7 @@ class PreparedJob:
         self.refuse_before_partition(here, forked=not under_torchrun)
         job = (prepared_once(self.run, self.layout, self.ranks_load_parts) if under_torchrun
                else prepared_under_lock(self.run, self.layout, self.ranks_load_parts, write_parts=False))
+        method(self.run.strategy.name).check_graph(self.run.strategy, job.facts)
         self.estimate_memory(job, here, forked=not under_torchrun)
         return job
 

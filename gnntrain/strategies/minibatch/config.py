@@ -11,10 +11,14 @@ its methods registered. Nothing here imports torch: the implementations are name
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, workload
+from gnntrain.errors import ConfigError
 from gnntrain.strategies.registry import Family, Method, register
+
+if TYPE_CHECKING:
+    from gnntrain.data.graph_data import GraphFacts
 
 PACKAGE = "gnntrain.strategies.minibatch"
 
@@ -24,7 +28,7 @@ class MiniBatchConfig(StrategyConfig):
     """Sampled mini-batch training (the baselines of HopGNN's paper)."""
 
     batch_size: int = workload(1024)
-    """Training roots per iteration, over all ranks."""
+    """Training roots per iteration, over all ranks (at most the training nodes)."""
     fanout: Any = workload(10)
     """Neighbours sampled per target: one int for every layer, or a list (input layer first)."""
     seed: int = RUN_SEED
@@ -35,7 +39,17 @@ def validate(config: MiniBatchConfig) -> None:
     check("strategy.batch_size", config.batch_size, config.batch_size >= 1, ">= 1")
 
 
-FAMILY = Family("minibatch", baseline="minibatch", module=PACKAGE, validate=validate)
+def fits_graph(config: MiniBatchConfig, facts: GraphFacts) -> None:
+    """A global batch no larger than the training set: a larger one would make every epoch one
+    iteration of all the training nodes, a batch other than the one asked for (and leave HopGNN's
+    examination, 3 W iterations, spread over 3 W epochs)."""
+    train = facts.num_train
+    if config.batch_size > train:
+        raise ConfigError(f"strategy.batch_size={config.batch_size} exceeds the {train} training nodes of "
+                          f"{facts.name}; valid: 1..{train}")
+
+
+FAMILY = Family("minibatch", baseline="minibatch", module=PACKAGE, validate=validate, fits_graph=fits_graph)
 """Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""
 
 TIMELINES = f"{PACKAGE}.timeline"
