@@ -40,7 +40,7 @@ def test_the_parts_of_an_epoch_and_both_bounds() -> None:
     assert a.shared_link_bound == pytest.approx(1 / 0.7)  # compute dominates: the bounds agree
     link_bound = account([_run("virtual", [_record(1, [{**RANK, "compute_time": 0.1, "epoch_time": 0.6}] * 2)])], 1)
     assert link_bound.hide_all_bound == pytest.approx(0.6 / 0.3)  # the data alone on the link
-    assert link_bound.shared_link_bound == pytest.approx(0.6 / (0.15 + 0.05 + 0.3))  # with the all-reduce on it
+    assert link_bound.shared_link_bound == pytest.approx(0.6 / (0.15 + 0.05 + 0.3))  # all-reduce, control, data
     assert a.cells()["parts vs epoch"] == "0.00%"
 
 

@@ -5,6 +5,7 @@ under another network equals a virtual-clock rerun there within 3%."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,10 @@ from conftest import train_records
 from gnntrain.virtual import trace
 from gnntrain.replay_cli import Traced
 from gnntrain.replay_cli import main as replay_main
+from gnntrain.repro.paper import Curve
+from gnntrain.repro.replayed import (
+    FASTEST, HIGHEST_SHARE, MARGIN, POINTS, SLOWEST, Replayer, above_bounds, at_share, paper_point,
+)
 
 COMMON = ("dataset.num_nodes=1500", "dataset.avg_degree=8", "train.epochs=10", "train.warmup_epochs=2",
           "model=sage", "model.hidden=32", "cluster.world_size=2", "cluster.clock=virtual", "network=eth10g")
@@ -103,3 +108,32 @@ def test_a_trace_lists_every_rank_epoch_by_epoch(traced: dict[str, Path]) -> Non
         assert [e["epoch"] for e in events if e["ev"] == "epoch"] == list(range(1, 11))
         posted = {e["id"] for e in events if e["ev"] == "post"}
         assert {e["id"] for e in events if e["ev"] == "wait"} <= posted
+
+
+def test_the_share_curve_is_replayed_densely_with_its_bounds(traced: dict[str, Path]) -> None:
+    """PipeGCN over vanilla from their two traces: :data:`POINTS` (>= 20) bandwidths from the
+    baseline's highest share to within 0.01 of its least, the shares falling as the link speeds
+    up, and at each the bounds in order (the all-reduce on the link bounds below hiding all,
+    which bounds below removing all)."""
+    replayer = Replayer(traced["vanilla"], traced["pipegcn"])
+    points = replayer.curve()
+    shares = [p.base.share for p in points]
+    assert len(points) == POINTS >= 20 and shares == sorted(shares, reverse=True)
+    assert shares[0] == pytest.approx(min(HIGHEST_SHARE, replayer.base_at(SLOWEST).share - MARGIN), abs=1e-3)
+    assert shares[-1] == pytest.approx(replayer.base_at(FASTEST).share + MARGIN, abs=1e-3)
+    for p in points:
+        assert p.base.shared_link_bound <= p.hide_all_bound + 1e-9 <= p.remove_all_bound + 2e-9
+    assert at_share(points, shares[3], lambda p: p.speedup) == pytest.approx(points[3].speedup)
+    assert at_share(points, 1.0, lambda p: p.speedup) is None
+
+
+def test_a_papers_point_above_the_hide_all_bound_is_said_with_the_measured_parts(traced: dict[str, Path]) -> None:
+    points = Replayer(traced["vanilla"], traced["pipegcn"]).curve()
+    middle = points[len(points) // 2].base.share
+    curve = Curve((), ("strategy=vanilla",), ("strategy=pipegcn",), "PipeGCN over vanilla", middle, 5.0, "a quote")
+    text = paper_point(curve, points)
+    assert "above the hide-all bound at its own share" in text and "compute" in text and "allreduce" in text
+    within = paper_point(replace(curve, paper_speedup=1.0), points)
+    assert "within the hide-all bound" in within
+    assert "outside the shares" in paper_point(replace(curve, paper_share=0.999), points)
+    assert above_bounds([]) == ""

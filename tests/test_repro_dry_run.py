@@ -61,10 +61,13 @@ def listed(out: str) -> tuple[dict[str, int], list[str], int]:
 def repro_order(paper: str) -> list[str]:
     """The folders a build runs, in order: the sweeps that give no speed figure, then each speed
     sweep (the share curve's among them) once per round, round after round (interleaved repeats),
-    then the sweeps run under another sweep's link (which exists only then)."""
+    then the sweeps run under another sweep's link (which exists only then: the paper's
+    ``same_link`` sweeps and the replayed curve's traced method)."""
     declared = PAPERS[paper]
-    speed, sweeps, same = build.speed_sweeps(declared), build.sweeps_of(declared), declared.same_link
+    speed, sweeps = build.speed_sweeps(declared), build.sweeps_of(declared)
+    same = [name for name in sweeps if name not in speed and build.link_source(declared, name) is not None]
     assert set(declared.speed) < speed and any(name.startswith("curve_") for name in speed)
+    assert set(declared.same_link) | {"curve_trace_method"} == set(same)
     return ([name for name in sweeps if name not in speed and name not in same]
             + [f"{name}/repeat{r}" for r in range(build.REPEATS) for name in sweeps if name in speed]
             + [name for name in sweeps if name in same])

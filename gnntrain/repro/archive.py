@@ -1,7 +1,7 @@
 """A build's runs, committed beside its table (``results/<paper>/runs.tar.gz``), so that the table
 can be rebuilt from them byte for byte (``python -m gnntrain.repro <paper> --tables-only --runs
 DIR``, ``tests/test_committed_tables.py``): of every job the build read, failed ones included, the
-files a table is built from — ``summary.json``, ``metrics.jsonl`` and Hydra's ``.hydra/*.yaml``
+files a table is built from — ``summary.json``, ``metrics.jsonl``, a traced run's ``trace.jsonl`` and Hydra's ``.hydra/*.yaml``
 (the job's config, its choices, its overrides) — each with its modification time, which a job's
 wall time in ``runs.csv`` is read from. Checkpoints, W&B folders and calibration probes stay out.
 An archive is unpacked with tarfile's ``data`` filter: a member that would land outside the
@@ -12,8 +12,9 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-KEPT = ("summary.json", "metrics.jsonl")
-"""A job's files a table reads, besides ``.hydra/*.yaml``."""
+KEPT = ("summary.json", "metrics.jsonl", "trace.jsonl")
+"""A job's files a table reads, besides ``.hydra/*.yaml`` (``trace.jsonl``: a traced run's, which
+the replayed share curve times again, :mod:`gnntrain.repro.replayed`)."""
 
 
 def archived_files(runs_root: Path, sweeps: list[str]) -> list[Path]:

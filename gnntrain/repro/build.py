@@ -36,6 +36,9 @@ from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.plan import Sweep, dry_run, launch, run_summaries, timed_rows
+from gnntrain.repro.replayed import BASE as REPLAYED_BASE
+from gnntrain.repro.replayed import METHOD as REPLAYED_METHOD
+from gnntrain.repro.replayed import replayed_section, trace_sweeps
 from gnntrain.repro.staleness import write_manifest
 
 REPEATS = 3
@@ -45,7 +48,7 @@ REPEATS = 3
 def sweeps_of(paper: Paper, scale: str = "small") -> dict[str, list[str]]:
     """The paper's sweeps: its own, and at ``scale=small`` its share curve's (whose links are
     calibrated; a paper-sized build runs on its cluster's one network)."""
-    return {**paper.sweeps, **(curve_sweeps(paper.curve) if scale == "small" else {})}
+    return {**paper.sweeps, **({**curve_sweeps(paper.curve), **trace_sweeps(paper.curve)} if scale == "small" else {})}
 
 
 def speed_sweeps(paper: Paper) -> set[str]:
@@ -91,7 +94,7 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
             trusted = ["network.recheck=false"] if name in paper.trusting else []
             rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted, f"seed={r}"],
                                  linked(paper, f"{name}/repeat{r}"), skipped)) for r in range(REPEATS)]
-        elif name in paper.same_link:
+        elif link_source(paper, name) is not None:
             after.append(Sweep(name, overrides, linked(paper, name), skipped))
         else:
             steady.append(Sweep(name, overrides, None, skipped))
@@ -101,10 +104,13 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
 def link_source(paper: Paper, sweep: str) -> str | None:
     """The sweep whose first run's link ``sweep`` runs under: a :attr:`Paper.same_link` sweep's
     source, a curve method's baseline in the same round
-    (:func:`gnntrain.repro.curves.link_sources`); None for a sweep that calibrates its own."""
+    (:func:`gnntrain.repro.curves.link_sources`), the replayed curve's traced baseline for its
+    traced method (:mod:`gnntrain.repro.replayed`); None for a sweep that calibrates its own."""
     name, _, repeat = sweep.partition("/")
     curve = link_sources(paper.curve).get(name)
-    return f"{curve}/{repeat}" if curve else paper.same_link.get(name)
+    if curve:
+        return f"{curve}/{repeat}"
+    return REPLAYED_BASE if name == REPLAYED_METHOD else paper.same_link.get(name)
 
 
 def linked(paper: Paper, sweep: str) -> str | None:
@@ -195,7 +201,8 @@ def main() -> None:
               f"metrics.jsonl (all runs: runs.csv). Sweeps: "
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    text = paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
+    text = (paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
+            + replayed_section(paper.curve, runs_root, out))
     (out / "table.md").write_text(f"{header}\n\n{text}")
     write_manifest(out / "table.md", every)
     write_runs_archive(runs_root, list(known), out / "runs.tar.gz")

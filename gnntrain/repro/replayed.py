@@ -1,0 +1,238 @@
+"""The share as a dense curve, replayed from one trace per method.
+
+Each paper's curve (:class:`~gnntrain.repro.paper.Curve`) runs its baseline and its method once
+more in the headline's setting with ``cluster.clock=virtual cluster.trace=true`` (the sweeps
+``curve_trace_base`` and ``curve_trace_method``; the method under exactly the baseline's link,
+so that a method deciding on timings, AdaQP's widths and HopGNN's merges, decides as the
+headline's does). Both traces are then timed again (:mod:`gnntrain.report.replay`) under the
+same link at :data:`POINTS` bandwidths, log-spaced between the one where the baseline's share is
+:data:`HIGHEST_SHARE` (or within :data:`MARGIN` of the most any bandwidth gives it) and the
+one where it is within :data:`MARGIN` of the least any bandwidth leaves it (latency and the
+waits for slower peers, which no bandwidth removes). At
+each: the baseline's share ``s``, the speed-up, and three bounds on it, from the baseline's
+replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all data traffic
+``1 / max(s, 1 - s)``; the same with the all-reduce on the link, serial to compute,
+``T / (T - min(C, D))``; removing all data traffic ``1 / (1 - s)``.
+
+At the paper's share (where the curve spans it) the table gives our speed-up and bounds there
+(interpolated between the two nearest points) beside the paper's. Where the paper's speed-up
+is above the hide-all bound at its own share, hiding communication alone cannot give it: the
+table says so, and gives the measured parts of both replayed epochs there (what our method's
+epoch spends beyond the bound's), so that a reader sees where the difference lies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gnntrain.errors import GnntrainError
+from gnntrain.report import markdown
+from gnntrain.report.replay import ReplayedEpoch, steady_mean
+from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
+from gnntrain.repro.paper import Curve
+
+POINTS = 24
+"""Bandwidths a curve is replayed at."""
+HIGHEST_SHARE = 0.95
+"""The baseline share at the curve's slowest link, where the baseline reaches it."""
+MARGIN = 0.01
+"""How close the curve's ends come to the least and the most share any bandwidth gives the
+baseline (the all-reduce, which slows with the link too, caps the data's share below 1)."""
+SLOWEST, FASTEST = 1e-6, 1e5
+"""The bandwidths (Gbit/s) the search for the curve's ends spans."""
+BASE, METHOD = "curve_trace_base", "curve_trace_method"
+"""The curve's two traced sweeps."""
+
+
+def trace_sweeps(curve: Curve) -> dict[str, list[str]]:
+    """The curve's traced runs: the baseline's and the method's, in the headline's setting."""
+    traced = ["cluster.clock=virtual", "cluster.trace=true"]
+    return {BASE: [*curve.setting, *curve.base, *traced], METHOD: [*curve.setting, *curve.method, *traced]}
+
+
+@dataclass(frozen=True)
+class Parts:
+    """One replayed run's steady epoch under one link: its time and the means over ranks of its
+    compute and exposed data, all-reduce (``sync``) and ``control`` time."""
+
+    epoch: float
+    compute: float
+    data: float
+    allreduce: float
+    other: float
+
+    @classmethod
+    def of(cls, run, epochs: list[ReplayedEpoch]) -> Parts:
+        def mean(figure) -> float:
+            return steady_mean(epochs, run.steady, figure)
+
+        return cls(run.mean_epoch(epochs), mean(lambda e: e.mean_compute), mean(lambda e: e.mean_exposed("data")),
+                   mean(lambda e: e.mean_exposed("sync")), mean(lambda e: e.mean_exposed("control")))
+
+    @property
+    def share(self) -> float:
+        return self.data / self.epoch
+
+    @property
+    def shared_link_bound(self) -> float:
+        return shared_link_bound(self.epoch, self.compute, self.data)
+
+
+@dataclass(frozen=True)
+class Point:
+    bandwidth_gbps: float
+    base: Parts
+    method: Parts
+
+    @property
+    def speedup(self) -> float:
+        return self.base.epoch / self.method.epoch
+
+    @property
+    def hide_all_bound(self) -> float:
+        return hide_all_bound(self.base.share)
+
+    @property
+    def remove_all_bound(self) -> float:
+        return 1 / (1 - self.base.share)
+
+
+class Replayer:
+    """The baseline's and the method's traces under the baseline's link at any bandwidth."""
+
+    def __init__(self, base_dir: Path, method_dir: Path) -> None:
+        from gnntrain.replay_cli import Traced
+
+        self.base, self.method = Traced(base_dir), Traced(method_dir)
+        self.network = self.base.network([])
+
+    def _network(self, gbps: float):
+        from gnntrain.replay_cli import at_bandwidth
+
+        return at_bandwidth(self.network, gbps)
+
+    def base_at(self, gbps: float) -> Parts:
+        return Parts.of(self.base, self.base.under(self._network(gbps)))
+
+    def point(self, gbps: float) -> Point:
+        network = self._network(gbps)
+        base, method = (Parts.of(run, run.under(network)) for run in (self.base, self.method))
+        return Point(gbps, base, method)
+
+    def bandwidth_at(self, share: float, low: float = SLOWEST, high: float = FASTEST, steps: int = 30) -> float:
+        """The bandwidth (Gbit/s) at which the baseline's share is ``share``, by bisection on its
+        logarithm (the share falls as the bandwidth rises)."""
+        for _ in range(steps):
+            middle = (low * high) ** 0.5
+            if self.base_at(middle).share > share:
+                low = middle
+            else:
+                high = middle
+        return (low * high) ** 0.5
+
+    def curve(self) -> list[Point]:
+        """:data:`POINTS` points from the baseline share :data:`HIGHEST_SHARE` down to its floor."""
+        floor, ceiling = self.base_at(FASTEST).share, self.base_at(SLOWEST).share
+        top = min(HIGHEST_SHARE, ceiling - MARGIN)
+        if floor + MARGIN >= top:
+            raise GnntrainError(f"the baseline's share stays within {floor:.2f}-{ceiling:.2f} at any bandwidth: "
+                                "no curve to replay")
+        slow, fast = self.bandwidth_at(top), self.bandwidth_at(floor + MARGIN)
+        return [self.point(float(gbps)) for gbps in np.geomspace(slow, fast, POINTS)]
+
+
+def at_share(points: list[Point], share: float, figure) -> float | None:
+    """``figure(point)`` interpolated at baseline share ``share``; None outside the curve."""
+    shares = [p.base.share for p in points]
+    if not min(shares) <= share <= max(shares):
+        return None
+    order = np.argsort(shares)
+    return float(np.interp(share, np.array(shares)[order], np.array([figure(p) for p in points])[order]))
+
+
+def replayed_section(curve: Curve, runs_root: Path, out: Path) -> str:
+    """The replayed curve's table, note on the paper's point and plot (``share_curve_replayed.png``);
+    empty where the two traced runs are not under ``runs_root``."""
+    traced = [runs_root / name / "0" for name in (BASE, METHOD)]
+    if not all((path / "trace.jsonl").is_file() for path in traced):
+        return ""
+    points = Replayer(*traced).curve()
+    rows = [{"Gbit/s": f"{p.bandwidth_gbps:.4g}", "baseline share": f"{p.base.share:.3f}",
+             "speed-up": f"{p.speedup:.3f}x", "hide-all bound": f"{p.hide_all_bound:.3f}x",
+             "all-reduce on the link": f"{p.base.shared_link_bound:.3f}x",
+             "remove-all bound": f"{p.remove_all_bound:.3f}x"} for p in points]
+    _plot(curve, points, out / "share_curve_replayed.png")
+    return (f"## The share as a dense curve, replayed: {curve.label}\n\nOne traced run of each (virtual clock, "
+            f"{curve_setting(curve)}), timed again at {POINTS} link bandwidths, from where the baseline's share is "
+            f"{HIGHEST_SHARE} (or the most any bandwidth gives it) to the least; the speed-up is the method's replayed "
+            f"steady epoch over the baseline's under the same link.\n\n{markdown(rows)}\n"
+            f"{paper_point(curve, points)}{above_bounds(points)}\n![replayed share curve](share_curve_replayed.png)\n")
+
+
+def above_bounds(points: list[Point]) -> str:
+    """Where the speed-up is above a hiding bound (which takes the method's compute to be the
+    baseline's), the measured compute of both, which says why."""
+    above = [p for p in points if p.speedup > min(p.hide_all_bound, p.base.shared_link_bound) * 1.01]
+    if not above:
+        return ""
+    base, method = above[0].base.compute, above[0].method.compute
+    return (f" At {len(above)} of {len(points)} points ours is more than 1% above a hiding bound: the bounds "
+            f"take the method's compute to be the baseline's, and here it is {method * 1e3:.1f} ms per rank and "
+            f"epoch against the baseline's {base * 1e3:.1f} ms ({method / base - 1:+.0%}).")
+
+
+def curve_setting(curve: Curve) -> str:
+    return " ".join([*curve.setting, "|", *curve.base, "vs", *curve.method])
+
+
+def paper_point(curve: Curve, points: list[Point]) -> str:
+    """What the curve says at the paper's share."""
+    if curve.paper_speedup is None or curve.paper_share is None:
+        return f"The paper gives no point to set beside the curve ({curve.paper_source})."
+    s, paper = curve.paper_share, curve.paper_speedup
+    ours = at_share(points, s, lambda p: p.speedup)
+    if ours is None:
+        low, high = min(p.base.share for p in points), max(p.base.share for p in points)
+        return (f"The paper's point ({paper:.2f}x at share {s:.2%}; {curve.paper_source}) lies outside the shares "
+                f"this setting reaches ({low:.2f}-{high:.2f}).")
+    hide_all = hide_all_bound(s)
+    link = at_share(points, s, lambda p: p.base.shared_link_bound)
+    line = (f"At the paper's share {s:.2%} ({curve.paper_source}): ours {ours:.2f}x, the hide-all bound "
+            f"{hide_all:.2f}x, with the all-reduce on the link {link:.2f}x; the paper's {paper:.2f}x.")
+    if paper <= hide_all:
+        return line + " The paper's point is within the hide-all bound at its share."
+    nearest = min(points, key=lambda p: abs(p.base.share - s))
+    parts = ", ".join(f"{name} {getattr(nearest.base, name) * 1e3:.1f} vs {getattr(nearest.method, name) * 1e3:.1f} ms"
+                      for name in ("epoch", "compute", "data", "allreduce", "other"))
+    return (line + f" **The paper's point lies above the hide-all bound at its own share**: hiding communication "
+            f"cannot give it, so the paper's speed-up there also removes work its baseline did (or the share it "
+            f"quotes leaves out time its method saves). Measured here at the nearest point (share "
+            f"{nearest.base.share:.3f}, baseline vs method per rank): {parts}.")
+
+
+def _plot(curve: Curve, points: list[Point], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    shares = [p.base.share for p in points]
+    ax.plot(shares, [p.speedup for p in points], "o-", markersize=3, label="ours, replayed")
+    ax.plot(shares, [p.hide_all_bound for p in points], "--", label="hide all: 1/max(s, 1-s)")
+    ax.plot(shares, [p.base.shared_link_bound for p in points], "-.", label="with the all-reduce on the link")
+    ax.plot(shares, [p.remove_all_bound for p in points], ":", label="remove all: 1/(1-s)")
+    if curve.paper_speedup is not None:
+        ax.plot([curve.paper_share], [curve.paper_speedup], "*", markersize=13, label="the paper")
+    top = max([curve.paper_speedup or 0.0, *(p.speedup for p in points), *(p.base.shared_link_bound for p in points)])
+    ax.set_ylim(0.5, max(2.5, top * 1.2))
+    ax.set_xlabel("baseline communication share s (virtual clock)")
+    ax.set_ylabel("speed-up over the baseline")
+    ax.set_title(f"{curve.label} (replayed)", fontsize="medium")
+    ax.legend(fontsize="small", loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
