@@ -136,3 +136,33 @@ def test_the_zoo_table_is_built_at_its_oldest_cell_commit() -> None:
     assert zoo.built_at([{"commit": new}, {"commit": old}]) == old[:7]
     assert zoo.built_at([{"commit": new}, {"commit": f"{old}+changes"}]) == f"{old[:7]}+changes"
     assert zoo.built_at([{"commit": new}, {}]) == "unknown"
+
+
+MAKEFILE = ("BIN := .venv/bin\nSCALE ?= small\n\nzoo: install\n\t$(BIN)/python -m gnntrain.repro.zoo\n\n"
+            "repro-a repro-b: repro-%: install\n\t$(BIN)/python -m gnntrain.repro $* --scale $(SCALE)\n")
+
+
+def test_a_table_measures_its_make_rule_and_the_sweeper_plugin(tmp_path) -> None:
+    """A table built by ``make repro-a`` measures that pattern rule's recipe and the variables it
+    reads, and the sweeper plugin: another target's edit leaves it fresh; its recipe's, a
+    variable's it reads and the plugin's make it stale."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    built = _commit(tmp_path, {"Makefile": MAKEFILE, "hydra_plugins/sweeper/__init__.py": "X = 1\n"})
+    assert "--scale $(SCALE)" in staleness.make_rule(MAKEFILE, "repro-a") and "SCALE ?= small" in \
+        staleness.make_rule(MAKEFILE, "repro-a")
+    _commit(tmp_path, {"Makefile": MAKEFILE.replace("repro.zoo", "repro.zoo --jobs 2")})
+    assert changed_code(built, staleness.AROUND, tmp_path, target="repro-a") == []
+    assert changed_code(built, staleness.AROUND, tmp_path, target="zoo") == ["Makefile"]
+    _commit(tmp_path, {"Makefile": MAKEFILE.replace("SCALE ?= small", "SCALE ?= paper")})
+    assert changed_code(built, staleness.AROUND, tmp_path, target="repro-a") == ["Makefile"]
+    _commit(tmp_path, {"Makefile": MAKEFILE, "hydra_plugins/sweeper/__init__.py": "X = 2\n"})
+    assert changed_code(built, staleness.AROUND, tmp_path, target="repro-a") == ["hydra_plugins/sweeper/__init__.py"]
+
+
+def test_the_docs_may_quote_only_figures_a_table_gives() -> None:
+    table = "| ratio |\n|---|\n| 1.35x [1.34, 1.37] |\nWall time 8.9 min.\n"
+    docs = ("What `results/p/` shows (8.9 min): PipeGCN is 1.35x [1.34, 1.37] vanilla; the bound is 1.52x. An "
+            "earlier build gave 1.02x.\n\nWhat `results/q/` shows: 7.77x.\n")
+    assert staleness.unquoted("p", table, docs) == ["1.52"]
+    assert staleness.unquoted("q", table, docs) == ["7.77"]
+    assert staleness.unquoted("r", table, docs) == []

@@ -15,6 +15,13 @@ code of a file it measures changed. What it measures is listed beside it (``<tab
   (:mod:`gnntrain.repro`, this checker aside: it only writes the list; a table built before
   the reproduction moved into the package lists its ``scripts`` instead).
 
+Every table also measures what built it around its runs: the rule of the ``Makefile`` target
+its header names (its recipe and the variables the recipe reads, :func:`make_rule`; another
+target's edit leaves it fresh) and the sweeper plugin every ``gnntrain -m`` composes its jobs
+with (``hydra_plugins``). And it is checked against what ``docs/reproducing.md`` says of it: the
+paragraph "What `results/<name>/` shows" may quote only figures the table gives
+(:func:`unquoted`; a sentence about an earlier build, which names it so, is left out).
+
 A table without the list, or a list without an entry (runs recorded before it), measures the
 whole of that part: the package (``gnntrain/``), the configs (``conf/``), every table script
 (:data:`BUILD`). Python files are compared
@@ -44,6 +51,16 @@ if TYPE_CHECKING:
 
 BUILD = ("gnntrain/repro",)
 """What a table whose list names no build modules measures of the reproduction: all of it."""
+AROUND = ("Makefile", "hydra_plugins")
+"""What every table measures besides its lists: its make target's rule (:func:`make_rule`) and
+the sweeper plugin."""
+DOCS = "docs/reproducing.md"
+SHOWS = re.compile(r"What `results/([\w-]+)/(?:table\.md)?` shows(.*?)(?:\n\n|\Z)", re.S)
+"""A paragraph of :data:`DOCS` about one table."""
+FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\d.]*\d)")
+"""A figure a paragraph quotes: a decimal number."""
+EARLIER = ("earlier build", "build before", "before this one")
+"""What a sentence about another build than the table's says (its figures are not the table's)."""
 TABLES = ("results/*/table.md", "results/model_zoo.md")
 BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40}(?:\+changes)?)")
 UNCOMMITTED = "+changes"
@@ -107,6 +124,45 @@ def measured(table: Path) -> tuple[str, ...]:
     return (*build, *lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",)))
 
 
+def make_rule(makefile: str, target: str) -> str:
+    """The rule of ``makefile`` that builds ``target`` (its target line, by name or by a ``%``
+    pattern, and its recipe) and the definitions of the variables the recipe reads."""
+    lines, rule = makefile.splitlines(), []
+    for i, line in enumerate(lines):
+        targets = line.split(":", 1)[0].split() if ":" in line and not line.startswith(("\t", "#")) else []
+        patterns = [t for t in line.split(":")[1].split() if "%" in t] if len(line.split(":")) > 2 else []
+        named = target in targets or any(re.fullmatch(p.replace("%", ".+"), target) for p in patterns)
+        if named and "=" not in line.split(":", 1)[0]:
+            rule = [line, *(recipe for recipe in _recipe(lines[i + 1:]))]
+            break
+    read = set(re.findall(r"\$\((\w+)\)", "\n".join(rule)))
+    defined = [line for line in lines if re.match(rf"({'|'.join(sorted(read))})\s*[?:]?=", line)] if read else []
+    return "\n".join(rule + defined)
+
+
+def _recipe(lines: list[str]) -> list[str]:
+    recipe = []
+    for line in lines:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line)
+    return recipe
+
+
+def unquoted(name: str, table_text: str, docs: str) -> list[str]:
+    """The figures :data:`DOCS` quotes of ``results/<name>/`` that its table does not give, in
+    the order quoted (sentences about an earlier build left out)."""
+    missing = []
+    for match in SHOWS.finditer(docs):
+        if match.group(1) != name:
+            continue
+        for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z(])", match.group(2)):
+            if any(earlier in sentence for earlier in EARLIER):
+                continue
+            missing += [f for f in FIGURE.findall(sentence) if f not in table_text and f not in missing]
+    return missing
+
+
 def built(text: str) -> tuple[str | None, str | None]:
     """The commit a table was built at and the make target that built it, read from its header
     (the text before its first table row); None for what the header does not say."""
@@ -125,11 +181,14 @@ def _show(commit: str, path: str, repo: Path) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def normalised(path: str, text: str | None) -> object:
+def normalised(path: str, text: str | None, target: str | None = None) -> object:
     """What of a file's text can change a figure: a Python file's syntax tree without docstrings,
-    a YAML file's values, any other file's text."""
+    a YAML file's values, the ``Makefile``'s rule for ``target`` (:func:`make_rule`; all of it
+    without a target), any other file's text."""
     if text is None:
         return None
+    if path == "Makefile" and target is not None:
+        return make_rule(text, target)
     if path.endswith(".py"):
         tree = ast.parse(text)
         for node in ast.walk(tree):
@@ -143,11 +202,12 @@ def normalised(path: str, text: str | None) -> object:
     return text
 
 
-def changed_code(commit: str, paths: tuple[str, ...], repo: Path = CHECKOUT) -> list[str]:
-    """The files under ``paths`` whose code differs between ``commit`` and HEAD."""
+def changed_code(commit: str, paths: tuple[str, ...], repo: Path = CHECKOUT, target: str | None = None) -> list[str]:
+    """The files under ``paths`` whose code differs between ``commit`` and HEAD (the
+    ``Makefile``: the rule of make ``target``)."""
     names = git("diff", "--name-only", commit, "HEAD", "--", *paths, repo=repo).split()
-    return [name for name in names
-            if normalised(name, _show(commit, name, repo)) != normalised(name, _show("HEAD", name, repo))]
+    return [name for name in names if normalised(name, _show(commit, name, repo), target)
+            != normalised(name, _show("HEAD", name, repo), target)]
 
 
 def main() -> int:
@@ -165,13 +225,16 @@ def main() -> int:
                   f"{rebuild}")
             stale += 1
             continue
-        changed = changed_code(commit, measured(table))
+        changed = changed_code(commit, (*measured(table), *AROUND), target=target)
+        misquoted = unquoted(table.parent.name, table.read_text(), (CHECKOUT / DOCS).read_text())
         if changed:
-            stale += 1
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
             print(f"{name}: stale: built at {commit}; code changed since in {shown} (rebuild: {rebuild})")
         else:
             print(f"{name}: built at {commit}; the code it measures is unchanged")
+        if misquoted:
+            print(f"{name}: {DOCS} quotes {', '.join(misquoted)} of it, which the table does not give")
+        stale += bool(changed or misquoted)
     return 1 if stale else 0
 
 
