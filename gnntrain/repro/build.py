@@ -53,7 +53,7 @@ def sweeps_of(paper: Paper, scale: str = "small") -> dict[str, list[str]]:
 
 def speed_sweeps(paper: Paper) -> set[str]:
     """The paper's sweeps that run in interleaved rounds: its speed sweeps and its curve's."""
-    return {*paper.speed, *curve_sweeps(paper.curve)}
+    return {*paper.speed, *curve_sweeps(paper.curve), *trace_sweeps(paper.curve)}
 
 
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
@@ -94,7 +94,7 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
             trusted = ["network.recheck=false"] if name in paper.trusting else []
             rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted, f"seed={r}"],
                                  linked(paper, f"{name}/repeat{r}"), skipped)) for r in range(REPEATS)]
-        elif link_source(paper, name) is not None:
+        elif name in paper.same_link:
             after.append(Sweep(name, overrides, linked(paper, name), skipped))
         else:
             steady.append(Sweep(name, overrides, None, skipped))
@@ -104,13 +104,13 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
 def link_source(paper: Paper, sweep: str) -> str | None:
     """The sweep whose first run's link ``sweep`` runs under: a :attr:`Paper.same_link` sweep's
     source, a curve method's baseline in the same round
-    (:func:`gnntrain.repro.curves.link_sources`), the replayed curve's traced baseline for its
-    traced method (:mod:`gnntrain.repro.replayed`); None for a sweep that calibrates its own."""
+    (:func:`gnntrain.repro.curves.link_sources`) or its replayed curve's traced baseline
+    (:mod:`gnntrain.repro.replayed`) in the same round; None for a sweep that calibrates its own."""
     name, _, repeat = sweep.partition("/")
     curve = link_sources(paper.curve).get(name)
     if curve:
         return f"{curve}/{repeat}"
-    return REPLAYED_BASE if name == REPLAYED_METHOD else paper.same_link.get(name)
+    return f"{REPLAYED_BASE}/{repeat}" if name == REPLAYED_METHOD else paper.same_link.get(name)
 
 
 def linked(paper: Paper, sweep: str) -> str | None:
@@ -202,7 +202,9 @@ def main() -> None:
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
     text = (paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
-            + replayed_section(paper.curve, runs_root, out))
+            + replayed_section(paper.curve, [(runs_root / REPLAYED_BASE / f"repeat{r}" / "0",
+                                              runs_root / REPLAYED_METHOD / f"repeat{r}" / "0")
+                                             for r in range(REPEATS)], out))
     (out / "table.md").write_text(f"{header}\n\n{text}")
     write_manifest(out / "table.md", every)
     write_runs_archive(runs_root, list(known), out / "runs.tar.gz")

@@ -2,15 +2,17 @@
 
 Each paper's curve (:class:`~gnntrain.repro.paper.Curve`) runs its baseline and its method once
 more in the headline's setting with ``cluster.clock=virtual cluster.trace=true`` (the sweeps
-``curve_trace_base`` and ``curve_trace_method``; the method under exactly the baseline's link,
-so that a method deciding on timings, AdaQP's widths and HopGNN's merges, decides as the
-headline's does). Both traces are then timed again (:mod:`gnntrain.report.replay`) under the
-same link at :data:`POINTS` bandwidths, log-spaced between the one where the baseline's share is
+``curve_trace_base`` and ``curve_trace_method``, in every round of the speed sweeps; the method
+under exactly the baseline's link of its round, so that a method deciding on timings, AdaQP's
+widths and HopGNN's merges, decides as the headline's does). Each round's two traces are then
+timed again (:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the
+first round's, log-spaced between the one where its baseline's share is
 :data:`HIGHEST_SHARE` (or within :data:`MARGIN` of the most any bandwidth gives it) and the
 one where it is within :data:`MARGIN` of the least any bandwidth leaves it (latency and the
 waits for slower peers, which no bandwidth removes). At
-each: the baseline's share ``s``, the speed-up, and three bounds on it, from the baseline's
-replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all data traffic
+each: the baseline's share ``s`` and three bounds (means over the rounds) and the speed-up (the
+median of the rounds' ratios with its 95% interval, as every speed figure), the bounds from the
+baseline's replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all data traffic
 ``1 / max(s, 1 - s)``; the same with the all-reduce on the link, serial to compute,
 ``T / (T - min(C, D))``; removing all data traffic ``1 / (1 - s)``.
 
@@ -25,12 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
 import numpy as np
 
 from gnntrain.errors import GnntrainError
 from gnntrain.report import markdown
 from gnntrain.report.replay import ReplayedEpoch, steady_mean
+from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
 from gnntrain.repro.paper import Curve
 
@@ -100,6 +104,30 @@ class Point:
         return 1 / (1 - self.base.share)
 
 
+@dataclass(frozen=True)
+class RoundsPoint:
+    """One bandwidth of the curve over the rounds: each round's :class:`Point`."""
+
+    rounds: list[Point]
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        return self.rounds[0].bandwidth_gbps
+
+    @property
+    def share(self) -> float:
+        return mean(p.base.share for p in self.rounds)
+
+    @property
+    def speedup(self) -> Ratio:
+        return Ratio([p.speedup for p in self.rounds])
+
+    def bound(self, name: str) -> float:
+        """The mean over the rounds of bound ``name`` (``hide_all_bound``, ``remove_all_bound``,
+        ``shared_link_bound``, the last the baseline's)."""
+        return mean(getattr(p.base if name == "shared_link_bound" else p, name) for p in self.rounds)
+
+
 class Replayer:
     """The baseline's and the method's traces under the baseline's link at any bandwidth."""
 
@@ -134,51 +162,65 @@ class Replayer:
         return (low * high) ** 0.5
 
     def curve(self) -> list[Point]:
-        """:data:`POINTS` points from the baseline share :data:`HIGHEST_SHARE` down to its floor."""
+        """:data:`POINTS` points from the baseline share :data:`HIGHEST_SHARE` down to its floor
+        (:func:`span`)."""
+        return [self.point(float(gbps)) for gbps in self.span()]
+
+    def span(self) -> np.ndarray:
+        """:data:`POINTS` bandwidths from the baseline share :data:`HIGHEST_SHARE` down to its floor."""
         floor, ceiling = self.base_at(FASTEST).share, self.base_at(SLOWEST).share
         top = min(HIGHEST_SHARE, ceiling - MARGIN)
         if floor + MARGIN >= top:
             raise GnntrainError(f"the baseline's share stays within {floor:.2f}-{ceiling:.2f} at any bandwidth: "
                                 "no curve to replay")
-        slow, fast = self.bandwidth_at(top), self.bandwidth_at(floor + MARGIN)
-        return [self.point(float(gbps)) for gbps in np.geomspace(slow, fast, POINTS)]
+        return np.geomspace(self.bandwidth_at(top), self.bandwidth_at(floor + MARGIN), POINTS)
 
 
-def at_share(points: list[Point], share: float, figure) -> float | None:
+def rounds_curve(traced: list[tuple[Path, Path]]) -> list[RoundsPoint]:
+    """Every round's traces (baseline, method) replayed at the first round's bandwidths."""
+    replayers = [Replayer(base, method) for base, method in traced]
+    span = replayers[0].span()
+    return [RoundsPoint([r.point(float(gbps)) for r in replayers]) for gbps in span]
+
+
+def at_share(points: list[RoundsPoint], share: float, figure) -> float | None:
     """``figure(point)`` interpolated at baseline share ``share``; None outside the curve."""
-    shares = [p.base.share for p in points]
+    shares = [p.share for p in points]
     if not min(shares) <= share <= max(shares):
         return None
     order = np.argsort(shares)
     return float(np.interp(share, np.array(shares)[order], np.array([figure(p) for p in points])[order]))
 
 
-def replayed_section(curve: Curve, runs_root: Path, out: Path) -> str:
-    """The replayed curve's table, note on the paper's point and plot (``share_curve_replayed.png``);
-    empty where the two traced runs are not under ``runs_root``."""
-    traced = [runs_root / name / "0" for name in (BASE, METHOD)]
-    if not all((path / "trace.jsonl").is_file() for path in traced):
+def replayed_section(curve: Curve, traced: list[tuple[Path, Path]], out: Path) -> str:
+    """The replayed curve's table, note on the paper's point and plot (``share_curve_replayed.png``)
+    from each round's traced runs (baseline, method) that exist; empty where none does."""
+    traced = [pair for pair in traced if all((path / "trace.jsonl").is_file() for path in pair)]
+    if not traced:
         return ""
-    points = Replayer(*traced).curve()
-    rows = [{"Gbit/s": f"{p.bandwidth_gbps:.4g}", "baseline share": f"{p.base.share:.3f}",
-             "speed-up": f"{p.speedup:.3f}x", "hide-all bound": f"{p.hide_all_bound:.3f}x",
-             "all-reduce on the link": f"{p.base.shared_link_bound:.3f}x",
-             "remove-all bound": f"{p.remove_all_bound:.3f}x"} for p in points]
+    points = rounds_curve(traced)
+    rows = [{"Gbit/s": f"{p.bandwidth_gbps:.4g}", "baseline share": f"{p.share:.3f}", "speed-up": str(p.speedup),
+             "hide-all bound": f"{p.bound('hide_all_bound'):.3f}x",
+             "all-reduce on the link": f"{p.bound('shared_link_bound'):.3f}x",
+             "remove-all bound": f"{p.bound('remove_all_bound'):.3f}x"} for p in points]
     _plot(curve, points, out / "share_curve_replayed.png")
-    return (f"## The share as a dense curve, replayed: {curve.label}\n\nOne traced run of each (virtual clock, "
-            f"{curve_setting(curve)}), timed again at {POINTS} link bandwidths, from where the baseline's share is "
-            f"{HIGHEST_SHARE} (or the most any bandwidth gives it) to the least; the speed-up is the method's replayed "
-            f"steady epoch over the baseline's under the same link.\n\n{markdown(rows)}\n"
+    return (f"## The share as a dense curve, replayed: {curve.label}\n\nOne traced run of each per round "
+            f"({len(traced)} rounds; virtual clock, {curve_setting(curve)}), timed again at {POINTS} link bandwidths, "
+            f"from where the first round's baseline share is {HIGHEST_SHARE} (or the most any bandwidth gives it) to "
+            f"the least; the speed-up is the method's replayed steady epoch over the baseline's under the same link, "
+            f"the median of the rounds [95% interval of their mean]; shares and bounds are means over the rounds."
+            f"\n\n{markdown(rows)}\n"
             f"{paper_point(curve, points)}{above_bounds(points)}\n![replayed share curve](share_curve_replayed.png)\n")
 
 
-def above_bounds(points: list[Point]) -> str:
+def above_bounds(points: list[RoundsPoint]) -> str:
     """Where the speed-up is above a hiding bound (which takes the method's compute to be the
     baseline's), the measured compute of both, which says why."""
-    above = [p for p in points if p.speedup > min(p.hide_all_bound, p.base.shared_link_bound) * 1.01]
+    above = [p for p in points
+             if p.speedup.median > min(p.bound("hide_all_bound"), p.bound("shared_link_bound")) * 1.01]
     if not above:
         return ""
-    base, method = above[0].base.compute, above[0].method.compute
+    base, method = (mean(getattr(r, side).compute for r in above[0].rounds) for side in ("base", "method"))
     return (f" At {len(above)} of {len(points)} points ours is more than 1% above a hiding bound: the bounds "
             f"take the method's compute to be the baseline's, and here it is {method * 1e3:.1f} ms per rank and "
             f"epoch against the baseline's {base * 1e3:.1f} ms ({method / base - 1:+.0%}).")
@@ -188,46 +230,55 @@ def curve_setting(curve: Curve) -> str:
     return " ".join([*curve.setting, "|", *curve.base, "vs", *curve.method])
 
 
-def paper_point(curve: Curve, points: list[Point]) -> str:
+def paper_point(curve: Curve, points: list[RoundsPoint]) -> str:
     """What the curve says at the paper's share."""
     if curve.paper_speedup is None or curve.paper_share is None:
         return f"The paper gives no point to set beside the curve ({curve.paper_source})."
     s, paper = curve.paper_share, curve.paper_speedup
-    ours = at_share(points, s, lambda p: p.speedup)
+    ours = at_share(points, s, lambda p: p.speedup.median)
     if ours is None:
-        low, high = min(p.base.share for p in points), max(p.base.share for p in points)
+        low, high = min(p.share for p in points), max(p.share for p in points)
         return (f"The paper's point ({paper:.2f}x at share {s:.2%}; {curve.paper_source}) lies outside the shares "
                 f"this setting reaches ({low:.2f}-{high:.2f}).")
     hide_all = hide_all_bound(s)
-    link = at_share(points, s, lambda p: p.base.shared_link_bound)
+    link = at_share(points, s, lambda p: p.bound("shared_link_bound"))
     line = (f"At the paper's share {s:.2%} ({curve.paper_source}): ours {ours:.2f}x, the hide-all bound "
             f"{hide_all:.2f}x, with the all-reduce on the link {link:.2f}x; the paper's {paper:.2f}x.")
     if paper <= hide_all:
         return line + " The paper's point is within the hide-all bound at its share."
-    nearest = min(points, key=lambda p: abs(p.base.share - s))
-    parts = ", ".join(f"{name} {getattr(nearest.base, name) * 1e3:.1f} vs {getattr(nearest.method, name) * 1e3:.1f} ms"
+    nearest = min(points, key=lambda p: abs(p.share - s))
+
+    def ms(side: str, name: str) -> float:
+        return mean(getattr(getattr(r, side), name) for r in nearest.rounds) * 1e3
+
+    parts = ", ".join(f"{name} {ms('base', name):.1f} vs {ms('method', name):.1f} ms"
                       for name in ("epoch", "compute", "data", "allreduce", "other"))
     return (line + f" **The paper's point lies above the hide-all bound at its own share**: hiding communication "
             f"cannot give it, so the paper's speed-up there also removes work its baseline did (or the share it "
             f"quotes leaves out time its method saves). Measured here at the nearest point (share "
-            f"{nearest.base.share:.3f}, baseline vs method per rank): {parts}.")
+            f"{nearest.share:.3f}, baseline vs method per rank, means over the rounds): {parts}.")
 
 
-def _plot(curve: Curve, points: list[Point], path: Path) -> None:
+def _plot(curve: Curve, points: list[RoundsPoint], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    shares = [p.base.share for p in points]
-    ax.plot(shares, [p.speedup for p in points], "o-", markersize=3, label="ours, replayed")
-    ax.plot(shares, [p.hide_all_bound for p in points], "--", label="hide all: 1/max(s, 1-s)")
-    ax.plot(shares, [p.base.shared_link_bound for p in points], "-.", label="with the all-reduce on the link")
-    ax.plot(shares, [p.remove_all_bound for p in points], ":", label="remove all: 1/(1-s)")
+    shares = [p.share for p in points]
+    medians = [p.speedup.median for p in points]
+    ax.plot(shares, medians, "o-", markersize=3, label="ours, replayed (median of the rounds)")
+    if all(p.speedup.bounds for p in points):
+        ax.fill_between(shares, [p.speedup.bounds[0] for p in points], [p.speedup.bounds[1] for p in points],
+                        alpha=0.25, label="95% interval")
+    for name, style, label in (("hide_all_bound", "--", "hide all: 1/max(s, 1-s)"),
+                               ("shared_link_bound", "-.", "with the all-reduce on the link"),
+                               ("remove_all_bound", ":", "remove all: 1/(1-s)")):
+        ax.plot(shares, [p.bound(name) for p in points], style, label=label)
     if curve.paper_speedup is not None:
         ax.plot([curve.paper_share], [curve.paper_speedup], "*", markersize=13, label="the paper")
-    top = max([curve.paper_speedup or 0.0, *(p.speedup for p in points), *(p.base.shared_link_bound for p in points)])
+    top = max([curve.paper_speedup or 0.0, *medians, *(p.bound("shared_link_bound") for p in points)])
     ax.set_ylim(0.5, max(2.5, top * 1.2))
     ax.set_xlabel("baseline communication share s (virtual clock)")
     ax.set_ylabel("speed-up over the baseline")
