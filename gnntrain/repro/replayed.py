@@ -214,16 +214,21 @@ def replayed_section(curve: Curve, traced: list[tuple[Path, Path]], out: Path) -
 
 
 def above_bounds(points: list[RoundsPoint]) -> str:
-    """Where the speed-up is above a hiding bound (which takes the method's compute to be the
-    baseline's), the measured compute of both, which says why."""
-    above = [p for p in points
-             if p.speedup.median > min(p.bound("hide_all_bound"), p.bound("shared_link_bound")) * 1.01]
+    """Where the speed-up is more than 1% above a hiding bound: how far, and what the bounds
+    assume, with the measured compute of both methods."""
+    def bound(p: RoundsPoint) -> float:
+        return min(p.bound("hide_all_bound"), p.bound("shared_link_bound"))
+
+    above = [p for p in points if p.speedup.median > bound(p) * 1.01]
     if not above:
         return ""
-    base, method = (mean(getattr(r, side).compute for r in above[0].rounds) for side in ("base", "method"))
-    return (f" At {len(above)} of {len(points)} points ours is more than 1% above a hiding bound: the bounds "
-            f"take the method's compute to be the baseline's, and here it is {method * 1e3:.1f} ms per rank and "
-            f"epoch against the baseline's {base * 1e3:.1f} ms ({method / base - 1:+.0%}).")
+    most = max(above, key=lambda p: p.speedup.median / bound(p))
+    base, method = (mean(getattr(r, side).compute for r in most.rounds) for side in ("base", "method"))
+    return (f" At {len(above)} of {len(points)} points ours is more than 1% above a hiding bound (most: "
+            f"{most.speedup.median:.3f}x against {bound(most):.3f}x at share {most.share:.3f}). The bounds assume "
+            f"that the method computes what the baseline does (there {method * 1e3:.1f} ms per rank and epoch "
+            f"against the baseline's {base * 1e3:.1f} ms) and, with the all-reduce on the link, that nothing "
+            f"overlaps the all-reduce.")
 
 
 def curve_setting(curve: Curve) -> str:
