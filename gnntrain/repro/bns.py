@@ -1,6 +1,8 @@
 """BNS-GCN (MLSys 2022): epoch time, volume and memory against the boundary-node sampling rate p
 (Figs. 4-6, Table 11), accuracy against p (Table 4), boundary nodes against boundary edges and
-DropEdge (Table 9), and the share curve of p=0.1 over p=1 (``make repro-bns``)."""
+DropEdge (Table 9), each setting's accounting and sampling share (Table 12), and the share curve of
+p=0.1 over p=1, replayed from a traced pair per round (``make repro-bns``; the speed runs:
+``conf/experiment/bns_table4.yaml``, PipeGCN's ogbn-arxiv-sized graph under the virtual clock)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gnntrain.report import markdown  # noqa: E402
-from gnntrain.report.runs import Run  # noqa: E402
+from gnntrain.report.runs import Run, one_clock  # noqa: E402
+from gnntrain.repro.accounting import accounting_table  # noqa: E402
 from gnntrain.repro.paper import Curve, Paper  # noqa: E402
 from gnntrain.repro.tables import (  # noqa: E402
     authors_settings, epoch_time, fmt, mean_sd, scores, select, setting_line, share, share_cell, speedup,
@@ -41,6 +44,14 @@ BNS_PAPER_ACCURACY = {1: 97.11, 0.1: 97.17, 0.01: 97.09, 0: 97.03}
 """BNS-GCN Table 4: test accuracy (%) on Reddit at 2 partitions (our runs' count), per p; the
 paper's Reddit model is 4 x 256, inductive."""
 BNS_PAPER_MEMORY = "p=0.01 saves 58% on Reddit at 8 partitions and 27% on ogbn-products at 10 (Fig. 6, Sec. 4.2)"
+BNS_TABLE12 = {1: "0%", 0.1: "3.2%", 0.01: "3.0%", 0: "0%"}
+"""BNS-GCN Table 12: the sampling time over the training time on Reddit at 4 partitions, per p."""
+
+
+def sampling_share(runs: list[Run], start: int) -> float:
+    """The mean share of the epoch the slowest rank spent sampling (``sampling_time``) from epoch ``start``."""
+    return mean(r.strategy_metrics.get("sampling_time", 0.0) / r.epoch_time
+                for run in runs for r in run.records if r.epoch >= start)
 
 
 def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
@@ -51,6 +62,8 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
     saved = lambda run: run.summary.mean_strategy_metrics["saved_for_backward_mb"]  # noqa: E731
     rows = []
     ps = sorted({r.config["strategy.p"] for r in speed}, reverse=True)
+    settings = {**{f"BNS p={p}": select(speed, strategy__p=p) for p in ps},
+                **{name: select(edges, strategy__name=name) for name in ("bes", "dropedge")}}
     for p in ps:
         at_p = select(speed, strategy__p=p)
         rows.append({"p": p, "epoch ms": fmt(median(epoch_time(r, start) for r in at_p) * 1e3, ".1f"),
@@ -59,7 +72,9 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
                      "MiB / epoch": fmt(at_p[0].summary.mean_comm_bytes_per_epoch / 2**20, ".1f"),
                      "saved for backward MiB (largest part)": fmt(saved(at_p[0]), ".1f"),
                      "memory saved vs p=1": fmt((1 - saved(at_p[0]) / saved(full[0])) * 100, ".0f", "%"),
-                     "peak RSS MiB": fmt(max(r.summary.peak_mem_mb for r in at_p), ".0f")})
+                     "peak RSS MiB": fmt(max(r.summary.peak_mem_mb for r in at_p), ".0f"),
+                     "sampling share of epoch": fmt(sampling_share(at_p, start) * 100, ".1f", "%"),
+                     "paper's sampling share (Table 12, Reddit, 4 partitions)": BNS_TABLE12.get(p, "-")})
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     runs_by_p = [select(speed, strategy__p=p) for p in ps]
     labels = [str(p) for p in ps]
@@ -90,14 +105,17 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
     first = full[0]
     return (f"## BNS-GCN Figs. 4-6 and Table 11: epoch time, volume (Sec. 3.2, Eq. 3) and memory vs p\n\n"
             f"Setting: {setting_line(first)}, {first.summary.world_size} partitions; {authors_settings(first)}; "
-            f"the link calibrated to vanilla's (p=1) communication share. {timing_note(speed + edges, start)} "
+            f"the link calibrated to vanilla's (p=1) communication share. Timed on the {one_clock(speed, edges)} "
+            f"clock. {timing_note(speed + edges, start)} "
             f"Paper: communication dominates at p=1 (up to 67% on Reddit and 64% on ogbn-products; Fig. 5, Sec. "
             f"4.2) and p=0.01 cuts 74-93% (Reddit) and 83-91% (ogbn-products) of the communication time, across "
             f"Fig. 5's partition counts; throughput rises as p falls (Fig. 4; Table 11, Reddit, 8 partitions); "
             f"{BNS_PAPER_MEMORY}. Memory in Fig. 6's sense is what the forward keeps for "
             f"the backward (Eq. 4: every inner and boundary row of each layer's input and the inner rows' "
             f"aggregates), measured as the bytes autograd saves on the part that saves most; the process's peak RSS "
-            f"sits beside it.\n\n{markdown(rows)}\n![bytes and time vs p](bytes_time_vs_p.png)\n\n"
+            f"sits beside it. The sampling share is the slowest rank's time drawing the sample and building "
+            f"its operator over the epoch (BNS-GCN Table 12's overhead).\n\n{markdown(rows)}\n"
+            f"{accounting_table(settings, start)}\n![bytes and time vs p](bytes_time_vs_p.png)\n\n"
             f"{_bns_accuracy(acc_bns)}\n"
             f"## BNS-GCN Table 9: boundary nodes vs boundary edges vs DropEdge\n\nTest accuracy: mean ± sd over the "
             f"seeds, with the accuracy table's setting; epoch time: the method's over BNS-GCN's at p=0.1.\n\n"
@@ -121,10 +139,10 @@ def _bns_accuracy(runs: list[Run]) -> str:
     rows = []
     for graph in sorted({r.config["dataset.name"] for r in runs}):
         on_graph = select(runs, dataset__name=graph)
-        scores = {p: scores(select(on_graph, strategy__p=p)) for p in ps}
-        rows.append({"graph": graph, "seeds": max(len(v) for v in scores.values()),
-                     **{f"p={p}": mean_sd(scores[p]) for p in ps},
-                     **_bns_claim({p: mean(v) for p, v in scores.items() if v})})
+        by_p = {p: scores(select(on_graph, strategy__p=p)) for p in ps}
+        rows.append({"graph": graph, "seeds": max(len(v) for v in by_p.values()),
+                     **{f"p={p}": mean_sd(by_p[p]) for p in ps},
+                     **_bns_claim({p: mean(v) for p, v in by_p.items() if v})})
     rows.append({"graph": "paper: Reddit, 2 partitions (Table 4; ours: small graphs, 3 x 128, transductive)",
                  "seeds": "-",
                  **{f"p={p}": fmt(BNS_PAPER_ACCURACY.get(p), ".2f") for p in ps},
@@ -138,10 +156,7 @@ def _bns_accuracy(runs: list[Run]) -> str:
 
 PAPER = Paper(
     name="bns", sweeps=SWEEPS, speed=("speed_bns", "speed_edges"), tables=bns, trusting=("speed_edges",),
-    # 4 workers on 2 cores: p=1 waits for its slowest peer ~0.28 of its epoch, so 0.3 lies at its
-    # floor; its gradient all-reduce slows with the link as well, so its data share stays under
-    # ~0.84 however slow the link (0.83 at 0.0059 Gbit/s, 9 s epochs), and 0.9 is out of reach
     curve=Curve(("experiment=bns_table4",), ("strategy.p=1",), ("strategy.p=0.1",), "BNS-GCN p=0.1 over p=1",
                 0.67, 3.92, "Reddit: share up to 67% (Fig. 5, Sec. 4.2); speed-up 0.777 / 0.198 s = 3.92x at 8 "
-                            "partitions (Table 11, computed here)", shares=(0.35, 0.45, 0.6, 0.7, 0.8)),
+                            "partitions (Table 11, computed here)", shares=()),
 )
