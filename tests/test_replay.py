@@ -139,4 +139,6 @@ def test_a_papers_point_above_the_hide_all_bound_is_said_with_the_measured_parts
     within = paper_point(replace(curve, paper_speedup=1.0), points)
     assert "within the hide-all bound" in within
     assert "outside the shares" in paper_point(replace(curve, paper_share=0.999), points)
-    assert above_bounds([]) == ""
+    assert above_bounds(curve, []) == ""
+    removing = paper_point(replace(curve, removes=True, paper_speedup=1 / (1 - middle) + 0.5), points)
+    assert "above the remove-all bound at its own share" in removing

@@ -40,6 +40,10 @@ class Curve:
     """Where the paper's share and speed-up are quoted from (or why there is no point)."""
     shares: tuple[float, ...] = SHARES
     """The baseline shares its links are calibrated to."""
+    removes: bool = False
+    """Whether the method removes the baseline's communication (BNS-GCN's sampling) rather than
+    hiding it: its speed-up is then bounded by removing all of it, ``1 / (1 - s)``, not by hiding
+    it (:mod:`gnntrain.repro.replayed`)."""
     headline: tuple[float, str, str] | None = None
     """(share, baseline sweep, method sweep): the headline table's sweeps that are this curve's
     point at that share, overrides and rounds alike; None where the headline's share is none of
