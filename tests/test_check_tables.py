@@ -100,6 +100,9 @@ def test_a_table_measures_the_configs_its_runs_composed_and_the_modules_its_buil
                 "gnntrain/repro/zoo.py"} & set(paths)
     write_manifest(table, [*runs, Run(tmp_path / "no_hydra", RunSummary(code=[]))])
     assert "conf" in measured(table)
+    import gnntrain.repro.bns  # noqa: F401 - another paper's declaration, which the registry imports
+    write_manifest(table, runs, others=frozenset({"gnntrain.repro.bns"}))
+    assert "gnntrain/repro/bns.py" not in measured(table) and "gnntrain/repro/plan.py" in measured(table)
 
 
 @pytest.mark.slow

@@ -206,7 +206,8 @@ def main() -> None:
                                               runs_root / REPLAYED_METHOD / f"repeat{r}" / "0")
                                              for r in range(REPEATS)], out))
     (out / "table.md").write_text(f"{header}\n\n{text}")
-    write_manifest(out / "table.md", every)
+    own = paper.tables.__module__
+    write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
     write_runs_archive(runs_root, list(known), out / "runs.tar.gz")
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "

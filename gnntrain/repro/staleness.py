@@ -92,22 +92,25 @@ def composed_configs(run_dir: Path, repo: Path = CHECKOUT) -> list[str] | None:
     return ["conf/config.yaml", *(f for f in files if (repo / f).is_file())]
 
 
-def imported_build(repo: Path = CHECKOUT) -> list[str]:
-    """The files of :mod:`gnntrain.repro` this process has imported, the checker aside."""
+def imported_build(repo: Path = CHECKOUT, others: frozenset[str] = frozenset()) -> list[str]:
+    """The files of :mod:`gnntrain.repro` this process has imported, the checker and the
+    ``others`` (modules, e.g. the other papers' declarations) aside."""
     build, own = repo / "gnntrain" / "repro", Path(__file__).resolve()
-    files = {Path(module.__file__).resolve() for module in list(sys.modules.values())
-             if getattr(module, "__file__", None)}
+    files = {Path(module.__file__).resolve() for name, module in list(sys.modules.items())
+             if getattr(module, "__file__", None) and name not in others}
     return sorted(str(f.relative_to(repo)) for f in files if f.is_relative_to(build) and f != own)
 
 
-def write_manifest(table: Path, runs: list[Run]) -> None:
+def write_manifest(table: Path, runs: list[Run], others: frozenset[str] = frozenset()) -> None:
     """Beside ``table``, what its build measures: the package files its runs executed (the union
     of their summaries' ``code``), the config files they composed (:func:`composed_configs`) and
-    the reproduction's modules this build imported (:func:`imported_build`). A list is left out where a run
+    the reproduction's modules this build imported (:func:`imported_build`), but ``others``: the
+    modules that declare other papers, which the registry imports and this table never runs (so
+    that rebuilding one paper's table leaves the others fresh). A list is left out where a run
     does not record its part, so that the check measures the whole of it."""
     code = [run.summary.code for run in runs]
     conf = [composed_configs(run.path) for run in runs]
-    lists = {"build": imported_build()}
+    lists = {"build": imported_build(others=others)}
     if runs and None not in code:
         lists["files"] = sorted({f for files in code for f in files})
     if runs and None not in conf:
