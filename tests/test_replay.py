@@ -116,7 +116,7 @@ def test_the_share_curve_is_replayed_densely_with_its_bounds(traced: dict[str, P
     up, and at each the bounds in order (the all-reduce on the link bounds below hiding all,
     which bounds below removing all)."""
     replayer = Replayer(traced["vanilla"], traced["pipegcn"])
-    points = replayer.curve()
+    points = [replayer.point(float(gbps)) for gbps in replayer.span()]
     shares = [p.base.share for p in points]
     assert len(points) == POINTS >= 20 and shares == sorted(shares, reverse=True)
     assert shares[0] == pytest.approx(min(HIGHEST_SHARE, replayer.base_at(SLOWEST).share - MARGIN), abs=1e-3)

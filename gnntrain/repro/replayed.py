@@ -72,11 +72,11 @@ class Parts:
 
     @classmethod
     def of(cls, run, epochs: list[ReplayedEpoch]) -> Parts:
-        def mean(figure) -> float:
+        def steady(figure) -> float:
             return steady_mean(epochs, run.steady, figure)
 
-        return cls(run.mean_epoch(epochs), mean(lambda e: e.mean_compute), mean(lambda e: e.mean_exposed("data")),
-                   mean(lambda e: e.mean_exposed("sync")), mean(lambda e: e.mean_exposed("control")))
+        return cls(run.mean_epoch(epochs), steady(lambda e: e.mean_compute), steady(lambda e: e.mean_exposed("data")),
+                   steady(lambda e: e.mean_exposed("sync")), steady(lambda e: e.mean_exposed("control")))
 
     @property
     def share(self) -> float:
@@ -171,11 +171,6 @@ class Replayer:
                 high = middle
         return (low * high) ** 0.5
 
-    def curve(self) -> list[Point]:
-        """:data:`POINTS` points from the baseline share :data:`HIGHEST_SHARE` down to its floor
-        (:func:`span`)."""
-        return [self.point(float(gbps)) for gbps in self.span()]
-
     def span(self) -> np.ndarray:
         """:data:`POINTS` bandwidths from the baseline share :data:`HIGHEST_SHARE` down to its floor."""
         floor, ceiling = self.base_at(FASTEST).share, self.base_at(SLOWEST).share
@@ -220,7 +215,8 @@ def replayed_section(curve: Curve, traced: list[tuple[Path, Path]], out: Path) -
             f"the least; the speed-up is the method's replayed steady epoch over the baseline's under the same link, "
             f"the median of the rounds [95% interval of their mean]; shares and bounds are means over the rounds."
             f"\n\n{markdown(rows)}\n"
-            f"{paper_point(curve, points)}{above_bounds(curve, points)}\n![replayed share curve](share_curve_replayed.png)\n")
+            f"{paper_point(curve, points)}{above_bounds(curve, points)}\n"
+            f"![replayed share curve](share_curve_replayed.png)\n")
 
 
 def above_bounds(curve: Curve, points: list[RoundsPoint]) -> str:
