@@ -44,6 +44,9 @@ class Curve:
     """Whether the method removes the baseline's communication (BNS-GCN's sampling) rather than
     hiding it: its speed-up is then bounded by removing all of it, ``1 / (1 - s)``, not by hiding
     it (:mod:`gnntrain.repro.replayed`)."""
+    decides: str = ""
+    """What the method decides from timings under its headline link and a replay at other
+    bandwidths keeps (AdaQP's widths, HopGNN's merges), in words; empty where it decides nothing."""
     headline: tuple[float, str, str] | None = None
     """(share, baseline sweep, method sweep): the headline table's sweeps that are this curve's
     point at that share, overrides and rounds alike; None where the headline's share is none of

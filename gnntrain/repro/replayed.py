@@ -18,8 +18,8 @@ baseline's replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all da
 
 At the paper's share (where the curve spans it) the table gives our speed-up and bounds there
 (interpolated between the two nearest points) beside the paper's. A method is held to the bound
-of what it does (:attr:`~gnntrain.repro.paper.Curve.removes`): hiding (PipeGCN, AdaQP's overlap,
-GNNPipe, HopGNN) or removing (BNS-GCN's sampling). Where the paper's speed-up is above that
+of what it does (:attr:`~gnntrain.repro.paper.Curve.removes`): hiding (PipeGCN, GNNPipe,
+HopGNN) or removing (BNS-GCN's sampling, AdaQP's quantizing). Where the paper's speed-up is above that
 bound at its own share, doing so alone cannot give it: the table says so, and gives the
 measured parts of both replayed epochs there, so that a reader sees where the difference lies;
 where ours is above it, the table gives both methods' compute, which the bounds take to be equal.
@@ -214,7 +214,7 @@ def replayed_section(curve: Curve, traced: list[tuple[Path, Path]], out: Path) -
             f"from where the first round's baseline share is {HIGHEST_SHARE} (or the most any bandwidth gives it) to "
             f"the least; the speed-up is the method's replayed steady epoch over the baseline's under the same link, "
             f"the median of the rounds [95% interval of their mean]; shares and bounds are means over the rounds."
-            f"\n\n{markdown(rows)}\n"
+            f"{' ' + curve.decides if curve.decides else ''}\n\n{markdown(rows)}\n"
             f"{paper_point(curve, points)}{above_bounds(curve, points)}\n"
             f"![replayed share curve](share_curve_replayed.png)\n")
 
