@@ -46,3 +46,37 @@ def test_the_speedup_over_vanilla_pairs_rounds_by_seed_where_both_reached_the_ta
            "MiB_per_epoch": 1.0, "peak_mem_mb": 300.0, "setting": "strategy.p=0.1", "x_vanilla": ratio}
     text = compare.table([row, {**row, "strategy": "lo", "x_vanilla": None}], compare.Plan("small", Path(".")))
     assert "| bns | graph-parallel | 1.30 | 3.50x [" in text and "| lo | graph-parallel | 1.30 | - |" in text
+
+
+def test_a_choice_on_the_grids_edge_extends_the_grid_until_it_lies_inside(monkeypatch, tmp_path) -> None:
+    """The fastest rate on the grid's upper edge tries twice it, again while the new rate wins, and stops once the choice lies inside; a grid still on an edge after the most
+    steps says so."""
+    assert compare.beyond_edge([0.005, 0.01, 0.02], 0.02, 2.0) == 0.04
+    assert compare.beyond_edge([0.005, 0.01, 0.02], 0.005, 2.0) == 0.0025
+    assert compare.beyond_edge([0.005, 0.01, 0.02], 0.01, 2.0) is None
+    best = 0.05  # time to the target falls with the rate up to here, then rises
+
+    def rows(plan, sweep):
+        lr_values = next(o for o in sweep.overrides if o.startswith("train.lr=")).split("=")[1].split(",")
+        runs = [type("R", (), {"config": {"train.lr": float(lr)}})() for lr in lr_values]
+        return runs, [{"s_to_target": abs(float(lr) - best) + 1.0, "best_val": 0.8, "network": "ib100"}
+                      for lr in lr_values]
+
+    monkeypatch.setattr(compare, "run_sweep", lambda plan, sweep: None)
+    monkeypatch.setattr(compare, "runs_and_rows", rows)
+    tuned = compare.tune(compare.Plan("small", tmp_path), "vanilla", "fast")
+    assert compare.learning_rate(tuned.setting) == 0.04 and not tuned.on_edge
+    assert max(tuned.rates) == 0.08, "0.04 won, so 0.08 was tried; it lost, so the search stopped"
+    best = 100.0
+    tuned = compare.tune(compare.Plan("small", tmp_path), "vanilla", "fast")
+    assert tuned.on_edge and len(tuned.rates) == compare.TUNING_BUDGET + compare.EDGE_STEPS
+
+
+def test_a_sweep_counts_as_complete_only_with_runs_of_its_own_overrides(tmp_path) -> None:
+    """A final run at the setting an earlier tuning chose does not stand in for one at the new setting."""
+    job = tmp_path / "runs" / "0"
+    (job / ".hydra").mkdir(parents=True)
+    (job / ".hydra" / "overrides.yaml").write_text("- strategy=vanilla\n- train.lr=0.02\n- seed=0\n")
+    (job / "summary.json").write_text('{"status": "completed"}')
+    assert compare.complete(tmp_path / "runs", [["strategy=vanilla", "seed=0", "train.lr=0.02"]])
+    assert not compare.complete(tmp_path / "runs", [["strategy=vanilla", "train.lr=0.04", "seed=0"]])

@@ -16,6 +16,10 @@ setting:
    :data:`LEARNING_RATE_RANGE`), stopping at the target (``train.target``) or after the preset's
    patience. The setting chosen under a link is the one that reached the target in the fewest
    training seconds there; where none reached it, the one with the best validation score.
+   Where the chosen rate sits on an edge of the rates its knob value was tried at, that value is
+   tried at :data:`EDGE_FACTOR` times further out (:func:`beyond_edge`) and the choice made again, until the
+   chosen rate lies inside (at most :data:`EDGE_STEPS` steps; the table marks one still on an
+   edge): a setting on a grid's edge says only that the best lies at or beyond it.
    GNNPipe's chunks start at 2: with one chunk its stages take turns and nothing pipelines, so
    on this 2-layer model it would train exactly as vanilla does.
 2. **Runs** at each link's chosen setting: seeds 0-2 (none of them the tuning seed) under that
@@ -46,16 +50,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gnntrain.engine.summary import SUMMARY_FILE
+import yaml
+
+from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
 from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio, paired_ratio
 from gnntrain.repro import CHECKOUT, SHARED_DATA
 from gnntrain.repro.jobs import git_commit
-from gnntrain.repro.plan import Sweep, dry_run, expand, launch, run_summaries, timed_rows
+from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.strategies import method
 STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "sylvie", "sancus", "gnnpipe", "data_parallel", "neutrontp",
@@ -79,6 +86,11 @@ TUNING_BUDGET = 12
 """Settings tuned per strategy and link, whatever its knob: each knob value gets an equal share
 of learning rates (so no strategy is tuned harder than another)."""
 LEARNING_RATE_RANGE = (0.005, 0.02)
+EDGE_STEPS = 6
+"""At most this many learning rates a strategy's grid is extended by under one link."""
+EDGE_FACTOR = 2.0
+"""The ratio of each learning rate beyond a grid's edge to the one before it: coarser than the
+grids' own steps, so that a few steps span what the grid left out."""
 TUNING_SEED = 100
 """The seed tuning runs at: not one of the reported :data:`SEEDS`, so a setting is not chosen on
 the very runs that report it."""
@@ -114,6 +126,20 @@ def learning_rates(strategy: str, scale: str) -> list[float]:
     return [float(f"{low * (high / low) ** (i / (count - 1)):.3g}") for i in range(count)]
 
 
+def beyond_edge(rates: list[float], chosen: float, step: float) -> float | None:
+    """The learning rate one ``step`` beyond the edge of ``rates`` (those tried) that ``chosen``
+    sits on; None where it lies inside them."""
+    if chosen >= max(rates):
+        return float(f"{max(rates) * step:.3g}")
+    if chosen <= min(rates):
+        return float(f"{min(rates) / step:.3g}")
+    return None
+
+
+def learning_rate(setting: list[str]) -> float:
+    return float(next(o for o in setting if o.startswith("train.lr=")).split("=", 1)[1])
+
+
 @dataclass
 class Plan:
     scale: str
@@ -128,9 +154,14 @@ class Plan:
         return f"experiment=compare_{self.scale}"
 
 
-def complete(path: Path, jobs: int) -> bool:
-    """Whether ``path`` holds ``jobs`` completed runs."""
-    return sum(s.status == "completed" for s in run_summaries(path)) >= jobs
+def complete(path: Path, jobs: list[list[str]]) -> bool:
+    """Whether ``path`` holds a completed run of each of ``jobs`` (their overrides): a run of other
+    overrides there (a final run at the setting an earlier tuning chose) does not count."""
+    done = {frozenset(yaml.safe_load((summary.parent / ".hydra" / "overrides.yaml").read_text()))
+            for summary in path.rglob(SUMMARY_FILE)
+            if "calibration_probe" not in summary.parts and (summary.parent / ".hydra" / "overrides.yaml").is_file()
+            and RunSummary.read(summary).status == "completed"}
+    return all(frozenset(job) in done for job in jobs)
 
 
 def skipped(plan: Plan, sweep: Sweep) -> str | None:
@@ -138,14 +169,16 @@ def skipped(plan: Plan, sweep: Sweep) -> str | None:
     jobs' completed runs is not run again without ``--fresh``); None where it is."""
     if plan.read_only:
         return "--table: its runs are read"
-    if not plan.fresh and complete(plan.root / sweep.name, len(expand(sweep.overrides))):
+    if not plan.fresh and complete(plan.root / sweep.name, expand(sweep.overrides)):
         return "its runs completed: they are read (--fresh runs it again)"
     return None
 
 
 def run_sweep(plan: Plan, sweep: Sweep) -> None:
-    """``gnntrain -m`` the sweep into its folder, unless it is :func:`skipped`."""
+    """``gnntrain -m`` the sweep into its folder, emptied first (so that it holds no run of other
+    overrides), unless it is :func:`skipped`."""
     if skipped(plan, sweep) is None:
+        shutil.rmtree(plan.root / sweep.name, ignore_errors=True)
         launch(sweep.name, sweep.overrides, plan.root / sweep.name, check=False)
 
 
@@ -165,21 +198,56 @@ def final_sweep(plan: Plan, strategy: str, setting: list[str], link: str, seed: 
                  [plan.preset(), f"strategy={strategy}", *setting, f"seed={seed}", *LINKS[plan.scale][link]])
 
 
-def tune(plan: Plan, strategy: str, link: str) -> tuple[list[str] | None, list[dict]]:
-    """Run the strategy's grid under ``link``; the overrides of the setting chosen (see the module
-    docstring), None where no tuning run completed, and the tuning runs' rows."""
+def edge_sweep(plan: Plan, strategy: str, knob: list[str], link: str, lr: float, step: int) -> Sweep:
+    """The ``step``-th tuning run of the strategy under ``link`` beyond its grid's edge."""
+    return Sweep(f"tune/{link}/{strategy}/edge{step}",
+                 [plan.preset(), f"strategy={strategy}", *knob, f"train.lr={lr}", f"seed={TUNING_SEED}",
+                  f"train.target={TARGET[plan.scale]}", *LINKS[plan.scale][link]])
+
+
+@dataclass
+class Tuned:
+    """A strategy's tuning under one link: the setting chosen, the tuning runs' rows, and the
+    learning rates its knob value was tried at."""
+
+    setting: list[str]
+    rows: list[dict]
+    rates: list[float]
+
+    @property
+    def on_edge(self) -> bool:
+        return learning_rate(self.setting) in (min(self.rates), max(self.rates))
+
+
+def tune(plan: Plan, strategy: str, link: str) -> Tuned | None:
+    """Run the strategy's grid under ``link``, extended beyond the edge its choice sits on (see
+    the module docstring); None where no tuning run completed."""
     candidates, rows = [], []
-    for knob, sweep in tune_sweeps(plan, strategy, link):
+
+    def tried(knob: list[str], sweep: Sweep) -> None:
         run_sweep(plan, sweep)
         for run, row in zip(*runs_and_rows(plan, sweep)):
             setting = [*knob, f"train.lr={run.config['train.lr']}"]
             candidates.append((row, setting))
             rows.append({**about(strategy, link, setting, row), **row})
+
+    for knob, sweep in tune_sweeps(plan, strategy, link):
+        tried(knob, sweep)
     if not candidates:
         print(f"compare: no tuning run of {strategy} completed under {plan.root / 'tune' / link / strategy}",
               flush=True)
-        return None, []
-    return choose(candidates), rows
+        return None
+    for extension in range(1, EDGE_STEPS + 1):
+        chosen = choose(candidates)
+        knob = chosen[:-1]
+        rates = [learning_rate(setting) for _, setting in candidates if setting[:-1] == knob]
+        beyond = beyond_edge(rates, learning_rate(chosen), EDGE_FACTOR)
+        if beyond is None:
+            break
+        tried(knob, edge_sweep(plan, strategy, knob, link, beyond, extension))
+    chosen = choose(candidates)
+    knob = chosen[:-1]
+    return Tuned(chosen, rows, sorted(learning_rate(s) for _, s in candidates if s[:-1] == knob))
 
 
 def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
@@ -227,7 +295,10 @@ def planned(plan: Plan, strategies: list[str]) -> list[Sweep]:
     then the final runs round after round), each with why it is :func:`skipped`; a final sweep's
     setting is added once its strategy's tuning has chosen it."""
     sweeps = [sweep for strategy in strategies for link in LINKS[plan.scale]
-              for _, sweep in tune_sweeps(plan, strategy, link)]
+              for sweep in [*(sweep for _, sweep in tune_sweeps(plan, strategy, link)),
+                            replace(edge_sweep(plan, strategy, [], link, 0.0, 1), overrides=[],
+                                    added=f"up to {EDGE_STEPS} learning rates, one at a time, where the chosen one "
+                                          f"sits on an edge")]]
     sweeps += [replace(final_sweep(plan, strategy, [], link, seed), added="the setting tuning chooses there")
                for seed in SEEDS for strategy in strategies for link in LINKS[plan.scale]]
     return [replace(sweep, skipped=skipped(plan, sweep)) for sweep in sweeps]
@@ -279,7 +350,9 @@ def table(rows: list[dict], plan: Plan) -> str:
              f"Preset `{plan.preset()}`; target: validation score {TARGET[scale]}. Each strategy tuned under "
              f"each link at seed {TUNING_SEED} over {TUNING_BUDGET} settings, its knob's values x learning rates "
              f"in [{LEARNING_RATE_RANGE[0]}, {LEARNING_RATE_RANGE[1]}] (the setting that reached the target in the "
-             f"fewest training seconds); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
+             f"fewest training seconds), the chosen knob value's rates extended {EDGE_FACTOR:g}x at a time beyond the "
+             f"edge the chosen rate sat on until it lay inside (at most {EDGE_STEPS} steps; lr tried: the range and "
+             f"count of its knob value's rates); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
              "preset's whole epoch budget, in interleaved rounds (one per seed, each running every strategy once "
              "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds (evaluation left out; the "
              "links emulated, so their time is the emulated time) to the first evaluation at or above the "
@@ -293,13 +366,14 @@ def table(rows: list[dict], plan: Plan) -> str:
             continue
         lines += [f"## {link} link: {at_link[0]['network']}", "",
                   f"| strategy | family | time to target (s) | x {BASELINE} | epochs to target | reached | test (%) "
-                  "| epoch (ms) | MiB/epoch | peak MiB | setting |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "| epoch (ms) | MiB/epoch | peak MiB | setting | lr tried |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in sorted(at_link, key=lambda r: (r["s_to_target"] is None, r["s_to_target"] or 0.0)):
             lines.append(f"| {r['strategy']} | {r['family']} | {ci(r, 's_to_target')} | {r['x_vanilla'] or '-'} | "
                          f"{ci(r, 'epochs_to_target', digits=1)} | {r['reached']} | "
                          f"{ci(r, 'test_at_best_val', 100, 1)} | {ci(r, 'epoch_ms', digits=1)} | "
-                         f"{r['MiB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` |")
+                         f"{r['MiB_per_epoch']:.2f} | {r['peak_mem_mb']:.0f} | `{r['setting']}` | "
+                         f"{r.get('lr_tried', '-')} |")
         lines += ["", f"Verdict ({link}): {verdict(at_link)}.", ""]
     return "\n".join(lines)
 
@@ -323,13 +397,14 @@ def main() -> None:
                       out / "runs.csv"))
         return
     out.mkdir(parents=True, exist_ok=True)
-    groups, rows, settings = [], [], {}
+    groups, rows, settings, grids = [], [], {}, {}
     for strategy in args.strategies:
         for link in LINKS[args.scale]:
-            setting, tuning_rows = tune(plan, strategy, link)
-            rows.extend(tuning_rows)
-            if setting is not None:
-                settings[strategy, link] = setting
+            tuned = tune(plan, strategy, link)
+            if tuned is not None:
+                rows.extend(tuned.rows)
+                settings[strategy, link] = tuned.setting
+                grids[strategy, link] = tuned
     for seed in SEEDS:
         for (strategy, link), setting in settings.items():
             run_sweep(plan, final_sweep(plan, strategy, setting, link, seed))
@@ -338,6 +413,9 @@ def main() -> None:
     for (strategy, link), setting in settings.items():
         group, run_rows, runs = final(plan, strategy, setting, link)
         if group is not None:
+            grid = grids[strategy, link]
+            group["lr_tried"] = (f"{min(grid.rates):g}-{max(grid.rates):g} ({len(grid.rates)})"
+                                 + (" **on an edge**" if grid.on_edge else ""))
             groups.append(group)
             finals[strategy, link] = run_rows
             rows.extend(run_rows)
