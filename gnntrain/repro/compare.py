@@ -354,9 +354,10 @@ def table(rows: list[dict], plan: Plan) -> str:
              f"edge the chosen rate sat on until it lay inside (at most {EDGE_STEPS} steps; lr tried: the range and "
              f"count of its knob value's rates); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
              "preset's whole epoch budget, in interleaved rounds (one per seed, each running every strategy once "
-             "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds (evaluation left out; the "
-             "links emulated, so their time is the emulated time) to the first evaluation at or above the "
-             "target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). x vanilla: "
+             "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds "
+             f"on the {' and '.join(sorted({r['clock'] for r in rows if r.get('clock')})) or 'wall'} clock (evaluation "
+             "left out; the links emulated, so their time is the emulated time) to the first evaluation at or above "
+             "the target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). x vanilla: "
              "vanilla's time to target over the strategy's, the median of the per-round ratios [95% interval of "
              "their mean], over the rounds where both reached it. Test: the "
              "test score at the best validation epoch. MiB/epoch: every byte moved per training epoch.", ""]
