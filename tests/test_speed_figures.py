@@ -66,7 +66,7 @@ def test_a_baselines_share_is_marked_where_it_misses_its_calibration_by_more_tha
 def test_a_curve_point_no_link_reaches_is_stated_and_the_others_plotted(tmp_path) -> None:
     """A share below the baseline's floor fails calibrating: the curve leaves the point out and
     says why; the sweep counts as reached-none, not as a failed build; another failure does not."""
-    curve = PAPERS["hopgnn"].curve  # a calibrated curve (the rebuilt tables' are replayed)
+    curve = PAPERS["neutrontp"].curve  # a calibrated curve (the rebuilt tables' are replayed)
     floor, *others = curve.shares
     error = f"network.calibrate_share={floor} {curves.UNREACHABLE}: ..."
     for name in curve.sweeps_at(floor):

@@ -18,8 +18,9 @@ baseline's replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all da
 
 At the paper's share (where the curve spans it) the table gives our speed-up and bounds there
 (interpolated between the two nearest points) beside the paper's. A method is held to the bound
-of what it does (:attr:`~gnntrain.repro.paper.Curve.removes`): hiding (PipeGCN, GNNPipe,
-HopGNN) or removing (BNS-GCN's sampling, AdaQP's quantizing). Where the paper's speed-up is above that
+of what it does (:attr:`~gnntrain.repro.paper.Curve.removes`): hiding (PipeGCN's stale
+exchanges) or removing (BNS-GCN's sampling, AdaQP's quantizing, GNNPipe's stage activations in
+place of halos, HopGNN's model migration in place of feature fetching). Where the paper's speed-up is above that
 bound at its own share, doing so alone cannot give it: the table says so, and gives the
 measured parts of both replayed epochs there, so that a reader sees where the difference lies;
 where ours is above it, the table gives both methods' compute, which the bounds take to be equal.
