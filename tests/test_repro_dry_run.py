@@ -107,14 +107,16 @@ def test_compare_dry_run_lists_tuning_and_final_sweeps_and_starts_nothing(monkey
     named = re.findall(r"^== (\S+): ", out, re.M)
     rounds = [f"runs/{link}/{strategy}/seed{seed}" for seed in compare.SEEDS for strategy in ("vanilla", "bns")
               for link in ("fast", "slow")]
-    assert named == ["tune/fast/vanilla/0", "tune/slow/vanilla/0",
-                     "tune/fast/bns/0", "tune/fast/bns/1", "tune/fast/bns/2",
-                     "tune/slow/bns/0", "tune/slow/bns/1", "tune/slow/bns/2", *rounds], \
-        "every tuning sweep first, then the final runs in interleaved rounds, one seed each"
+    assert named == ["tune/fast/vanilla/0", "tune/fast/vanilla/edge1", "tune/slow/vanilla/0", "tune/slow/vanilla/edge1",
+                     "tune/fast/bns/0", "tune/fast/bns/1", "tune/fast/bns/2", "tune/fast/bns/edge1",
+                     "tune/slow/bns/0", "tune/slow/bns/1", "tune/slow/bns/2", "tune/slow/bns/edge1", *rounds], \
+        "every tuning sweep first (each grid, then its extension past an edge), then the final runs in " \
+        "interleaved rounds, one seed each"
+    assert f"<up to {compare.EDGE_STEPS} learning rates, one at a time, where the chosen one sits on an edge>" in out
     assert len(compare.SEEDS) >= 3
     sweeps, jobs, total = listed(out)
     assert total == len(jobs) == sum(sweeps.values())
-    tuned = {name: n for name, n in sweeps.items() if name.startswith("tune/")}
+    tuned = {name: n for name, n in sweeps.items() if name.startswith("tune/") and "/edge" not in name}
     assert sum(n for name, n in tuned.items() if "/vanilla/" in name) == 2 * compare.TUNING_BUDGET
     assert sum(n for name, n in tuned.items() if "/bns/" in name) == 2 * compare.TUNING_BUDGET, \
         "every strategy gets the same tuning budget under each link"
