@@ -119,7 +119,7 @@ def _adaqp_speed(workers: int, by: dict[str, list[Run]], start: int) -> str:
                      else "1x / 1x" if method == "Vanilla" else "-",
                      "MiB / epoch": fmt(mean(r.summary.mean_comm_bytes_per_epoch for r in rs) / 2**20, ".2f"),
                      "mean bits": fmt(mean(wire_bits(r) for r in rs), ".2f"),
-                     "s per reassignment (solve)": "-" if reassign is None else
+                     "s per reassignment (solve, wall)": "-" if reassign is None else
                      f"{reassign:.3f} ({_metric(rs, 'solve_time'):.3f})",
                      "largest assign_gap": fmt(max((e.strategy_metrics["assign_gap"] for r in rs for e in r.records
                                                     if "reassign_time" in e.strategy_metrics), default=None), ".3g")})
@@ -183,10 +183,25 @@ def _adaqp_verdict(four: dict[str, list[Run]] | None, cora: dict[str, list[Run]]
         ok = mean(a) >= mean(u) - spread
         lines.append(f"- Accuracy ({label}, 4 workers): adaptive {mean(a):.2f} vs uniform {mean(u):.2f} (larger sd "
                      f"{spread:.2f}): {'equal or better' if ok else 'worse'}.")
+    if ratio.met(1.0) != "met":
+        bits, mib = ({m: mean(figure(r) for r in four[m]) for m in ("AdaQP adaptive", "AdaQP uniform")}
+                     for figure in (wire_bits, lambda r: r.summary.mean_comm_bytes_per_epoch / 2**20))
+        excluded = speedup(uniform, adaptive, start, unassigned_time)
+        lines.append(f"- Why adaptive is not ahead, measured: it sends {bits['AdaQP adaptive']:.2f} bits per halo value "
+                     f"against uniform's {bits['AdaQP uniform']:.2f} ({mib['AdaQP adaptive']:.1f} against "
+                     f"{mib['AdaQP uniform']:.1f} MiB per epoch): its assignment (Eq. 12, lambda "
+                     f"{adaptive[0].config.get('strategy.lambda_', 0.5)}) buys less variance with wider messages than "
+                     f"uniform's draw from {{2, 4, 8}}; its reassignments left out, it is {excluded} uniform's "
+                     f"throughput.")
     reassign = [r.summary.mean_strategy_metrics["reassign_time"] for r in adaptive
                 if "reassign_time" in r.summary.mean_strategy_metrics]
     if reassign:
-        lines.append(f"- Seconds per reassignment at 4 workers: at most {max(reassign):.3f} (check: <= 0.5).")
+        solve = max(r.summary.mean_strategy_metrics["solve_time"] for r in adaptive
+                    if "solve_time" in r.summary.mean_strategy_metrics)
+        lines.append(f"- Seconds per reassignment at 4 workers: at most {max(reassign):.3f} (check: <= 0.5): "
+                     f"{'met' if max(reassign) <= 0.5 else '**missed**'}; rank 0's concurrent solves took at most "
+                     f"{solve:.3f} s of wall time (the reassignment's seconds are on the run's clock, which charges "
+                     f"the solves' CPU time).")
     return "Target (Table 6 at 4 workers: adaptive >= uniform in throughput at equal or better accuracy):\n\n" \
         + "\n".join(lines) + "\n"
 
