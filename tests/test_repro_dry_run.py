@@ -16,14 +16,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report import write_csv
 from gnntrain.report.runs import find_runs
 from gnntrain.repro import CHECKOUT as REPO
-from gnntrain.repro import build, compare, curves, plan
-from gnntrain.repro.paper import percent
+from gnntrain.repro import build, compare, plan
 from gnntrain.repro.papers import PAPERS
 
 SECONDS = 10
@@ -140,35 +138,16 @@ def test_a_builds_rows_record_each_jobs_wall_time(tmp_path) -> None:
     assert "1 job in 1 sweep; estimated wall time" in text and "for 1 of 1 jobs" in text
 
 
-@pytest.mark.parametrize("paper", [name for name, paper in PAPERS.items() if paper.curve.headline is not None])
-def test_a_curve_point_at_the_headline_share_reads_the_headline_sweeps(paper) -> None:
-    """The headline's sweeps are the curve's point at their share: same setting, baseline and
-    method, and the preset calibrated to that share; that point runs no sweep of its own."""
-    curve = PAPERS[paper].curve
-    share, base, method = curve.headline
-    sweeps = build.sweeps_of(PAPERS[paper])
-    assert curve.sweeps_at(share) == (base, method)
-    assert set(sweeps[base]) == {*curve.setting, *curve.base}
-    assert set(sweeps[method]) == {*curve.setting, *curve.method}
-    preset = next(o.split("=")[1] for o in curve.setting if o.startswith("experiment="))
-    assert yaml.safe_load((REPO / "conf" / "experiment" / f"{preset}.yaml").read_text())["network"][
-        "calibrate_share"] == share
-    assert not any(name.startswith(f"curve_{percent(share)}_") for name in sweeps)
-
-
 @pytest.mark.parametrize("paper", list(PAPERS))
 def test_a_curve_method_runs_under_its_baselines_link_of_the_same_round(paper) -> None:
-    """Only the baseline's curve sweep calibrates (the calibrated curve's to its share; the traced
-    one as the headline does); the method's runs after it in each round, under that round's
-    link, so that each round's ratio compares one link."""
+    """Only the curve's traced baseline calibrates (as the headline does); the traced method runs
+    after it in each round, under that round's link, so that each round's ratio compares one link."""
     declared = PAPERS[paper]
-    sweeps, calibrated = build.sweeps_of(declared), curves.link_sources(declared.curve)
-    sources = {**calibrated, "curve_trace_method": "curve_trace_base"}
+    sweeps = build.sweeps_of(declared)
     names = [sweep.name for sweep in build.planned(declared, "small", None, False)]
     planned = dict(zip(names, build.planned(declared, "small", None, False)))
-    for method, base in sources.items():
+    for method, base in {"curve_trace_method": "curve_trace_base"}.items():
         assert not any(o.startswith("network.calibrate_share") for o in sweeps[method])
-        assert method not in calibrated or any(o.startswith("network.calibrate_share") for o in sweeps[base])
         for r in range(build.REPEATS):
             assert planned[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
             assert names.index(f"{base}/repeat{r}") < names.index(f"{method}/repeat{r}")

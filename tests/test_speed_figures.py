@@ -5,7 +5,6 @@ baseline's reached share marked where it misses its calibration target."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,8 +13,6 @@ from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run
 from gnntrain.report.stats import Ratio
-from gnntrain.repro import build, curves
-from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.tables import share_cell, speedup, timed_from
 
 
@@ -61,26 +58,3 @@ def test_a_baselines_share_is_marked_where_it_misses_its_calibration_by_more_tha
     assert share_cell([_run(0, [1.0, 1.0], comm=0.66, target=0.6583)]) == "0.66"
     assert share_cell([_run(0, [1.0, 1.0], comm=0.61, target=0.67)]) == "0.61 (**off its target 0.67**)"
     assert share_cell([_run(0, [1.0, 1.0], comm=0.5)]) == "0.50"
-
-
-def test_a_curve_point_no_link_reaches_is_stated_and_the_others_plotted(tmp_path) -> None:
-    """A share below the baseline's floor fails calibrating: the curve leaves the point out and
-    says why; the sweep counts as reached-none, not as a failed build; another failure does not."""
-    curve = PAPERS["neutrontp"].curve  # a calibrated curve (the rebuilt tables' are replayed)
-    floor, *others = curve.shares
-    error = f"network.calibrate_share={floor} {curves.UNREACHABLE}: ..."
-    for name in curve.sweeps_at(floor):
-        (tmp_path / name / "repeat0" / "0").mkdir(parents=True)
-        (tmp_path / name / "repeat0" / "0" / "summary.json").write_text(json.dumps({"status": "failed", "error": error}))
-    assert build.unreached_only(tmp_path / curve.sweeps_at(floor)[0])
-    runs = {}
-    for s in others:
-        base, method = curve.sweeps_at(s)
-        runs[base] = [_run(seed, [1.0, 2.0, 2.0], comm=s, target=s) for seed in range(3)]
-        runs[method] = [_run(seed, [1.0, 1.5, 1.5]) for seed in range(3)]
-    text = curves.curve_section(curve, runs, tmp_path, tmp_path)
-    assert f"- {floor:.2f}: out of reach for 2 of the point's runs on this machine: {error}" in text
-    assert text.count("1.33x [") == len(others) and (tmp_path / "share_curve.png").stat().st_size > 0
-    (tmp_path / "crashed" / "0").mkdir(parents=True)
-    (tmp_path / "crashed" / "0" / "summary.json").write_text(json.dumps({"status": "failed", "error": "boom"}))
-    assert not build.unreached_only(tmp_path / "crashed")

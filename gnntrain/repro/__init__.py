@@ -6,7 +6,7 @@
   :mod:`.adaqp`, :mod:`.gnnpipe`, :mod:`.hopgnn` (each with the paper's figures it quotes);
 * :mod:`.build` — ``python -m gnntrain.repro <paper>``: runs a paper's sweeps in interleaved
   rounds and writes its tables to ``results/<paper>/``; :mod:`.plan` — the sweeps a build runs and
-  ``--dry-run``; :mod:`.curves` — the share curve; :mod:`.tables` — what the tables share;
+  ``--dry-run``; :mod:`.replayed` — the share curve, replayed; :mod:`.accounting` — where an epoch went; :mod:`.tables` — what the tables share;
 * :mod:`.compare` — every strategy tuned and compared on time to accuracy; :mod:`.zoo` — every
   model with its paper's settings; :mod:`.locality` — HopGNN's Table 1;
 * :mod:`.staleness` — which committed tables are older than the code they measure;

@@ -212,7 +212,7 @@ PAPER = Paper(
     curve=Curve(("experiment=adaqp_table4",), ("strategy=vanilla",),
                 ("strategy=adaqp", "strategy.assign=adaptive", "strategy.bits=2", "strategy.overlap=true", SPEED_PERIOD),
                 "AdaQP adaptive over vanilla, 2 workers", 0.6678, 2.27,
-                "Reddit 2M-1D: share 66.78% (Table 1), speed-up 2.27x (Table 4)", shares=(), removes=True,
+                "Reddit 2M-1D: share 66.78% (Table 1), speed-up 2.27x (Table 4)", removes=True,
                 decides="AdaQP's widths are those its assigner picked under each round's headline link; at another "
                         "bandwidth it would pick others (more bits where the link is fast), so away from that link "
                         "the curve times the headline's widths, not the ones AdaQP would choose there."),

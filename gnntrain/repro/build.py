@@ -31,11 +31,10 @@ from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.repro import CHECKOUT, SHARED_DATA
 from gnntrain.repro.archive import write_runs_archive
-from gnntrain.repro.curves import UNREACHABLE, curve_section, curve_sweeps, failed_errors, link_sources
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
-from gnntrain.repro.plan import Sweep, dry_run, launch, run_summaries, timed_rows
+from gnntrain.repro.plan import Sweep, dry_run, launch, timed_rows
 from gnntrain.repro.replayed import BASE as REPLAYED_BASE
 from gnntrain.repro.replayed import METHOD as REPLAYED_METHOD
 from gnntrain.repro.replayed import replayed_section, trace_sweeps
@@ -46,14 +45,14 @@ REPEATS = 3
 
 
 def sweeps_of(paper: Paper, scale: str = "small") -> dict[str, list[str]]:
-    """The paper's sweeps: its own, and at ``scale=small`` its share curve's (whose links are
-    calibrated; a paper-sized build runs on its cluster's one network)."""
-    return {**paper.sweeps, **({**curve_sweeps(paper.curve), **trace_sweeps(paper.curve)} if scale == "small" else {})}
+    """The paper's sweeps: its own, and at ``scale=small`` its share curve's traced runs (a
+    paper-sized build runs on its cluster's one network)."""
+    return {**paper.sweeps, **(trace_sweeps(paper.curve) if scale == "small" else {})}
 
 
 def speed_sweeps(paper: Paper) -> set[str]:
     """The paper's sweeps that run in interleaved rounds: its speed sweeps and its curve's."""
-    return {*paper.speed, *curve_sweeps(paper.curve), *trace_sweeps(paper.curve)}
+    return {*paper.speed, *trace_sweeps(paper.curve)}
 
 
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
@@ -103,13 +102,9 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
 
 def link_source(paper: Paper, sweep: str) -> str | None:
     """The sweep whose first run's link ``sweep`` runs under: a :attr:`Paper.same_link` sweep's
-    source, a curve method's baseline in the same round
-    (:func:`gnntrain.repro.curves.link_sources`) or its replayed curve's traced baseline
-    (:mod:`gnntrain.repro.replayed`) in the same round; None for a sweep that calibrates its own."""
+    source, or the curve's traced baseline (:mod:`gnntrain.repro.replayed`) in the same round for
+    its traced method; None for a sweep that calibrates its own."""
     name, _, repeat = sweep.partition("/")
-    curve = link_sources(paper.curve).get(name)
-    if curve:
-        return f"{curve}/{repeat}"
     return f"{REPLAYED_BASE}/{repeat}" if name == REPLAYED_METHOD else paper.same_link.get(name)
 
 
@@ -117,12 +112,6 @@ def linked(paper: Paper, sweep: str) -> str | None:
     """How :func:`planned` names the link of a sweep that takes another's."""
     source = link_source(paper, sweep)
     return f"the link of {source}'s runs" if source else None
-
-
-def unreached_only(sweep_dir: Path) -> bool:
-    """Whether every run of a sweep failed because no link gave its share (a curve's point)."""
-    summaries = run_summaries(sweep_dir)
-    return bool(summaries) and all(s.status == "failed" and UNREACHABLE in (s.error or "") for s in summaries)
 
 
 def link_taken(sweep: Sweep, source: str | None, runs_root: Path) -> list[str]:
@@ -178,19 +167,10 @@ def main() -> None:
     start = time.perf_counter()
     sweeps = {}
     for sweep in plan:
-        source = link_source(paper, sweep.name)
-        if source and (runs_root / source).is_dir() and unreached_only(runs_root / source):
-            print(f"== {sweep.name}: not run: no link reached its baseline's share ({source})", flush=True)
-            continue
-        sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, source, runs_root)]
+        sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, link_source(paper, sweep.name), runs_root)]
         if sweep.skipped is None:
-            on_curve = sweep.name.split("/")[0] in curve_sweeps(paper.curve)
-            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=not on_curve)
-            failed = [e for e in failed_errors(runs_root / sweep.name) if UNREACHABLE not in e] if on_curve else []
-            if failed:
-                raise SystemExit(f"gnntrain.repro: {sweep.name}: {len(failed)} job(s) failed: {failed[0]}")
-    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known
-                                  if (runs_root / name).is_dir() and not unreached_only(runs_root / name)}
+            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known if (runs_root / name).is_dir()}
     every = [run for name in runs for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
@@ -201,7 +181,7 @@ def main() -> None:
               f"metrics.jsonl (all runs: runs.csv). Sweeps: "
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    text = (paper.tables(runs, out, args.scale) + "\n" + curve_section(paper.curve, runs, out, runs_root)
+    text = (paper.tables(runs, out, args.scale) + "\n"
             + replayed_section(paper.curve, [(runs_root / REPLAYED_BASE / f"repeat{r}" / "0",
                                               runs_root / REPLAYED_METHOD / f"repeat{r}" / "0")
                                              for r in range(REPEATS)], out))

@@ -315,5 +315,5 @@ PAPER = Paper(
     curve=Curve(("experiment=gnnpipe_table3", "model=gcn"), ("strategy=vanilla",),
                 ("strategy=gnnpipe", "strategy.graph_parallel=1"), "GNNPipe (pipeline) over graph parallelism, GCN",
                 0.665, 2.03, "share 66.5% on average (Fig. 8, Sec. 4.6), speed-up 2.03x on average "
-                             "(geometric mean, Sec. 4.2)", shares=(), removes=True),
+                             "(geometric mean, Sec. 4.2)", removes=True),
 )

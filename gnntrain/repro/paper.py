@@ -12,17 +12,11 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from gnntrain.report.runs import Run
 
-SHARES = (0.3, 0.45, 0.6, 0.75, 0.9)
-"""The baseline communication shares a curve's links are calibrated to, unless it names its own."""
-
-
-def percent(s: float) -> int:
-    return round(s * 100)
-
 
 @dataclass(frozen=True)
 class Curve:
-    """One paper's headline comparison, run at each of its :attr:`shares`."""
+    """One paper's headline comparison, traced once per round and replayed at many link
+    bandwidths (:mod:`gnntrain.repro.replayed`)."""
 
     setting: tuple[str, ...]
     """Overrides of the setting (the headline table's preset and size)."""
@@ -38,25 +32,13 @@ class Curve:
     no speed-up at a known share."""
     paper_source: str
     """Where the paper's share and speed-up are quoted from (or why there is no point)."""
-    shares: tuple[float, ...] = SHARES
-    """The baseline shares its links are calibrated to."""
     removes: bool = False
-    """Whether the method removes the baseline's communication (BNS-GCN's sampling) rather than
-    hiding it: its speed-up is then bounded by removing all of it, ``1 / (1 - s)``, not by hiding
+    """Whether the method removes the baseline's communication (BNS-GCN's sampling, AdaQP's
+    quantizing, ...) rather than hiding it (PipeGCN): its speed-up is then bounded by removing all of it, ``1 / (1 - s)``, not by hiding
     it (:mod:`gnntrain.repro.replayed`)."""
     decides: str = ""
     """What the method decides from timings under its headline link and a replay at other
     bandwidths keeps (AdaQP's widths, HopGNN's merges), in words; empty where it decides nothing."""
-    headline: tuple[float, str, str] | None = None
-    """(share, baseline sweep, method sweep): the headline table's sweeps that are this curve's
-    point at that share, overrides and rounds alike; None where the headline's share is none of
-    :attr:`shares`."""
-
-    def sweeps_at(self, s: float) -> tuple[str, str]:
-        """The baseline's and the method's sweeps at share ``s``."""
-        if self.headline is not None and self.headline[0] == s:
-            return self.headline[1], self.headline[2]
-        return f"curve_{percent(s)}_base", f"curve_{percent(s)}_method"
 
 
 @dataclass(frozen=True)
@@ -73,7 +55,7 @@ class Paper:
     """The tables and figures from the runs of each sweep (``runs``, the output folder, the scale):
     the markdown of ``table.md``, figures written beside it."""
     curve: Curve
-    """The headline speed-up over the baseline at several link speeds (:mod:`gnntrain.repro.curves`)."""
+    """The headline speed-up over the baseline at many link speeds (:mod:`gnntrain.repro.replayed`)."""
     trusting: tuple[str, ...] = ()
     """Speed sweeps that run under the cached links as they are (``network.recheck=false``): each
     after the sweep of its round that re-checked the same links (its baseline's, earlier in
