@@ -19,6 +19,7 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.data.job import prepare_job_data
 from gnntrain.job.validation import job_layout
+from gnntrain.parallel.full_batch import EVAL_COUNTS, SPLITS
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.base import Tallies
@@ -156,11 +157,15 @@ def _record_steps(trace: dict, optimizer: torch.optim.Optimizer, model: torch.nn
 
 
 def _record_epoch(trace: dict, ctx: WorkerContext, loss: torch.Tensor, counts: torch.Tensor) -> None:
-    """Append an epoch's loss and evaluation counts, summed over the ranks."""
+    """Append an epoch's loss and evaluation figures, summed over the ranks: the counts (each
+    split's score numerator, denominator and nodes, compared exactly) and apart each split's
+    summed evaluation loss (a float sum, whose order follows the partition)."""
     if ctx.world_size > 1:
         dist.all_reduce(counts)
         dist.all_reduce(loss)
-    trace["counts"].append(counts)
+    per_split = counts.view(len(SPLITS), EVAL_COUNTS)
+    trace["counts"].append(per_split[:, [0, 1, 3]].reshape(-1))
+    trace.setdefault("eval_loss", []).append(per_split[:, 2])
     trace["loss"].append(float(loss))
 
 

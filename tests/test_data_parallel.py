@@ -35,6 +35,7 @@ def test_data_parallel_equals_single_process(model: str, norm: str, world: int, 
     torch.testing.assert_close(torch.tensor(traces[0]["loss"]), torch.tensor(reference["loss"]), rtol=1e-9, atol=0)
     for epoch in range(EPOCHS):
         torch.testing.assert_close(traces[0]["counts"][epoch], reference["counts"][epoch], rtol=0, atol=0)
+        torch.testing.assert_close(traces[0]["eval_loss"][epoch], reference["eval_loss"][epoch], rtol=1e-9, atol=0)
         for rank, trace in enumerate(traces):
             assert_gradients_close(trace["grads"][epoch], reference["grads"][epoch], 1e-9,
                                    f"rank {rank}, epoch {epoch + 1}")

@@ -14,6 +14,7 @@ from gnntrain.data.graph_data import induced_subgraph
 from gnntrain.data.registry import load_dataset
 from gnntrain.errors import ConfigError
 from gnntrain.models import build_model
+from gnntrain.parallel.full_batch import EVAL_COUNTS
 from gnntrain.parallel.inductive import WholeGraphScores
 
 GRAPH = ["dataset.num_nodes=600", "dataset.avg_degree=6"]
@@ -37,9 +38,10 @@ def test_scores_count_validation_on_seen_nodes_and_test_on_the_whole_graph() -> 
     scores = WholeGraphScores(whole, torch.float32, torch.device("cpu"), multilabel=False)
     assert scores.graphs["val"].num_inner == int((whole.train_mask | whole.val_mask).sum())
     assert scores.graphs["test"].num_inner == whole.num_nodes
-    counts = scores.counts(build_model(run.model, whole.num_features, whole.num_classes))
-    assert counts[:2].tolist() == [0, 0]
-    assert counts[3] == int(whole.val_mask.sum()) and counts[5] == int(whole.test_mask.sum())
+    counts = scores.counts(build_model(run.model, whole.num_features, whole.num_classes)).view(3, EVAL_COUNTS)
+    assert counts[0].tolist() == [0, 0, 0, 0]
+    assert counts[1, 1] == counts[1, 3] == int(whole.val_mask.sum())
+    assert counts[2, 1] == counts[2, 3] == int(whole.test_mask.sum())
 
 
 @pytest.mark.slow
@@ -49,6 +51,8 @@ def test_inductive_run_scores_the_same_on_one_and_two_workers(tmp_path) -> None:
     two = train_records(tmp_path / "two", *common, "cluster.world_size=2")
     for key in ("loss", "train_acc", "val_acc", "test_acc"):
         assert [r[key] for r in two] == pytest.approx([r[key] for r in one], rel=1e-9), key
+    assert [r["val_loss"] for r in two if r["val_loss"] is not None] == pytest.approx(
+        [r["val_loss"] for r in one if r["val_loss"] is not None], rel=1e-9)
     assert two[-1]["test_acc"] > 0.7, "trained on the training nodes alone, it should score the rest well above chance (0.2)"
 
 

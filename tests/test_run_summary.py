@@ -40,7 +40,7 @@ def string_keyed_summary_reads(path: Path) -> list[str]:
     return found
 
 
-ADDED_SINCE = {"clock": "wall", "mean_comm_wait_time_by_kind": {}, "mean_comm_transfer_time_by_kind": {},
+ADDED_SINCE = {"clock": "wall", "selected_by": "score", "mean_comm_wait_time_by_kind": {}, "mean_comm_transfer_time_by_kind": {},
                "mean_comm_hidden_time_by_kind": {}}
 """Fields added after those files were written, with the value an older summary reads with."""
 

@@ -10,7 +10,7 @@ from conftest import make_run
 from gnntrain.data.synthetic import generate
 from gnntrain.data.partition import partition_stats
 from gnntrain.data.job import JobData
-from gnntrain.engine.early_stop import EarlyStopping, Stop, time_to_target
+from gnntrain.engine.early_stop import EarlyStopping, Stop, selected, time_to_target
 from gnntrain.engine import loop as loop_module
 from gnntrain.engine.loop import EpochLoop
 from gnntrain.engine.metrics import EpochRecord
@@ -39,7 +39,9 @@ def test_multilabel_uses_bce_and_f1_micro() -> None:
     for i, split in enumerate((data.train_mask, data.val_mask, data.test_mask)):
         pred, true = out[split] > 0, data.y[split] > 0.5
         tp, fp, fn = (pred & true).sum(), (pred & ~true).sum(), (~pred & true).sum()
-        assert float(counts[2 * i] / counts[2 * i + 1]) == pytest.approx(float(2 * tp / (2 * tp + fp + fn)))
+        assert float(counts[4 * i] / counts[4 * i + 1]) == pytest.approx(float(2 * tp / (2 * tp + fp + fn)))
+        assert float(counts[4 * i + 2] / counts[4 * i + 3]) == pytest.approx(
+            float(F.binary_cross_entropy_with_logits(out[split], data.y[split])))
 
 
 def test_single_process_epoch_record_has_no_communication() -> None:
@@ -75,10 +77,37 @@ def test_an_epochs_peak_memory_covers_its_evaluation(monkeypatch: pytest.MonkeyP
     assert second.val_acc is not None and second.peak_mem_mb == second.peak_mem_reserved_mb == 600.0
 
 
-def _record(epoch: int, val: float | None) -> EpochRecord:
+def _record(epoch: int, val: float | None, val_loss: float | None = None) -> EpochRecord:
     return EpochRecord(epoch=epoch, loss=1.0, train_acc=None, val_acc=val, test_acc=val, epoch_time=0.5,
                        compute_time=0.5, comm_time=0.0, comm_total_time=0.0, reduce_time=0.0, eval_time=0.0,
-                       comm_bytes=0)
+                       comm_bytes=0, val_loss=val_loss)
+
+
+def test_the_validation_loss_is_the_training_losss_function_over_the_validation_nodes() -> None:
+    data = generate(400, 6, 4, 8, homophily=0.8)
+    part = torch.zeros(data.num_nodes, dtype=torch.long)
+    loop = EpochLoop(make_run("model.dropout=0", "train.epochs=1"), WorkerContext(0, 1, torch.device("cpu")),
+                     JobData(data.facts(), {}, False, data=data, part=part))
+    record, = loop.records([loop.run_epoch(1)])
+    out = loop.strategy.step.local_outputs(loop.strategy.policy.evaluation_halo())
+    assert record.val_loss == pytest.approx(float(F.cross_entropy(out[data.val_mask], data.y[data.val_mask])))
+
+
+def test_the_monitor_picks_the_best_epoch_by_score_loss_or_gats_rule_and_the_patience_follows_it() -> None:
+    """Score: epoch 2 (0.8, first reached). Loss: epoch 3 (0.4), and patience 2 fires at 5.
+    GAT's rule (score_or_loss): epochs 1, 2 (score), 3 (loss) reset the patience, epoch 4 (score
+    0.8 ties the highest, loss 0.4 ties the lowest) both, so it is the best; patience 2 fires at 6."""
+    records = [_record(e, v, l) for e, v, l in
+               ((1, 0.5, 0.9), (2, 0.8, 0.6), (3, 0.7, 0.4), (4, 0.8, 0.4), (5, 0.6, 0.5), (6, 0.6, 0.5))]
+    assert selected(records).epoch == 2 and selected(records, "loss").epoch == 3
+    assert selected(records, "score_or_loss").epoch == 4
+    loss = EarlyStopping(2, monitor="loss")
+    assert [stop for stop in map(loss.update, records) if stop][0] == Stop("patience", 2, 5, 3, 2.5, "loss")
+    gat = EarlyStopping(2, monitor="score_or_loss")
+    stop = [stop for stop in map(gat.update, records) if stop][0]
+    assert (stop.epoch, stop.best_epoch) == (6, 4) and "no better validation score or loss" in stop.describe()
+    with pytest.raises(ValueError, match="no validation loss"):
+        selected([_record(1, 0.5), _record(2, 0.6)], "loss")
 
 
 def test_patience_counts_epochs_since_the_first_best_validation_score_at_evaluated_epochs() -> None:

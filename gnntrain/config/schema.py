@@ -41,6 +41,7 @@ def choices(name: str, *values: str, module: str = __name__) -> type[Choice]:
 PartitionMethod = choices("PartitionMethod", "metis", "random")
 PartitionObjective = choices("PartitionObjective", "cut", "vol")
 Optimizer = choices("Optimizer", "adam", "sgd")
+Monitor = choices("Monitor", "score", "loss", "score_or_loss")
 Precision = choices("Precision", "float32", "float64", "bfloat16")
 WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
@@ -400,8 +401,13 @@ class TrainConfig:
     """Evaluate every k epochs (and after the last); the records of the epochs since the last
     evaluation are written then (and at checkpoints), with no communication between the epochs
     in between."""
+    monitor: Monitor = Monitor.score
+    """Which epoch is best, and what the patience watches: score (the best validation score), loss (the lowest
+    validation loss, GCNII's code) or score_or_loss (GAT's code: the patience resets where either is at its best so
+    far; the best epoch is the last where both are)."""
     patience: int = 0
-    """Stop once the best validation score is this many epochs old (checked after each evaluation; 0: never)."""
+    """Stop once the last epoch that improved on what train.monitor watches is this many epochs old (checked after
+    each evaluation; 0: never)."""
     target: Optional[float] = None
     """Stop at the first evaluation whose validation score is at least this (null: never)."""
     warmup_epochs: int = conduct(2)

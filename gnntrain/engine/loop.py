@@ -48,6 +48,7 @@ from gnntrain.engine.recorder import RunRecorder, closed_after
 from gnntrain.engine.summary import RunSummary
 from gnntrain.errors import interrupts_deferred
 from gnntrain.models import rows as projected_rows
+from gnntrain.parallel.full_batch import EVAL_COUNTS, SPLITS
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.engine.provenance import loaded_code
 from gnntrain.strategies import strategy_class
@@ -226,15 +227,18 @@ class EpochLoop:
         in_flight = {c: parts["transfer"][c] + parts["hidden"][c] for c in TRAINING_CATEGORIES}
         link_busy = {c: means[f"link_busy/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
+        val_loss = None
         if shares[0].eval_counts is not None:
             counts = [sum(column) for column in zip(*(share.eval_counts for share in shares))]
-            accs = [counts[i] / counts[i + 1] if counts[i + 1] > 0 else None for i in (0, 2, 4)]
+            train, val, test = (counts[i * EVAL_COUNTS:(i + 1) * EVAL_COUNTS] for i in range(len(SPLITS)))
+            accs = [split[0] / split[1] if split[1] > 0 else None for split in (train, val, test)]
+            val_loss = val[2] / val[3] if val[3] > 0 else None
         totals = Tallies.combine([share.tallies for share in shares])
         timed_kinds = sorted({kind for share in shares for kind in share.kind_splits})
         kind_times = {part: {kind: sum(share.kind_splits.get(kind, {}).get(part, 0.0) for share in shares)
                              / len(shares) for kind in timed_kinds} for part in SPLIT_PARTS}
         return EpochRecord(
-            epoch=epoch, loss=sums["loss"], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2],
+            epoch=epoch, loss=sums["loss"], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2], val_loss=val_loss,
             epoch_time=maxes["epoch_time"], compute_time=means["compute_time"], comm_time=exposed["data"],
             comm_total_time=in_flight["data"], reduce_time=exposed["sync"], eval_time=maxes["eval_time"],
             comm_bytes=sum(training.values()),
@@ -298,7 +302,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
     facts = RunSummary(
         dataset=run.dataset.name, model=run.model.name, strategy=run.strategy.name, world_size=ctx.world_size,
         mesh=mesh, network=network_info, clock=str(run.cluster.clock), num_nodes=graph_facts.num_nodes, num_edges=graph_facts.num_edges,
-        metric="f1_micro" if graph_facts.multilabel else "accuracy",
+        metric="f1_micro" if graph_facts.multilabel else "accuracy", selected_by=str(run.train.monitor),
         partition={**partition_stats, "comm_volume": comm_volume(partition_stats)},
         memory_estimate=job.memory_estimate,
         estimated_peak_mem_mb=job.memory_estimate["total_mb"] if job.memory_estimate else None,
@@ -320,7 +324,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
             print(f"resuming from {resume.where} (epoch {resume.epoch} of {epochs})", flush=True)
     records: list[EpochRecord] = list(kept)
     every = run.train.checkpoint_every
-    stopping = EarlyStopping(run.train.patience, run.train.target, kept)
+    stopping = EarlyStopping(run.train.patience, run.train.target, kept, str(run.train.monitor))
     recorder: RunRecorder | None = None
     if ctx.rank == 0:
         with interrupts_deferred():

@@ -142,6 +142,11 @@ class EpochRecord:
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""
+    val_loss: Optional[float] = None
+    """Mean loss over the validation nodes, the training loss's function (cross-entropy; binary
+    cross-entropy averaged over the labels for multilabel data); null on epochs without
+    evaluation (and in records written before it existed). ``train.monitor=loss`` or
+    ``score_or_loss`` selects the best epoch by it."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

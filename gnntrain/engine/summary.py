@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from gnntrain.comm.meter import TRAINING_CATEGORIES
+from gnntrain.engine.early_stop import selected
 from gnntrain.engine.metrics import EpochRecord, share
 from gnntrain.files import write_atomically
 
@@ -79,10 +80,14 @@ class RunSummary:
     field existed: `completed`)."""
     epochs: int = 0
     """Epochs completed."""
+    selected_by: str = "score"
+    """How the best epoch is selected (`train.monitor`): `score`, the first epoch of the best validation score;
+    `loss`, the first of the lowest validation loss; `score_or_loss`, the last epoch whose validation score and loss
+    were both at their best so far (a summary written before this field existed: `score`)."""
     best_val: Optional[float] = None
-    """Best validation score."""
+    """The validation score at the best epoch (`selected_by`)."""
     test_at_best_val: Optional[float] = None
-    """Test score at the epoch of the best validation score."""
+    """Test score at the best epoch."""
     best_epoch: Optional[int] = None
     """That epoch."""
     final_loss: Optional[float] = None
@@ -160,13 +165,12 @@ class RunSummary:
     """Only in a run that did not complete: the one-line error."""
 
     def with_records(self, records: list[EpochRecord], warmup_epochs: int) -> RunSummary:
-        """This summary with the figures of ``records``: the best validation score, the test
-        score at that epoch, and per-epoch means over the steady epochs: those after the first
+        """This summary with the figures of ``records``: the best epoch (:attr:`selected_by`), its
+        validation and test scores, and per-epoch means over the steady epochs: those after the first
         ``warmup_epochs`` that are not part of a strategy's examination
         (``strategy_metrics["examination"]``, e.g. HopGNN timing its merge counts), all epochs
         if there are no others. The examination epochs' mean time is given apart."""
-        evaluated = [r for r in records if r.val_acc is not None]
-        best = max(evaluated, key=lambda r: r.val_acc, default=None)
+        best = selected(records, self.selected_by)
         examined = [r for r in records if r.strategy_metrics.get("examination")]
         steady = steady_records(records, warmup_epochs)
         warmed = min(warmup_epochs, len(records)) if steady is not records else 0

@@ -48,17 +48,28 @@ def rows_of(mask: torch.Tensor) -> torch.Tensor:
     return mask.nonzero().view(-1)
 
 
+EVAL_COUNTS = 4
+"""Figures per split in :func:`score_counts`: the score's numerator and denominator, the summed
+loss and the nodes."""
+
+
 def score_counts(out: torch.Tensor, y: torch.Tensor, masks: list[torch.Tensor], multilabel: bool) -> torch.Tensor:
-    """Per mask: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro; float64."""
+    """Per mask, :data:`EVAL_COUNTS` figures: (correct, total) for accuracy, or (2TP, 2TP+FP+FN)
+    for F1-micro; then the loss summed over the mask's nodes (the training loss's function:
+    cross-entropy, or binary cross-entropy averaged over the labels) and their number; float64."""
     counts = []
     for mask in masks:
+        rows = out[mask]
         if multilabel:
-            pred, true = out[mask] > 0, y[mask] > 0.5
+            pred, true = rows > 0, y[mask] > 0.5
             tp = (pred & true).sum()
             counts += [2 * tp, 2 * tp + (pred & ~true).sum() + (~pred & true).sum()]
+            loss = F.binary_cross_entropy_with_logits(rows, y[mask], reduction="sum") / max(1, y.shape[1])
         else:
-            counts += [(out[mask].argmax(-1) == y[mask]).sum(), mask.sum()]
-    return torch.stack(counts).double()
+            counts += [(rows.argmax(-1) == y[mask]).sum(), mask.sum()]
+            loss = -F.log_softmax(rows, dim=-1).gather(1, y[mask].unsqueeze(1)).sum()
+        counts += [loss, mask.sum()]
+    return torch.stack([c.double() for c in counts])
 
 
 def build_optimizer(model: torch.nn.Module, run: RootConfig,

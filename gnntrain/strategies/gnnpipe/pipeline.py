@@ -69,7 +69,9 @@ from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.graph import build_local_graph
 from gnntrain.models import build_model
-from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, rows_of, score_counts
+from gnntrain.parallel.full_batch import (
+    EVAL_COUNTS, SPLITS, all_reduce_gradients, build_optimizer, loss_share, rows_of, score_counts,
+)
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.models.gnn import step_key
 from gnntrain.parallel.history import ChunkHalo, Chunks, FreshHalo, LayerTable
@@ -242,7 +244,7 @@ class GNNPipe(Strategy):
         with self.meter.tagged("eval_"):
             out = self._fresh_pass(record=False)
         if not self.last:
-            return torch.zeros(6, dtype=torch.float64, device=self.graph.device)
+            return torch.zeros(len(SPLITS) * EVAL_COUNTS, dtype=torch.float64, device=self.graph.device)
         g = self.graph
         return score_counts(out, self.y, [g.train_mask, g.val_mask, g.test_mask], self.multilabel)
 
