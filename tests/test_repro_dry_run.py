@@ -198,3 +198,13 @@ def test_the_load_probe_counts_the_processes_that_want_the_cores() -> None:
     finally:
         for process in busy:
             process.wait()
+
+
+def test_on_the_virtual_clock_only_round_0_rechecks_a_link() -> None:
+    """Virtual time does not move with the machine's load: the later rounds take round 0's link as
+    it is, so every round times one link; a paper-sized (wall-clock) build re-checks every round."""
+    small = {s.name: s.overrides for s in build.planned(PAPERS["pipegcn"], "small", None, False)}
+    assert "network.recheck=false" not in small["speed_2parts/repeat0"]
+    assert all("network.recheck=false" in small[f"speed_2parts/repeat{r}"] for r in range(1, build.REPEATS))
+    paper = {s.name: s.overrides for s in build.planned(PAPERS["pipegcn"], "paper", None, False)}
+    assert not any("network.recheck=false" in paper[f"speed_2parts/repeat{r}"] for r in range(build.REPEATS))

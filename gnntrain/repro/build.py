@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from gnntrain.comm.network import link_overrides
+from gnntrain.job.api import compose
 from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.repro import CHECKOUT, SHARED_DATA
@@ -34,7 +35,7 @@ from gnntrain.repro.archive import write_runs_archive
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
-from gnntrain.repro.plan import Sweep, dry_run, launch, timed_rows
+from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.replayed import BASE as REPLAYED_BASE
 from gnntrain.repro.replayed import METHOD as REPLAYED_METHOD
 from gnntrain.repro.replayed import replayed_section, trace_sweeps
@@ -90,14 +91,25 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
         skipped = ("--tables-only: its runs are read" if tables_only
                    else "--only: its existing runs are read" if only is not None and name not in only else None)
         if name in speed_sweeps(paper):
-            trusted = ["network.recheck=false"] if name in paper.trusting else []
-            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted, f"seed={r}"],
+            held = on_virtual_clock(overrides)
+            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted(name in paper.trusting or (held and r > 0)),
+                                                       f"seed={r}"],
                                  linked(paper, f"{name}/repeat{r}"), skipped)) for r in range(REPEATS)]
         elif name in paper.same_link:
             after.append(Sweep(name, overrides, linked(paper, name), skipped))
         else:
             steady.append(Sweep(name, overrides, None, skipped))
     return steady + [sweep for _, sweep in sorted(rounds, key=lambda pair: pair[0])] + after
+
+
+def on_virtual_clock(overrides: list[str]) -> bool:
+    """Whether a sweep's jobs run on the virtual clock (its first job's composed config)."""
+    return compose(expand(overrides)[0])["cluster"]["clock"] == "virtual"
+
+
+def trusted(holds: bool) -> list[str]:
+    """The override that takes a cached link as it is, where it ``holds``."""
+    return ["network.recheck=false"] if holds else []
 
 
 def link_source(paper: Paper, sweep: str) -> str | None:
