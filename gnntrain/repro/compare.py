@@ -237,17 +237,18 @@ def tune(plan: Plan, strategy: str, link: str) -> Tuned | None:
         print(f"compare: no tuning run of {strategy} completed under {plan.root / 'tune' / link / strategy}",
               flush=True)
         return None
+    def rates_of(chosen: list[str]) -> list[float]:
+        """The learning rates the chosen setting's knob value was tried at (a setting ends with its rate)."""
+        return sorted(learning_rate(setting) for _, setting in candidates if setting[:-1] == chosen[:-1])
+
     for extension in range(1, EDGE_STEPS + 1):
         chosen = choose(candidates)
-        knob = chosen[:-1]
-        rates = [learning_rate(setting) for _, setting in candidates if setting[:-1] == knob]
-        beyond = beyond_edge(rates, learning_rate(chosen), EDGE_FACTOR)
+        beyond = beyond_edge(rates_of(chosen), learning_rate(chosen), EDGE_FACTOR)
         if beyond is None:
             break
-        tried(knob, edge_sweep(plan, strategy, knob, link, beyond, extension))
+        tried(chosen[:-1], edge_sweep(plan, strategy, chosen[:-1], link, beyond, extension))
     chosen = choose(candidates)
-    knob = chosen[:-1]
-    return Tuned(chosen, rows, sorted(learning_rate(s) for _, s in candidates if s[:-1] == knob))
+    return Tuned(chosen, rows, rates_of(chosen))
 
 
 def choose(candidates: list[tuple[dict, list[str]]]) -> list[str]:
