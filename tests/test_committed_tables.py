@@ -32,12 +32,19 @@ def test_an_archive_keeps_what_a_table_reads_and_refuses_a_member_outside_its_fo
     job = tmp_path / "runs" / "speed" / "repeat0" / "0"
     (job / ".hydra").mkdir(parents=True)
     (job / "checkpoints").mkdir()
-    for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml", "checkpoints/rank0.pt", "wandb.log"):
+    for name in ("summary.json", "metrics.jsonl", ".hydra/config.yaml", "checkpoints/rank0.pt", "wandb.log",
+                 "trace.jsonl"):
         (job / name).write_text(name)
+    other = job.parent / "1"
+    other.mkdir()
+    (other / "trace.jsonl").write_text("not replayed")
     (job / "calibration_probe" / "preset").mkdir(parents=True)
     (job / "calibration_probe" / "preset" / "summary.json").write_text("{}")
-    kept = [path.relative_to(tmp_path / "runs").as_posix() for path in archived_files(tmp_path / "runs", ["speed"])]
-    assert kept == ["speed/repeat0/0/.hydra/config.yaml", "speed/repeat0/0/metrics.jsonl", "speed/repeat0/0/summary.json"]
+    kept = [path.relative_to(tmp_path / "runs").as_posix()
+            for path in archived_files(tmp_path / "runs", ["speed"], replayed=(job,))]
+    assert kept == ["speed/repeat0/0/.hydra/config.yaml", "speed/repeat0/0/metrics.jsonl",
+                    "speed/repeat0/0/summary.json", "speed/repeat0/0/trace.jsonl"], \
+        "a trace only where the share curve replays it"
     write_runs_archive(tmp_path / "runs", ["speed"], tmp_path / "runs.tar.gz")
     back = extract_runs_archive(tmp_path / "runs.tar.gz", tmp_path / "back")
     assert (back / "speed" / "repeat0" / "0" / "summary.json").stat().st_mtime == (job / "summary.json").stat().st_mtime

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from conftest import train_records
+from gnntrain.errors import GnntrainError
 from gnntrain.virtual import trace
 from gnntrain.replay_cli import Traced
 from gnntrain.replay_cli import main as replay_main
 from gnntrain.repro.paper import Curve
 from gnntrain.repro.replayed import (
-    FASTEST, HIGHEST_SHARE, MARGIN, POINTS, SLOWEST, Replayer, above_bounds, at_share, paper_point, rounds_curve,
+    FASTEST, HIGHEST_SHARE, MARGIN, POINTS, SEPARATE, SLOWEST, Replayer, above_bounds, at_share, paper_point,
+    rounds_curve, traced_jobs, traced_runs,
 )
 
 COMMON = ("dataset.num_nodes=1500", "dataset.avg_degree=8", "train.epochs=10", "train.warmup_epochs=2",
@@ -133,7 +135,8 @@ def test_the_share_curve_is_replayed_densely_with_its_bounds(traced: dict[str, P
 def test_a_papers_point_above_the_hide_all_bound_is_said_with_the_measured_parts(traced: dict[str, Path]) -> None:
     points = rounds_curve([(traced["vanilla"], traced["pipegcn"])])
     middle = points[len(points) // 2].share
-    curve = Curve((), ("strategy=vanilla",), ("strategy=pipegcn",), "PipeGCN over vanilla", middle, 5.0, "a quote")
+    curve = Curve((), ("strategy=vanilla",), ("strategy=pipegcn",), ("speed", "speed"), "PipeGCN over vanilla", middle,
+                  5.0, "a quote")
     text = paper_point(curve, points)
     assert "above the hide-all bound at its own share" in text and "compute" in text and "allreduce" in text
     within = paper_point(replace(curve, paper_speedup=1.0), points)
@@ -142,3 +145,22 @@ def test_a_papers_point_above_the_hide_all_bound_is_said_with_the_measured_parts
     assert above_bounds(curve, []) == ""
     removing = paper_point(replace(curve, removes=True, paper_speedup=1 / (1 - middle) + 0.5), points)
     assert "above the remove-all bound at its own share" in removing
+
+
+def test_a_curve_replays_the_headlines_own_traced_runs(tmp_path: Path) -> None:
+    """The curve's two runs are the jobs of the headline's sweeps that compose as its sides, round
+    by round; runs built with the curve's own traced sweeps (:data:`SEPARATE`) still replay theirs."""
+    curve = Curve(("dataset.num_nodes=300",), ("strategy=vanilla",), ("strategy=pipegcn",), ("speed", "speed"),
+                  "PipeGCN over vanilla", None, None, "no point")
+    sweeps = {"speed": ["dataset.num_nodes=300", "strategy=pipegcn,vanilla"]}
+    assert traced_jobs(curve, sweeps) == (1, 0)
+    own = [(tmp_path / "speed" / f"repeat{r}" / "1", tmp_path / "speed" / f"repeat{r}" / "0") for r in range(2)]
+    separate = [(tmp_path / SEPARATE[0] / f"repeat{r}" / "0", tmp_path / SEPARATE[1] / f"repeat{r}" / "0")
+                for r in range(2)]
+    (tmp_path / SEPARATE[0]).mkdir()
+    assert traced_runs(curve, sweeps, tmp_path, 2) == separate
+    own[0][0].mkdir(parents=True)
+    (own[0][0] / "trace.jsonl").write_text("")
+    assert traced_runs(curve, sweeps, tmp_path, 2) == own
+    with pytest.raises(GnntrainError, match="0 jobs of sweep speed compose as"):
+        traced_jobs(curve, {"speed": ["dataset.num_nodes=300", "strategy=bns"]})

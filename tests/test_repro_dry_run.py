@@ -21,7 +21,7 @@ from gnntrain.engine.summary import RunSummary
 from gnntrain.report import write_csv
 from gnntrain.report.runs import find_runs
 from gnntrain.repro import CHECKOUT as REPO
-from gnntrain.repro import build, compare, plan
+from gnntrain.repro import build, compare, plan, replayed
 from gnntrain.repro.papers import PAPERS
 
 SECONDS = 10
@@ -58,11 +58,11 @@ def listed(out: str) -> tuple[dict[str, int], list[str], int]:
 
 def repro_order(paper: str) -> list[str]:
     """The folders a build runs, in order: the sweeps that give no speed figure, then each speed
-    sweep (the share curve's among them) once per round, round after round (interleaved repeats),
-    then the sweeps run under another sweep's link (which exists only then)."""
+    sweep (the share curve's two among them) once per round, round after round (interleaved
+    repeats), then the sweeps run under another sweep's link (which exists only then)."""
     declared = PAPERS[paper]
-    speed, sweeps, same = build.speed_sweeps(declared), build.sweeps_of(declared), declared.same_link
-    assert set(declared.speed) < speed and {"curve_trace_base", "curve_trace_method"} < speed
+    speed, sweeps, same = declared.speed, declared.sweeps, declared.same_link
+    assert set(declared.curve.traced) <= set(speed)
     return ([name for name in sweeps if name not in speed and name not in same]
             + [f"{name}/repeat{r}" for r in range(build.REPEATS) for name in sweeps if name in speed]
             + [name for name in sweeps if name in same])
@@ -139,18 +139,23 @@ def test_a_builds_rows_record_each_jobs_wall_time(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("paper", list(PAPERS))
-def test_a_curve_method_runs_under_its_baselines_link_of_the_same_round(paper) -> None:
-    """Only the curve's traced baseline calibrates (as the headline does); the traced method runs
-    after it in each round, under that round's link, so that each round's ratio compares one link."""
+def test_a_curve_replays_its_headlines_own_runs_traced_under_one_link_per_round(paper) -> None:
+    """The curve costs no run of its own: its baseline and its method are one job each of the
+    headline's speed sweeps, which trace in every round; the method's sweep is the baseline's, or
+    runs after it in each round under the link that sweep checked, so that each round's ratio
+    compares one link (and a method that decides on timings decides under it)."""
     declared = PAPERS[paper]
-    sweeps = build.sweeps_of(declared)
-    names = [sweep.name for sweep in build.planned(declared, "small", None, False)]
-    planned = dict(zip(names, build.planned(declared, "small", None, False)))
-    for method, base in {"curve_trace_method": "curve_trace_base"}.items():
-        assert not any(o.startswith("network.calibrate_share") for o in sweeps[method])
-        for r in range(build.REPEATS):
-            assert planned[f"{method}/repeat{r}"].added == f"the link of {base}/repeat{r}'s runs"
-            assert names.index(f"{base}/repeat{r}") < names.index(f"{method}/repeat{r}")
+    rounds = build.planned(declared, "small", None, False)
+    names = [sweep.name for sweep in rounds]
+    base, method = declared.curve.traced
+    assert method == base or method in declared.trusting
+    for r in range(build.REPEATS):
+        for side in (base, method):
+            assert replayed.TRACING in rounds[names.index(f"{side}/repeat{r}")].overrides
+        assert names.index(f"{base}/repeat{r}") <= names.index(f"{method}/repeat{r}")
+    assert not any(replayed.TRACING in sweep.overrides for sweep in rounds
+                   if sweep.name.split("/")[0] not in declared.curve.traced), "only the curve's sweeps trace"
+    replayed.traced_jobs(declared.curve, declared.sweeps)  # one job of each sweep is the curve's side
 
 
 def test_a_skipped_sweep_takes_its_own_runs_link_and_a_run_one_needs_its_sources(tmp_path, monkeypatch) -> None:

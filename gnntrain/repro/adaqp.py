@@ -211,6 +211,7 @@ PAPER = Paper(
     trusting=("2m1d_adaqp", "2m2d_adaqp"), same_link={"cora_vanilla": "2m2d_vanilla", "cora_adaqp": "2m2d_vanilla"},
     curve=Curve(("experiment=adaqp_table4",), ("strategy=vanilla",),
                 ("strategy=adaqp", "strategy.assign=adaptive", "strategy.bits=2", "strategy.overlap=true", SPEED_PERIOD),
+                ("2m1d_vanilla", "2m1d_adaqp"),
                 "AdaQP adaptive over vanilla, 2 workers", 0.6678, 2.27,
                 "Reddit 2M-1D: share 66.78% (Table 1), speed-up 2.27x (Table 4)", removes=True,
                 decides="AdaQP's widths are those its assigner picked under each round's headline link; at another "

@@ -176,6 +176,7 @@ def _paper(headline: Headline, title: str, speed: tuple[str, ...], accuracy: tup
     return Paper(name=headline.method, sweeps=sweeps, speed=("speed",),
                  tables=partial(tables, headline, title, accuracy is not None),
                  curve=Curve((*SPEED, *speed), (f"strategy={headline.against[0]}",), (f"strategy={headline.method}",),
+                             ("speed", "speed"),
                              curve_label, None, None,
                              f"{headline.source} states its speed-ups without its baseline's communication share",
                              removes=True))

@@ -36,24 +36,11 @@ from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
-from gnntrain.repro.replayed import BASE as REPLAYED_BASE
-from gnntrain.repro.replayed import METHOD as REPLAYED_METHOD
-from gnntrain.repro.replayed import replayed_section, trace_sweeps
+from gnntrain.repro.replayed import SEPARATE, TRACING, replayed_section, traced_runs
 from gnntrain.repro.staleness import write_manifest
 
 REPEATS = 3
 """How many times each speed sweep runs (seeds 0, 1, ...), in interleaved rounds (:func:`planned`)."""
-
-
-def sweeps_of(paper: Paper, scale: str = "small") -> dict[str, list[str]]:
-    """The paper's sweeps: its own, and at ``scale=small`` its share curve's traced runs (a
-    paper-sized build runs on its cluster's one network)."""
-    return {**paper.sweeps, **(trace_sweeps(paper.curve) if scale == "small" else {})}
-
-
-def speed_sweeps(paper: Paper) -> set[str]:
-    """The paper's sweeps that run in interleaved rounds: its speed sweeps and its curve's."""
-    return {*paper.speed, *trace_sweeps(paper.curve)}
 
 
 ACCURACY_PRESETS = ("experiment=accuracy", "experiment=bns_accuracy", "experiment=gnnpipe_accuracy", "experiment=hopgnn_accuracy")
@@ -79,20 +66,23 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
     sweeps (:attr:`Paper.speed`) in :data:`REPEATS` rounds, each round running every one of them
     once at its seed (``<sweep>/repeat<r>``), so that the systems a speed-up compares run side by
     side, interleaved, whatever the machine does meanwhile, and under one link per round
-    (:attr:`Paper.trusting`); last the :attr:`Paper.same_link` sweeps,
+    (:attr:`Paper.trusting`), the share curve's two traced where they run on the virtual clock
+    (:mod:`gnntrain.repro.replayed`); last the :attr:`Paper.same_link` sweeps,
     whose link (that of their source's first run) is added only when they run. Skipped: all with
     ``tables_only``, those ``only`` leaves out."""
     steady, rounds, after = [], [], []
-    for name, overrides in sweeps_of(paper, scale).items():
+    for name, overrides in paper.sweeps.items():
         if scale == "paper":
             overrides = paper_sized(overrides)
             if overrides is None:
                 continue
         skipped = ("--tables-only: its runs are read" if tables_only
                    else "--only: its existing runs are read" if only is not None and name not in only else None)
-        if name in speed_sweeps(paper):
+        if name in paper.speed:
             held = on_virtual_clock(overrides)
-            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *trusted(name in paper.trusting or (held and r > 0)),
+            traced = [TRACING] if held and name in paper.curve.traced else []
+            rounds += [(r, Sweep(f"{name}/repeat{r}", [*overrides, *traced,
+                                                       *trusted(name in paper.trusting or (held and r > 0)),
                                                        f"seed={r}"],
                                  linked(paper, f"{name}/repeat{r}"), skipped)) for r in range(REPEATS)]
         elif name in paper.same_link:
@@ -113,11 +103,9 @@ def trusted(holds: bool) -> list[str]:
 
 
 def link_source(paper: Paper, sweep: str) -> str | None:
-    """The sweep whose first run's link ``sweep`` runs under: a :attr:`Paper.same_link` sweep's
-    source, or the curve's traced baseline (:mod:`gnntrain.repro.replayed`) in the same round for
-    its traced method; None for a sweep that calibrates its own."""
-    name, _, repeat = sweep.partition("/")
-    return f"{REPLAYED_BASE}/{repeat}" if name == REPLAYED_METHOD else paper.same_link.get(name)
+    """The sweep whose first run's link ``sweep`` runs under (a :attr:`Paper.same_link` sweep's
+    source); None for a sweep that calibrates its own."""
+    return paper.same_link.get(sweep)
 
 
 def linked(paper: Paper, sweep: str) -> str | None:
@@ -165,10 +153,9 @@ def main() -> None:
         os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
     only = args.only.split(",") if args.only else None
     paper = PAPERS[args.paper]
-    known = sweeps_of(paper, args.scale)
-    unknown = set(only or []) - set(known)
+    unknown = set(only or []) - set(paper.sweeps)
     if unknown:
-        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(known)}")
+        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(paper.sweeps)}")
     runs_root = args.runs or CHECKOUT / "multirun" / "repro" / args.paper / args.scale
     out = args.out or CHECKOUT / "results" / args.paper / ("" if args.scale == "small" else "paper")
     plan = planned(paper, args.scale, only, args.tables_only)
@@ -182,7 +169,8 @@ def main() -> None:
         sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, link_source(paper, sweep.name), runs_root)]
         if sweep.skipped is None:
             launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
-    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in known if (runs_root / name).is_dir()}
+    read = [*paper.sweeps, *SEPARATE]
+    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in read if (runs_root / name).is_dir()}
     every = [run for name in runs for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
@@ -193,14 +181,12 @@ def main() -> None:
               f"metrics.jsonl (all runs: runs.csv). Sweeps: "
               + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    text = (paper.tables(runs, out, args.scale) + "\n"
-            + replayed_section(paper.curve, [(runs_root / REPLAYED_BASE / f"repeat{r}" / "0",
-                                              runs_root / REPLAYED_METHOD / f"repeat{r}" / "0")
-                                             for r in range(REPEATS)], out))
+    replayed = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
+    text = paper.tables(runs, out, args.scale) + "\n" + replayed_section(paper.curve, replayed, out)
     (out / "table.md").write_text(f"{header}\n\n{text}")
     own = paper.tables.__module__
     write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
-    write_runs_archive(runs_root, list(known), out / "runs.tar.gz")
+    write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in replayed for p in pair))
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "
           f"in {out}")

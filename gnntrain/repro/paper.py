@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Curve:
-    """One paper's headline comparison, traced once per round and replayed at many link
-    bandwidths (:mod:`gnntrain.repro.replayed`)."""
+    """One paper's headline comparison, the runs of its speed sweeps traced in every round and
+    replayed at many link bandwidths (:mod:`gnntrain.repro.replayed`)."""
 
     setting: tuple[str, ...]
     """Overrides of the setting (the headline table's preset and size)."""
@@ -24,6 +24,9 @@ class Curve:
     """Overrides that make the baseline."""
     method: tuple[str, ...]
     """Overrides that make the method."""
+    traced: tuple[str, str]
+    """The speed sweeps (:attr:`Paper.speed`) that hold the baseline's run and the method's: each
+    round's runs of both are traced and replayed, so the curve costs no run of its own."""
     label: str
     """The method over the baseline, in words."""
     paper_share: float | None
@@ -50,7 +53,7 @@ class Paper:
     """Each sweep's ``gnntrain -m`` overrides, by the sweep's name (its folder under the build's runs)."""
     speed: tuple[str, ...]
     """The sweeps whose runs give the tables' speed figures: each runs in interleaved rounds
-    (:data:`gnntrain.repro.build.REPEATS`), and so do the curve's."""
+    (:data:`gnntrain.repro.build.REPEATS`); the curve's two (:attr:`Curve.traced`) among them."""
     tables: Callable[[dict[str, list[Run]], Path, str], str]
     """The tables and figures from the runs of each sweep (``runs``, the output folder, the scale):
     the markdown of ``table.md``, figures written beside it."""

@@ -95,6 +95,7 @@ def _pipegcn_accuracy(runs: dict[str, list[Run]], speed: list[Run], scale: str) 
 PAPER = Paper(
     name="pipegcn", sweeps=SWEEPS, speed=("speed_2parts", "speed_4parts"), tables=pipegcn,
     curve=Curve(("experiment=pipegcn_table4", "cluster.world_size=2"), ("strategy=vanilla",), ("strategy=pipegcn",),
+                ("speed_2parts", "speed_2parts"),
                 "PipeGCN over vanilla, 2 partitions", 0.6583, 1.91,
                 "Reddit, 2 partitions: share 65.83% (Table 2), speed-up 1.91x (Table 4)"),
 )

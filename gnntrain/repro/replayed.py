@@ -1,12 +1,13 @@
 """The share as a dense curve, replayed from one trace per method.
 
-Each paper's curve (:class:`~gnntrain.repro.paper.Curve`) runs its baseline and its method once
-more in the headline's setting with ``cluster.clock=virtual cluster.trace=true`` (the sweeps
-``curve_trace_base`` and ``curve_trace_method``, in every round of the speed sweeps; the method
-under exactly the baseline's link of its round, so that a method deciding on timings, AdaQP's
-widths and HopGNN's merges, decides as the headline's does). Each round's two traces are then
-timed again (:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the
-first round's, log-spaced between the one where its baseline's share is
+Each paper's curve (:class:`~gnntrain.repro.paper.Curve`) reads its baseline's and its
+method's runs in the headline's own speed sweeps (:attr:`~gnntrain.repro.paper.Curve.traced`),
+which on the virtual clock run with ``cluster.trace=true`` (:data:`TRACING`) in every round; the
+method's runs under its round's baseline link (the same sweep, or one that trusts the link its
+round's baseline sweep checked: :attr:`~gnntrain.repro.paper.Paper.trusting`), so that a method
+deciding on timings, AdaQP's widths and HopGNN's merges, decides as the headline's does, and the
+curve costs no run of its own. Each round's two traces are then timed again
+(:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the first round's, log-spaced between the one where its baseline's share is
 :data:`HIGHEST_SHARE` (or within :data:`MARGIN` of the most any bandwidth gives it) and the
 one where it is within :data:`MARGIN` of the least any bandwidth leaves it (latency and the
 waits for slower peers, which no bandwidth removes). At
@@ -35,11 +36,13 @@ from statistics import mean
 import numpy as np
 
 from gnntrain.errors import GnntrainError
+from gnntrain.job.api import compose
 from gnntrain.report import markdown
 from gnntrain.report.replay import ReplayedEpoch, steady_mean
 from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
 from gnntrain.repro.paper import Curve
+from gnntrain.repro.plan import expand
 
 POINTS = 24
 """Bandwidths a curve is replayed at."""
@@ -50,14 +53,40 @@ MARGIN = 0.01
 baseline (the all-reduce, which slows with the link too, caps the data's share below 1)."""
 SLOWEST, FASTEST = 1e-6, 1e5
 """The bandwidths (Gbit/s) the search for the curve's ends spans."""
-BASE, METHOD = "curve_trace_base", "curve_trace_method"
-"""The curve's two traced sweeps."""
+TRACING = "cluster.trace=true"
+"""The override that traces the runs of a curve's sweeps (on the virtual clock)."""
 
 
-def trace_sweeps(curve: Curve) -> dict[str, list[str]]:
-    """The curve's traced runs: the baseline's and the method's, in the headline's setting."""
-    traced = ["cluster.clock=virtual", "cluster.trace=true"]
-    return {BASE: [*curve.setting, *curve.base, *traced], METHOD: [*curve.setting, *curve.method, *traced]}
+def traced_jobs(curve: Curve, sweeps: dict[str, list[str]]) -> tuple[int, int]:
+    """The index of the baseline's job in its traced sweep and of the method's in its own
+    (:attr:`Curve.traced`): in each, the one job whose config composes as the curve's setting with
+    that side's overrides does."""
+    found = []
+    for sweep, side in zip(curve.traced, (curve.base, curve.method)):
+        wanted = compose([*curve.setting, *side])
+        jobs = [i for i, job in enumerate(expand(sweeps[sweep])) if compose(job) == wanted]
+        if len(jobs) != 1:
+            raise GnntrainError(f"{curve.label}: {len(jobs)} jobs of sweep {sweep} compose as "
+                                f"{' '.join([*curve.setting, *side])}; a curve's side needs exactly one")
+        found.append(jobs[0])
+    return found[0], found[1]
+
+
+SEPARATE = ("curve_trace_base", "curve_trace_method")
+"""The curve's own traced sweeps (baseline, method), one job each, in the committed runs of the
+tables built before the curve read the headline's runs; their tables still rebuild from them."""
+
+
+def traced_runs(curve: Curve, sweeps: dict[str, list[str]], runs_root: Path, rounds: int) -> list[tuple[Path, Path]]:
+    """Each round's run folders of the curve's baseline and method under ``runs_root``: those of
+    :data:`SEPARATE` where the headline's runs have no trace and the runs have them."""
+    base, method = traced_jobs(curve, sweeps)
+    own = [(runs_root / curve.traced[0] / f"repeat{r}" / str(base),
+            runs_root / curve.traced[1] / f"repeat{r}" / str(method)) for r in range(rounds)]
+    if not (own[0][0] / "trace.jsonl").is_file() and (runs_root / SEPARATE[0]).is_dir():
+        return [(runs_root / SEPARATE[0] / f"repeat{r}" / "0", runs_root / SEPARATE[1] / f"repeat{r}" / "0")
+                for r in range(rounds)]
+    return own
 
 
 @dataclass(frozen=True)
