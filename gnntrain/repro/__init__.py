@@ -13,9 +13,17 @@
 * :mod:`.jobs` — running one job and what the benchmarks in ``scripts/`` share.
 """
 
+import os
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 """The checkout the reproduction runs in: its ``conf/``, ``results/`` and ``multirun/``."""
 SHARED_DATA = CHECKOUT.parent / "shared" / "datasets" / "pyg"
 """Where the real graphs are read from when ``GNNTRAIN_DATA`` is unset (as the tests do)."""
+
+
+def use_shared_data() -> None:
+    """Read the real graphs from :data:`SHARED_DATA` where ``GNNTRAIN_DATA`` is unset and it exists:
+    for a build's jobs (which inherit the environment) and its own reads."""
+    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
+        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)

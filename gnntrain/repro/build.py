@@ -30,7 +30,7 @@ from gnntrain.comm.network import link_overrides
 from gnntrain.job.api import compose
 from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs
-from gnntrain.repro import CHECKOUT, SHARED_DATA
+from gnntrain.repro import CHECKOUT, use_shared_data
 from gnntrain.repro.archive import write_runs_archive
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
@@ -149,8 +149,7 @@ def main() -> None:
                                                                 "multirun/repro/<paper>/<scale>), e.g. a committed "
                                                                 "runs.tar.gz unpacked")
     args = parser.parse_args()
-    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
-        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)  # the sweeps' jobs and the tables' own reads
+    use_shared_data()
     only = args.only.split(",") if args.only else None
     paper = PAPERS[args.paper]
     unknown = set(only or []) - set(paper.sweeps)

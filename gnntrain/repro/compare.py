@@ -60,7 +60,7 @@ from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
 from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio, paired_ratio
-from gnntrain.repro import CHECKOUT, SHARED_DATA
+from gnntrain.repro import CHECKOUT, use_shared_data
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.staleness import write_manifest
@@ -389,8 +389,7 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
                                                              "recorded runs suggest; start nothing")
     args = parser.parse_args()
-    if "GNNTRAIN_DATA" not in os.environ and SHARED_DATA.is_dir():
-        os.environ["GNNTRAIN_DATA"] = str(SHARED_DATA)
+    use_shared_data()
     os.environ.setdefault("WANDB_MODE", "disabled")
     plan = Plan(args.scale, CHECKOUT / "multirun" / "compare" / args.scale, args.fresh, args.table)
     out = CHECKOUT / "results" / "compare" / ("" if args.scale == "small" else "paper")

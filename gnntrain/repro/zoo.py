@@ -53,7 +53,7 @@ from pathlib import Path
 
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run
-from gnntrain.repro import CHECKOUT
+from gnntrain.repro import CHECKOUT, use_shared_data
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.staleness import write_manifest
 
@@ -209,6 +209,7 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="only rewrite the table from the JSON")
     parser.add_argument("--out", type=Path, default=RESULTS / "model_zoo.json")
     args = parser.parse_args()
+    use_shared_data()
     rows = json.loads(args.out.read_text()) if args.out.exists() and not args.fresh else []
     done = {(r["model"], r["dataset"], r["workers"], r["seed"]) for r in rows}
     cells = [(m, d, w, s) for w in args.workers for d in args.datasets for m in args.models
