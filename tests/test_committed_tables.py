@@ -14,9 +14,12 @@ from gnntrain.repro import CHECKOUT, build
 from gnntrain.repro.archive import archived_files, extract_runs_archive, write_runs_archive
 
 ARCHIVES = sorted(CHECKOUT.glob("results/*/runs.tar.gz"))
+SLOW = {"hopgnn": "its Table 1 samples micrographs of 10 layers on the arxiv-sized graph again: minutes"}
+"""Tables whose rebuild from their runs takes long, run with the slow tests."""
 
 
-@pytest.mark.parametrize("archive", ARCHIVES, ids=lambda path: path.parent.name)
+@pytest.mark.parametrize("archive", [pytest.param(path, marks=pytest.mark.slow if path.parent.name in SLOW else ())
+                                     for path in ARCHIVES], ids=lambda path: path.parent.name)
 def test_a_table_rebuilds_byte_for_byte_from_its_committed_runs(archive: Path, tmp_path: Path, monkeypatch) -> None:
     runs = extract_runs_archive(archive, tmp_path / "runs")
     out = tmp_path / "out"
