@@ -2,9 +2,9 @@
 can be rebuilt from them byte for byte (``python -m gnntrain.repro <paper> --tables-only --runs
 DIR``, ``tests/test_committed_tables.py``): of every job the build read, failed ones included, the
 files a table is built from — ``summary.json``, ``metrics.jsonl``, the ``trace.jsonl`` of the runs
-its share curve replays and Hydra's ``.hydra/*.yaml`` (the job's config, its choices, its overrides) — each with its
-modification time, which a job's wall time in ``runs.csv`` is read from. Checkpoints, W&B
-folders and calibration probes stay out.
+its share curve replays and Hydra's ``.hydra/*.yaml`` (the job's config, its choices, its
+overrides) — each with its modification time, which a job's wall time in ``runs.csv`` is read
+from. Checkpoints, W&B folders and calibration probes stay out.
 An archive is unpacked with tarfile's ``data`` filter: a member that would land outside the
 folder, or that is not a plain file or folder, is refused."""
 

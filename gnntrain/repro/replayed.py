@@ -7,11 +7,11 @@ method's runs under its round's baseline link (the same sweep, or one that trust
 round's baseline sweep checked: :attr:`~gnntrain.repro.paper.Paper.trusting`), so that a method
 deciding on timings, AdaQP's widths and HopGNN's merges, decides as the headline's does, and the
 curve costs no run of its own. Each round's two traces are then timed again
-(:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the first round's, log-spaced between the one where its baseline's share is
-:data:`HIGHEST_SHARE` (or within :data:`MARGIN` of the most any bandwidth gives it) and the
-one where it is within :data:`MARGIN` of the least any bandwidth leaves it (latency and the
-waits for slower peers, which no bandwidth removes). At
-each: the baseline's share ``s`` and three bounds (means over the rounds) and the speed-up (the
+(:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the first round's,
+log-spaced between the one where its baseline's share is :data:`HIGHEST_SHARE` (or within
+:data:`MARGIN` of the most any bandwidth gives it) and the one where it is within :data:`MARGIN`
+of the least any bandwidth leaves it (latency and the waits for slower peers, which no bandwidth
+removes). At each: the baseline's share ``s`` and three bounds (means over the rounds) and the speed-up (the
 median of the rounds' ratios with its 95% interval, as every speed figure), the bounds from the
 baseline's replayed accounting (:mod:`gnntrain.repro.accounting`): hiding all data traffic
 ``1 / max(s, 1 - s)``; the same with the all-reduce on the link, serial to compute,
