@@ -114,6 +114,18 @@ def test_gat_layer_matches_pyg(heads: int, concat: bool, dataset: str) -> None:
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("heads,out_dim,concat", [(8, 8, True), (1, 6, False)])
+def test_gat_layer_draws_pyg_s_initial_parameters(heads: int, out_dim: int, concat: bool) -> None:
+    """Under one seed our layer starts where PyG's ``GATConv`` does: same draws, same bounds
+    (the attention vectors' included, which torch's Glorot bounds differently)."""
+    torch.manual_seed(0)
+    ours = GATLayer(50, out_dim, heads, concat)
+    torch.manual_seed(0)
+    ref = GATConv(50, out_dim, heads, concat)
+    for name, value in ref.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[name], value, rtol=1e-6, atol=1e-7, msg=name)
+
+
 @pytest.mark.parametrize("heads,concat", [(3, True), (2, False)])
 def test_gat_attention_dropout_matches_pyg_given_the_same_mask(heads: int, concat: bool, monkeypatch) -> None:
     """In training, our attention dropout is PyG's ``GATConv(dropout=0.6)`` with its draw replaced
