@@ -73,10 +73,8 @@ def traced_jobs(curve: Curve, sweeps: dict[str, list[str]]) -> tuple[int, int]:
 
 
 SEPARATE = ("curve_trace_base", "curve_trace_method")
-"""The curve's own traced sweeps (baseline, method), one job each, in the runs archives of the
-tables built before the curve read the headline's runs (``runs.tar.gz`` in the history of
-``results/``): such an archive still rebuilds its table (``--tables-only --runs``), so a table
-of an earlier build can be checked against its runs as a current one can."""
+"""The curve's own traced sweeps (baseline, method), one job each, in the committed runs of the
+tables built before the curve read the headline's runs; their tables still rebuild from them."""
 
 
 def traced_runs(curve: Curve, sweeps: dict[str, list[str]], runs_root: Path, rounds: int) -> list[tuple[Path, Path]]:
