@@ -30,9 +30,11 @@ def _commit(repo: Path, files: dict[str, str]) -> str:
 
 def test_only_code_and_config_values_make_a_table_stale(tmp_path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    built = _commit(tmp_path, {"pkg/a.py": '"""Doc."""\n\ndef f():\n    """One."""\n    return 1  # one\n',
+    built = _commit(tmp_path, {"pkg/a.py": '"""Doc."""\n\nX = 1\n"""Its doc."""\n\n'
+                                           'def f():\n    """One."""\n    return 1  # one\n',
                                "conf/x.yaml": "lr: 0.01  # the paper's\n"})
-    _commit(tmp_path, {"pkg/a.py": '"""Doc, reworded."""\n\ndef f():\n    """Uno."""\n    return 1\n',
+    _commit(tmp_path, {"pkg/a.py": '"""Doc, reworded."""\n\nX = 1\n"""Its doc, reworded."""\n\n'
+                                   'def f():\n    """Uno."""\n    return 1\n',
                        "conf/x.yaml": "# a comment\nlr: 0.01\n"})
     assert changed_code(built, ("pkg", "conf"), tmp_path) == []
     _commit(tmp_path, {"pkg/a.py": '"""Doc."""\n\ndef f():\n    return 2\n', "pkg/b.py": "X = 1\n"})

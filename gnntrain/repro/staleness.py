@@ -184,10 +184,17 @@ def _show(commit: str, path: str, repo: Path) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _bare_string(statement: ast.stmt) -> bool:
+    return (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str))
+
+
 def normalised(path: str, text: str | None, target: str | None = None) -> object:
-    """What of a file's text can change a figure: a Python file's syntax tree without docstrings,
-    a YAML file's values, the ``Makefile``'s rule for ``target`` (:func:`make_rule`; all of it
-    without a target), any other file's text."""
+    """What of a file's text can change a figure: a Python file's syntax tree without docstrings
+    (a module's, class's or function's, and the string below a constant or attribute: every
+    statement that is a bare string, which executes nothing), a YAML file's values, the
+    ``Makefile``'s rule for ``target`` (:func:`make_rule`; all of it without a target), any other
+    file's text."""
     if text is None:
         return None
     if path == "Makefile" and target is not None:
@@ -196,9 +203,8 @@ def normalised(path: str, text: str | None, target: str | None = None) -> object
         tree = ast.parse(text)
         for node in ast.walk(tree):
             body = getattr(node, "body", None)
-            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-                node.body = body[1:] or [ast.Pass()]
+            if isinstance(body, list):
+                node.body = [statement for statement in body if not _bare_string(statement)] or [ast.Pass()]
         return ast.dump(tree)
     if path.endswith((".yaml", ".yml")):
         return yaml.safe_load(text)
