@@ -66,8 +66,8 @@ class GATLayer(MessagePassingLayer):
         last two sizes (torch's ``xavier_uniform_`` on the ``1 x heads x channels`` tensor would
         take ``heads channels + channels``, a bound 2.1 times narrower at 8 x 8), zero bias."""
         nn.init.xavier_uniform_(self.lin.weight)
+        bound = math.sqrt(6.0 / (self.heads + self.out_dim))
         for att in (self.att_src, self.att_dst):
-            bound = math.sqrt(6.0 / (self.heads + self.out_dim))
             nn.init.uniform_(att, -bound, bound)
         nn.init.zeros_(self.bias)
 
