@@ -272,9 +272,9 @@ def runs_and_rows(plan: Plan, sweep: Sweep) -> tuple[list[Run], list[dict]]:
 
 def about(strategy: str, link: str, setting: list[str], row: dict) -> dict:
     """What a row of ``runs.csv`` and of the table say first: the strategy, its family, the link,
-    the setting and the network."""
+    the setting, the network and the clock."""
     return {"strategy": strategy, "family": family(strategy), "link": link, "setting": " ".join(setting),
-            "network": row["network"]}
+            "network": row["network"], "clock": row["clock"]}
 
 
 def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dict | None, list[dict], list[Run]]:
@@ -356,7 +356,7 @@ def table(rows: list[dict], plan: Plan) -> str:
              f"count of its knob value's rates); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
              "preset's whole epoch budget, in interleaved rounds (one per seed, each running every strategy once "
              "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds "
-             f"on the {' and '.join(sorted({r['clock'] for r in rows if r.get('clock')})) or 'wall'} clock (evaluation "
+             f"on the {' and '.join(sorted({r['clock'] for r in rows}))} clock (evaluation "
              "left out; the links emulated, so their time is the emulated time) to the first evaluation at or above "
              "the target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). x vanilla: "
              "vanilla's time to target over the strategy's, the median of the per-round ratios [95% interval of "
