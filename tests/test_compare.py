@@ -44,19 +44,20 @@ def test_the_speedup_over_vanilla_pairs_rounds_by_seed_where_both_reached_the_ta
     row = {"strategy": "bns", "family": "graph-parallel", "link": "fast", "network": "ib100", "clock": "virtual",
            "s_to_target": 1.3, "epochs_to_target": 20.0, "reached": "3/3", "runs": 3, "test_at_best_val": 0.8, "epoch_ms": 9.0,
            "MiB_per_epoch": 1.0, "peak_mem_mb": 300.0, "setting": "strategy.p=0.1", "x_vanilla": ratio}
-    text = compare.table([row, {**row, "strategy": "lo", "x_vanilla": None}], compare.Plan("small", Path(".")))
+    text = compare.table([row, {**row, "strategy": "lo", "x_vanilla": None}], compare.Plan("small", Path(".")), [row])
     assert "| bns | graph-parallel | 1.30 | 3.50x [" in text and "| lo | graph-parallel | 1.30 | - |" in text
 
 
-def test_the_table_names_the_clock_its_final_runs_were_timed_on(monkeypatch, tmp_path) -> None:
-    timed = {"network": "ib100", "clock": "virtual", "s_to_target": 1.0, "epochs_to_target": 10.0,
-             "test_at_best_val": 0.8, "epoch_ms": 9.0, "MiB_per_epoch": 1.0, "peak_mem_mb": 300.0}
+def test_the_table_names_the_graph_and_the_clock_its_final_runs_ran_on(monkeypatch, tmp_path) -> None:
+    timed = {"dataset": "cora", "model": "gcn", "workers": 2, "device": "cpu", "network": "ib100",
+             "clock": "virtual", "s_to_target": 1.0, "epochs_to_target": 10.0, "test_at_best_val": 0.8,
+             "epoch_ms": 9.0, "MiB_per_epoch": 1.0, "peak_mem_mb": 300.0}
     monkeypatch.setattr(compare, "runs_and_rows", lambda plan, sweep: ([], [{**timed, "seed": sweep.name[-1]}]))
     plan = compare.Plan("small", tmp_path)
     group, rows, _ = compare.final(plan, "vanilla", ["train.lr=0.02"], "fast")
-    assert group["clock"] == "virtual" and all(row["clock"] == "virtual" for row in rows)
-    text = compare.table([{**group, "lr_tried": "0.005-0.04 (5)", "x_vanilla": None}], plan)
+    text = compare.table([{**group, "lr_tried": "0.005-0.04 (5)", "x_vanilla": None}], plan, rows)
     assert "training seconds on the virtual clock" in text
+    assert "3 run(s); dataset: cora; model: gcn; workers: 2; device: cpu; network: ib100; clock: virtual" in text
 
 
 def test_a_choice_on_the_grids_edge_extends_the_grid_until_it_lies_inside(monkeypatch, tmp_path) -> None:

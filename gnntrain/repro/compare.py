@@ -57,7 +57,7 @@ from pathlib import Path
 import yaml
 
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
-from gnntrain.report import group_rows, plot_accuracy_vs_time, write_csv
+from gnntrain.report import about_line, group_rows, plot_accuracy_vs_time, write_csv
 from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio, paired_ratio
 from gnntrain.repro import CHECKOUT, use_shared_data
@@ -272,9 +272,9 @@ def runs_and_rows(plan: Plan, sweep: Sweep) -> tuple[list[Run], list[dict]]:
 
 def about(strategy: str, link: str, setting: list[str], row: dict) -> dict:
     """What a row of ``runs.csv`` and of the table say first: the strategy, its family, the link,
-    the setting, the network and the clock."""
+    the setting and the network."""
     return {"strategy": strategy, "family": family(strategy), "link": link, "setting": " ".join(setting),
-            "network": row["network"], "clock": row["clock"]}
+            "network": row["network"]}
 
 
 def final(plan: Plan, strategy: str, setting: list[str], link: str) -> tuple[dict | None, list[dict], list[Run]]:
@@ -345,7 +345,9 @@ def verdict(rows: list[dict]) -> str:
     return line
 
 
-def table(rows: list[dict], plan: Plan) -> str:
+def table(rows: list[dict], plan: Plan, runs: list[dict]) -> str:
+    """The table of the strategies' group ``rows``, headed by what the final ``runs`` (their own
+    rows) ran on: the graph, model, workers, device, networks and clock."""
     scale = plan.scale
     lines = [f"Built by `make compare` (scale={scale}) at commit {git_commit()} on {os.cpu_count()} CPU cores. "
              f"Preset `{plan.preset()}`; target: validation score {TARGET[scale]}. Each strategy tuned under "
@@ -356,12 +358,13 @@ def table(rows: list[dict], plan: Plan) -> str:
              f"count of its knob value's rates); then seeds {', '.join(map(str, SEEDS))} at that link's setting, with the "
              "preset's whole epoch budget, in interleaved rounds (one per seed, each running every strategy once "
              "under each link); GNNPipe's chunks from 2 (one chunk pipelines nothing). Time to target: training seconds "
-             f"on the {' and '.join(sorted({r['clock'] for r in rows}))} clock (evaluation "
+             f"on the {' and '.join(sorted({r['clock'] for r in runs}))} clock (evaluation "
              "left out; the links emulated, so their time is the emulated time) to the first evaluation at or above "
              "the target; mean ± 95% t-interval over the seeds that reached it (reached: how many did). x vanilla: "
              "vanilla's time to target over the strategy's, the median of the per-round ratios [95% interval of "
              "their mean], over the rounds where both reached it. Test: the "
-             "test score at the best validation epoch. MiB/epoch: every byte moved per training epoch.", ""]
+             "test score at the best validation epoch. MiB/epoch: every byte moved per training epoch.", "",
+             f"The final runs: {about_line(runs)}.", ""]
     for link in LINKS[scale]:
         at_link = [r for r in rows if r["link"] == link]
         if not at_link:
@@ -431,7 +434,7 @@ def main() -> None:
         if runs:
             plot_accuracy_vs_time([run for run, _ in runs], [name for _, name in runs], TARGET[args.scale],
                                   out / f"accuracy_vs_time_{link}.png", log_time=True)
-    text = table(groups, plan)
+    text = table(groups, plan, [row for run_rows in finals.values() for row in run_rows])
     (out / "table.md").write_text(text)
     write_manifest(out / "table.md", [run for link_runs in curves.values() for run, _ in link_runs])
     print(text)
