@@ -47,7 +47,7 @@ class WorkerFailed(GnntrainError):
 
 class DiskFull(GnntrainError):
     """A file of the run could not be written: its filesystem is full. Nothing partly written
-    is left under the file's name (:func:`gnntrain.files.write_atomically`)."""
+    is left under the file's name (:func:`gnntrain.storage.files.write_atomically`)."""
 
     PHRASE = "no space left to write"
     """How its line begins, and a worker's line that carries it reads."""

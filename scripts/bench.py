@@ -16,7 +16,7 @@
 2. ``strategy=vanilla`` with 2 local workers on the same graph: its mean epoch time divided
    by our single-process epoch time (measured in a run of every model only).
 
-Every process runs with :func:`gnntrain.allocator.keep_freed_memory`, as every worker does by
+Every process runs with :func:`gnntrain.job.launch.allocator.keep_freed_memory`, as every worker does by
 default. Results go to ``results/bench.json``. Usage: ``python scripts/bench.py [--nodes N]
 [--repeats R] ...``.
 """
@@ -38,9 +38,9 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, SAGEConv
 from torch_geometric.utils import to_torch_csr_tensor
 
-from gnntrain.allocator import keep_freed_memory
+from gnntrain.job.launch.allocator import keep_freed_memory
 from gnntrain.data.synthetic import generate
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.parallel.activation_memory import SavedActivations
 

@@ -36,11 +36,11 @@ from torch import nn
 from torch_geometric.utils import to_torch_csr_tensor
 
 from bench import pyg_model
-from gnntrain.clock import clock_of
+from gnntrain.timing.clock import clock_of
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.synthetic import generate
 from gnntrain.engine.peak_memory import peak_memory_mb, reset_peak_memory
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.strategies import METHODS
 from gnntrain.repro.jobs import git_commit, run_job

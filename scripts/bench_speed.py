@@ -13,13 +13,13 @@
    the rounded relaxation is also compared with HiGHS' branch and bound.
 4. **GAT vs PyG's GATConv**, single process, same graph (``scripts/bench.py``'s comparison).
 5. **CPU dropout.** Single-process full-graph epochs of the same model on a ``--dropout-nodes``
-   graph with dropout 0 and 0.5: ours with keyed masks (:func:`gnntrain.random16.dropout`), the
+   graph with dropout 0 and 0.5: ours with keyed masks (:func:`gnntrain.rng.random16.dropout`), the
    same with masks drawn from the generator's stream (gnntrain's before keyed masks), and
    torch's ``F.dropout``, in the same model: the extra time dropout adds to an epoch.
 6. **GPU communication timing**: where a CUDA device is present, vanilla on 2 workers sharing it
    (gloo) with its device-timed exposed and in-flight communication; otherwise not measured.
 
-The single-process rows run with :func:`gnntrain.allocator.keep_freed_memory`, as every worker
+The single-process rows run with :func:`gnntrain.job.launch.allocator.keep_freed_memory`, as every worker
 does by default; row 2 also times vanilla with ``cluster.keep_freed_memory=false``.
 
 Results go to ``results/bench_speed.json``, each row with the commit it was measured at.
@@ -41,13 +41,13 @@ import torch
 import torch.nn.functional as F
 
 import gnntrain.models.gnn as gnn_module
-from gnntrain.allocator import keep_freed_memory
+from gnntrain.job.launch.allocator import keep_freed_memory
 from gnntrain.comm.quantized_exchange import WidthLayout, decode, encode
 from gnntrain.data.synthetic import generate
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import build_model, model_spec
 from gnntrain.models.gnn import step_key
-from gnntrain.random16 import LEVELS, _Dropout, uniform16, unit_noise
+from gnntrain.rng.random16 import LEVELS, _Dropout, uniform16, unit_noise
 from gnntrain.strategies.graph_parallel.bit_assignment import PairGroups, assign_bits, group_messages
 
 from bench import compare_model

@@ -47,7 +47,7 @@ from gnntrain.data.graph_data import GraphData
 from gnntrain.data.job import prepare_job_data, write_partitioned_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.repro.jobs import compose_config, git_commit, run_job
-from gnntrain.safe_load import load_plain
+from gnntrain.storage.safe_load import load_plain
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results" / "gpu_scale.json"

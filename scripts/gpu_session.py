@@ -102,7 +102,7 @@ def commands(device: str, results: Path, bench_args: list[str], scale_args: list
         "cuda_tests": [py, "scripts/gpu_check.py", "--no-bench", "--workers", str(TEST_WORKERS),
                        "--tests-timeout", str(BY_NAME["cuda_tests"].budget_s - 10)],
         "scale_prepare": [py, "scripts/gpu_scale.py", "--prepare", *scale_args],
-        "device_profile": [py, "-m", "gnntrain.predict_cli", "--measure-profile", f"cluster.device={device}"],
+        "device_profile": [py, "-m", "gnntrain.commands.predict", "--measure-profile", f"cluster.device={device}"],
         "bench": [py, "scripts/bench_gpu.py", "--device", device, "--out", str(results / "bench_gpu.json"),
                   *BENCH_ARGS, *bench_args],
         "gpu_scale": [py, "scripts/gpu_scale.py", "--device", device, "--out", str(results / "gpu_scale.json"),

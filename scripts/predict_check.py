@@ -43,13 +43,13 @@ from scipy.stats import kendalltau
 
 from gnntrain.errors import ConfigError
 from gnntrain.job import api
-from gnntrain.predict.costs import Costs
+from gnntrain.cost.compute import Costs
 from gnntrain.predict.predictor import peak_mb, replayed, written
-from gnntrain.predict.profile import DeviceProfile, profile_for
-from gnntrain.predict.shape import partition_shape, proxy_shape
+from gnntrain.cost.profile import DeviceProfile, profile_for
+from gnntrain.cost.shape import partition_shape, proxy_shape
 from gnntrain.repro.jobs import git_commit, run_job
 from gnntrain.strategies import METHODS, method
-from gnntrain.virtual.link_model import Topology
+from gnntrain.timing.links import Topology
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 GRAPHS = {"sparse": ["dataset.num_nodes=8000", "dataset.avg_degree=6"],

@@ -7,7 +7,7 @@ For each node count (the ladder's generator settings, ``scripts/scale.py``), one
    time: torch's draws and searches, numpy's sort in the coalescing);
 2. partitions it into 4 parts with METIS under ``cProfile`` (the CSR handed over, then
    ``pymetis.part_graph``: METIS's own code is one call);
-3. holds the whole graph and, keeping freed memory as workers do (:mod:`gnntrain.allocator`),
+3. holds the whole graph and, keeping freed memory as workers do (:mod:`gnntrain.job.launch.allocator`),
    runs GraphSAGE training steps (forward, loss, backward, Adam); after one step that builds the
    aggregation matrices, ``torch.profiler`` records the next (each operator's self CPU time).
 
@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from gnntrain.allocator import keep_freed_memory
+from gnntrain.job.launch.allocator import keep_freed_memory
 from gnntrain.data.partition import carve_part, metis_partition
 from gnntrain.data.synthetic import generate
-from gnntrain.graph import local_graph_from_part
+from gnntrain.data.local_graph import local_graph_from_part
 from gnntrain.models import build_model
 from gnntrain.repro import CHECKOUT as REPO
 from gnntrain.repro.jobs import compose_config, git_commit

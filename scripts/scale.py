@@ -8,7 +8,7 @@ partitionable as real graphs). Per step, each its own ``gnntrain`` process tree 
 ``wait4`` (the peak of its largest process):
 
 1. ``gnntrain-partition`` into 1, 2 and 4 parts: time and peak, the generate and partition
-   phases' times from their lines (:mod:`gnntrain.phases`);
+   phases' times from their lines (:mod:`gnntrain.data.phases`);
 2. training with the part files: vanilla on 1, 2 and 4 workers, and pipegcn, bns and adaqp on
    2 and 4 workers (one method of each kind: stale halos, sampled halos, quantised halos):
    mean epoch time after the first, bytes per epoch, and the measured per-rank peak beside

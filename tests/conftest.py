@@ -56,7 +56,7 @@ def plugin_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     numbered in that order), 3 epochs of a 600-node graph on 2 workers."""
     root = tmp_path_factory.mktemp("plugin_sweep") / "sweep"
     env = {**os.environ, "WANDB_MODE": "disabled", "GNNTRAIN_PLUGINS": str(REPO / "docs" / "examples" / "int8_halo.py")}
-    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", "strategy=vanilla,adaqp,int8_halo",
+    done = subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "-m", "strategy=vanilla,adaqp,int8_halo",
                            "strategy.clip=0.5,1", "dataset.num_nodes=600", "dataset.avg_degree=6", "train.epochs=3",
                            "train.warmup_epochs=1", "cluster.world_size=2", f"hydra.sweep.dir={root}"],
                           capture_output=True, text=True, env=env, cwd=root.parent)

@@ -11,7 +11,7 @@ from conftest import make_run
 from dist_helpers import job_bytes, save_variance_coefficients, trace_job
 from gnntrain.comm.quantize import record_bytes
 from gnntrain.data.job import prepare_job_data
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer
 from gnntrain.models.sage import SAGELayer

@@ -1,6 +1,7 @@
-"""The packages that hold the mechanisms never reach up to the code that runs a job (the job path,
-the CLI, the report and the reproduction), the config package, which every other reads, reaches up
-to none, what ``--help`` reads imports no torch, and no code edits ``sys.path`` to import."""
+"""The house: every package of ``gnntrain/`` sits on a floor and imports only from floors below its
+own (imports under ``TYPE_CHECKING`` aside), so the package-level import graph has no cycle; the
+root holds at most six modules; what ``--help`` reads imports no torch; no code edits ``sys.path``
+to import."""
 
 from __future__ import annotations
 
@@ -9,18 +10,51 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "gnntrain"
-LOWER = ("engine", "strategies", "parallel", "models", "comm", "data")
-UPPER = ("gnntrain.job", "gnntrain.cli", "gnntrain.report", "gnntrain.repro")
 REPO = PACKAGE.parent
+
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("config",),
+    ("storage", "rng"),
+    ("timing",),
+    ("data",),
+    ("models", "comm"),
+    ("parallel",),
+    ("cost",),
+    ("strategies",),
+    ("engine", "predict"),
+    ("report",),
+    ("job",),
+    ("repro",),
+    ("commands",),
+)
+"""Bottom first. ``config`` reads every other package's schema from below (they register theirs);
+``timing`` (clocks, the link model, traces, replay, the accounting) sits below the communicator,
+which posts to it, and below everything that reads a time; ``cost`` (memory arithmetic, kernel
+counts and their prices) below the strategies, whose timing models read it, so that the
+predictor and the launcher share it without importing each other."""
+FLOOR = {package: level for level, packages in enumerate(FLOORS) for package in packages}
+MAX_ROOT_MODULES = 6
+
+
+def package_of(module: str) -> str | None:
+    """The top package (or root module) of a ``gnntrain`` module, None for other modules."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "gnntrain" and len(parts) > 1 else None
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Every module ``path`` imports, at any depth of its code (``from a import b`` counts a and a.b)."""
+    """Every module ``path`` imports at run time, at any depth of its code (``from a import b``
+    counts a and a.b); imports under ``if TYPE_CHECKING:`` left out."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for branch in ast.walk(tree)
+                   if isinstance(branch, ast.If) and "TYPE_CHECKING" in ast.unparse(branch.test)
+                   for node in ast.walk(branch)}
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -29,15 +63,49 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def is_upper(name: str) -> bool:
-    return any(name == upper or name.startswith(upper + ".") for upper in UPPER)
+def own_package(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
-@pytest.mark.parametrize("package", LOWER)
-def test_lower_packages_do_not_import_the_job_path_or_the_cli(package: str) -> None:
-    offending = {str(path.relative_to(REPO)): sorted(filter(is_upper, imported_modules(path)))
-                 for path in sorted((PACKAGE / package).rglob("*.py"))}
-    assert not {path: names for path, names in offending.items() if names}
+def package_imports() -> dict[str, dict[str, set[str]]]:
+    """Per package, the packages it imports, each with the files that do."""
+    graph: dict[str, dict[str, set[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent == PACKAGE and path.stem in ("__init__", "__main__"):
+            continue
+        own = own_package(path)
+        for name in imported_modules(path):
+            other = package_of(name)
+            if other not in (None, own) and ((PACKAGE / other).is_dir() or (PACKAGE / f"{other}.py").exists()):
+                graph.setdefault(own, {}).setdefault(other, set()).add(str(path.relative_to(REPO)))
+    return graph
+
+
+def test_every_package_and_root_module_has_a_floor() -> None:
+    present = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    present |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert sorted(present - set(FLOOR)) == [], "give every package a floor in FLOORS"
+    assert sorted(set(FLOOR) - present) == [], "FLOORS names a package that no longer exists"
+
+
+def test_no_package_imports_from_its_own_floor_or_above() -> None:
+    upward = {f"{own} -> {other}": sorted(files) for own, imports in package_imports().items()
+              for other, files in imports.items() if FLOOR[other] >= FLOOR[own]}
+    assert upward == {}
+
+
+def test_the_root_holds_at_most_six_modules() -> None:
+    assert len(list(PACKAGE.glob("*.py"))) <= MAX_ROOT_MODULES
+
+
+def test_the_predictor_and_the_timing_models_import_neither_the_job_nor_the_report() -> None:
+    """The predictor and each strategy's timing model read the cost arithmetic below both."""
+    files = [*sorted((PACKAGE / "predict").rglob("*.py")), *sorted(PACKAGE.glob("strategies/*/timing_model.py"))]
+    offending = {str(path.relative_to(REPO)): sorted(name for name in imported_modules(path)
+                                                     if package_of(name) in ("job", "report", "commands"))
+                 for path in files}
+    assert len(files) >= 6 and not {path: names for path, names in offending.items() if names}
 
 
 def test_no_code_edits_the_import_path() -> None:

@@ -11,7 +11,7 @@ import torch
 
 from conftest import make_run, model_config
 from gnntrain.data.job import prepare_job_data
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import MODELS, build_model
 
 NO_HALO = lambda h, layer: h.new_zeros(0, h.shape[1])  # noqa: E731

@@ -13,9 +13,9 @@ import torch
 
 from conftest import make_run
 from dist_helpers import assert_gradients_close, job_bytes, record_training, trace_job
-from gnntrain.aggregation import MEAN, SYMMETRIC, Aggregation
+from gnntrain.data.aggregation import MEAN, SYMMETRIC, Aggregation
 from gnntrain.data.job import prepare_job_data
-from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.data.local_graph import LocalGraph, build_local_graph
 from gnntrain.parallel.activation_memory import SavedActivations
 from gnntrain.parallel.mesh import WorkerContext
 from gnntrain.strategies.graph_parallel.strategy import GraphParallel

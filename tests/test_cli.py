@@ -87,7 +87,7 @@ def test_installed_command_finds_its_config_from_any_directory(tmp_path) -> None
 ])
 def test_bad_input_gives_one_line_error_and_nonzero_exit(args, expected, tmp_path, monkeypatch, capsys) -> None:
     """The command's own entry point, called in this process (no interpreter start-up per case)."""
-    from gnntrain.cli import main
+    from gnntrain.commands.train import main
 
     monkeypatch.setattr(sys, "argv", [GNNTRAIN, *args, f"hydra.run.dir={tmp_path}/run"])
     with pytest.raises(SystemExit) as exit_info:

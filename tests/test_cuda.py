@@ -205,7 +205,7 @@ def test_sparse_products_under_deterministic_kernels_repeat_bit_for_bit() -> Non
     """The aggregation and the attention-weighted sum (forward and backward) on a graph with hub
     rows, five times each under deterministic kernels: the same bits each time (cuSPARSE's
     products, which torch's deterministic mode leaves alone, are replaced there)."""
-    from gnntrain.sparse import SparseOperator, SparsePattern, weighted_sum
+    from gnntrain.data.sparse import SparseOperator, SparsePattern, weighted_sum
 
     generator = torch.Generator().manual_seed(0)
     n, entries = 4000, 200_000
@@ -268,7 +268,7 @@ def test_adaqp_times_its_cost_model_on_the_device(tmp_path) -> None:
 def test_the_command_on_the_gpu_measures_device_time_and_memory(tmp_path) -> None:
     """The command a user types, on every visible GPU over NCCL: metrics on disk, peak memory
     allocated and reserved, times that fit in their epoch."""
-    res = subprocess.run([sys.executable, "-m", "gnntrain.cli", "cluster=gpu", "train.epochs=3",
+    res = subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "cluster=gpu", "train.epochs=3",
                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     summary = RunSummary.read(tmp_path)
@@ -282,7 +282,7 @@ def test_communication_on_cuda_is_timed_on_the_device() -> None:
     """An exchange queued behind device work: its start is where the stream reaches it (after
     the work), so its time in flight leaves out the work queued before it, however early the
     host queued both."""
-    from gnntrain.clock import clock_of
+    from gnntrain.timing.clock import clock_of
     from gnntrain.comm.communicator import Communicator
     from gnntrain.comm.meter import CommMeter
 

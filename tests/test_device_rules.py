@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from conftest import assert_same_training, train_records
-from gnntrain.aggregation import MEAN, SYMMETRIC
-from gnntrain.clock import Stopwatch, clock_of
+from gnntrain.data.aggregation import MEAN, SYMMETRIC
+from gnntrain.timing.clock import Stopwatch, clock_of
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.sampling import Topology, sample_groups, sampling_key
-from gnntrain.graph import build_local_graph, weight_dtype
-from gnntrain.pinned import PinnedStaging
+from gnntrain.data.local_graph import build_local_graph, weight_dtype
+from gnntrain.parallel.pinned import PinnedStaging
 
 
 def _star(leaves: int) -> GraphData:

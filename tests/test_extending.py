@@ -21,7 +21,7 @@ TINY = ["dataset.num_nodes=300", "cluster.world_size=2", "train.epochs=3", "wand
 def _gnntrain(tmp_path: Path, name: str, *overrides: str, common: tuple[str, ...] = tuple(TINY)
               ) -> subprocess.CompletedProcess:
     env = {**os.environ, "GNNTRAIN_PLUGINS": os.pathsep.join(map(str, (EXAMPLE, MODEL, SOURCE)))}
-    return subprocess.run([sys.executable, "-m", "gnntrain.cli", *common, *overrides, f"hydra.run.dir={tmp_path / name}"],
+    return subprocess.run([sys.executable, "-m", "gnntrain.commands.train", *common, *overrides, f"hydra.run.dir={tmp_path / name}"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
 
 
@@ -44,7 +44,7 @@ def test_its_key_is_checked_and_listed(tmp_path: Path) -> None:
     bad = _gnntrain(tmp_path, "bad", "strategy=int8_halo", "strategy.clip=2")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1] == (
         "gnntrain: error: strategy.clip=2.0 is invalid; it must be in (0, 1]")
-    shown = subprocess.run([sys.executable, "-m", "gnntrain.cli", "strategy=int8_halo", "--help"], capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "strategy=int8_halo", "--help"], capture_output=True,
                            text=True, env={**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE)})
     assert "strategy.clip" in shown.stdout and "int8_halo" in shown.stdout
     assert "strategy.halo_dtype" not in shown.stdout, "int8 halos have their own wire format"
@@ -60,7 +60,7 @@ def test_a_key_the_method_cannot_honour_is_refused_in_one_line(tmp_path) -> None
 
 
 def test_a_plugin_that_is_not_there_is_named(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", *TINY], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "gnntrain.commands.train", *TINY], capture_output=True, text=True,
                           env={**os.environ, "GNNTRAIN_PLUGINS": str(tmp_path / "missing.py")})
     assert done.returncode == 2 and "GNNTRAIN_PLUGINS names" in done.stderr and "missing.py" in done.stderr
 
@@ -68,7 +68,7 @@ def test_a_plugin_that_is_not_there_is_named(tmp_path: Path) -> None:
 def test_a_model_from_one_file_trains_and_two_workers_equal_one(tmp_path: Path) -> None:
     """One sweep: the model on one worker (job 0) and on two (job 1), float64, no dropout."""
     env = {**os.environ, "GNNTRAIN_PLUGINS": str(MODEL)}
-    done = subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *TINY, "model=mean_conv",
+    done = subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "-m", *TINY, "model=mean_conv",
                            "cluster.world_size=1,2", "model.dropout=0", "train.dtype=float64",
                            f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, env=env,
                           cwd=tmp_path)
@@ -96,7 +96,7 @@ def test_a_dataset_source_from_one_file_is_a_dataset_option_with_its_keys_checke
 
 def _sweep(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "GNNTRAIN_PLUGINS": str(EXAMPLE)}
-    return subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *TINY, "train.epochs=2", *overrides,
+    return subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "-m", *TINY, "train.epochs=2", *overrides,
                            f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True, env=env,
                           cwd=tmp_path)
 

@@ -18,7 +18,7 @@ from gnntrain.data.job import prepare_job_data
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
 from gnntrain.models import MODELS
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.job.validation import job_layout
 from gnntrain.models import build_model
 from gnntrain.models.gcn import GCNLayer

@@ -1,4 +1,4 @@
-"""Keyed random values (gnntrain.keyed): SplitMix64's finaliser on tensors equals the reference on
+"""Keyed random values (gnntrain.rng.keyed): SplitMix64's finaliser on tensors equals the reference on
 Python integers (logical shifts, 64-bit wrap-around); 16-bit values are uniform in every lane and
 look independent along rows and columns; uniform floats cover [0, 1)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnntrain import keyed
+from gnntrain.rng import keyed
 
 LEVELS = 1 << 16
 

@@ -9,12 +9,12 @@ from torch_geometric.nn import FiLMConv, GATConv, GCN2Conv, GCNConv, GENConv, SA
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from conftest import make_run, model_config, needs_real_data
-from gnntrain import keyed
+from gnntrain.rng import keyed
 from gnntrain.data.job import prepare_job_data
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 from gnntrain.models import MODELS, build_model
-from gnntrain.sparse import SparsePattern, weighted_sum
+from gnntrain.data.sparse import SparsePattern, weighted_sum
 from gnntrain.models.deepgcn import GENLayer
 from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.film import FiLMLayer
@@ -23,7 +23,7 @@ from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gcnii import GCNIILayer
 from gnntrain.models.norm import BatchNorm
 from gnntrain.models.sage import SAGELayer
-from gnntrain.random16 import dropout_mask
+from gnntrain.rng.random16 import dropout_mask
 
 
 def _graph(dataset: str, directed: bool = False):

@@ -1,11 +1,11 @@
-"""The virtual clock's network model (:mod:`gnntrain.virtual.link_model`), worked by hand: both
+"""The virtual clock's network model (:mod:`gnntrain.timing.links`), worked by hand: both
 ends' links, queues on a busy link, the ring all-reduce on the slowest level, two levels."""
 
 from __future__ import annotations
 
 import pytest
 
-from gnntrain.virtual.link_model import (GBIT, Link, LinkQueues, Topology, exchange_completion, one_sided_arrival,
+from gnntrain.timing.links import (GBIT, Link, LinkQueues, Topology, exchange_completion, one_sided_arrival,
                                          ring_completion, wire)
 
 MB = 1_000_000

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import make_cfg, make_run
 from gnntrain.job import api
+from gnntrain.cost import memory as memory_arithmetic
 from gnntrain.job import memory as memory_estimate
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError
@@ -27,9 +28,9 @@ def test_saved_activations_grow_with_the_rows_and_the_model() -> None:
     nothing per edge (its aggregation keeps only the matrix), GAT does (attention per edge)."""
     sage = make_run("model=sage", "model.hidden=32").model
     wider = make_run("model=sage", "model.hidden=64").model
-    per_inner, _, per_edge = memory_estimate.saved_bytes_per_row(sage, 16, 4)
-    assert 0 < per_inner < memory_estimate.saved_bytes_per_row(wider, 16, 4)[0] and per_edge == 0
-    assert memory_estimate.saved_bytes_per_row(make_run("model=gat").model, 16, 4)[2] > 0
+    per_inner, _, per_edge = memory_arithmetic.saved_bytes_per_row(sage, 16, 4)
+    assert 0 < per_inner < memory_arithmetic.saved_bytes_per_row(wider, 16, 4)[0] and per_edge == 0
+    assert memory_arithmetic.saved_bytes_per_row(make_run("model=gat").model, 16, 4)[2] > 0
 
 
 def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch) -> None:
@@ -37,7 +38,7 @@ def test_an_estimate_over_the_memory_here_stops_the_job_in_one_line(monkeypatch)
     facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
     stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
     estimates = memory_estimate.estimate_job(run, facts, stats)
-    assert estimates[0].graph_mb > 100_000_000 * memory_estimate.BYTES_PER_EDGE / 2**20 - 1
+    assert estimates[0].graph_mb > 100_000_000 * memory_arithmetic.BYTES_PER_EDGE / 2**20 - 1
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: 8 * 1024.0)
     with pytest.raises(ConfigError) as err:
         memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb=None)
@@ -55,7 +56,7 @@ def test_part_files_mapped_from_disk_and_the_shared_runtime_count_once(monkeypat
     facts = GraphFacts("g", 4_000_000, 200_000_000, 100, 47, False, 1000)
     stats = {"inner_nodes": [2_000_000] * 2, "boundary_nodes": [500_000] * 2, "inner_edges": [100_000_000] * 2}
     estimates = memory_estimate.estimate_job(run, facts, stats)
-    own = 2 * estimates[0].total_mb - 2 * 3000.0 - memory_estimate.SHARED_RUNTIME_MB
+    own = 2 * estimates[0].total_mb - 2 * 3000.0 - memory_arithmetic.SHARED_RUNTIME_MB
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: own + 1)
     memory_estimate.check_fits(estimates, [0, 1], 2, mapped_mb={0: 3000.0, 1: 3000.0})
     monkeypatch.setattr(memory_estimate, "available_mb", lambda: own - 1)
@@ -132,7 +133,7 @@ def test_the_partition_peak_estimate_covers_the_measured_peaks() -> None:
     default synthetic graph at 2M nodes and average degree 60: 14.52 GiB), never below them."""
     for nodes, edges, features, measured_gib in ((2_449_029, 123_639_324, 100, 11.63),
                                                  (2_000_000, 117_487_592, 32, 14.52)):
-        estimate = memory_estimate.partition_peak_mb(nodes, edges, features, "float32") / 1024
+        estimate = memory_arithmetic.partition_peak_mb(nodes, edges, features, "float32") / 1024
         assert measured_gib <= estimate <= 1.4 * measured_gib, (estimate, measured_gib)
 
 

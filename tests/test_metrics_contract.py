@@ -12,9 +12,10 @@ import pytest
 
 from conftest import batch_for, train_records
 from gnntrain.job import api
-from gnntrain.clock import clock_of
-from gnntrain.comm import timeline
-from gnntrain.comm.meter import CommMeter, by_category, category
+from gnntrain.timing.clock import clock_of
+from gnntrain.timing import accounting as timeline
+from gnntrain.comm.meter import CommMeter
+from gnntrain.timing.kinds import by_category, category
 from gnntrain.config import one_line
 from gnntrain.engine.metrics import EpochRecord
 from gnntrain.engine.recorder import JsonlSink, WandbFollower, WandbSink
@@ -178,7 +179,7 @@ class _Mark:
 
 
 class _DeviceClock:
-    """A stand-in for a CUDA device's clock (:class:`gnntrain.clock.Clock`) over :class:`_Mark` marks."""
+    """A stand-in for a CUDA device's clock (:class:`gnntrain.timing.clock.Clock`) over :class:`_Mark` marks."""
 
     def seconds(self, start: _Mark, end: _Mark) -> float:
         return (end.ms - start.ms) / 1e3

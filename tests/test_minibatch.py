@@ -11,13 +11,13 @@ import torch
 
 from conftest import make_run, needs_real_data
 from dist_helpers import assert_gradients_close, trace_job, trace_minibatch
-from gnntrain import keyed
+from gnntrain.rng import keyed
 from gnntrain.job import api
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.job import prepare_job_data
 from gnntrain.data.sampling import Topology, pack, sample_blocks, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.job.launch.prepare import prepare
 from gnntrain.job.validation import job_layout
 from gnntrain.models import MODELS as registered_models

@@ -15,7 +15,7 @@ from gnntrain.data.registry import load_dataset
 from gnntrain.data.synthetic import generate
 from gnntrain.errors import ConfigError, GnntrainError
 from gnntrain.job.validation import validate
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.strategies.graph_parallel.overlap import central_marginal
 
 from conftest import make_run, needs_real_data

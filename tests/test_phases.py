@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gnntrain.phases import phase
+from gnntrain.data.phases import phase
 
 
 def test_a_phase_ends_with_one_line_naming_it_its_time_and_peak(capsys) -> None:

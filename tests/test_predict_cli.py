@@ -1,4 +1,4 @@
-"""``gnntrain-predict`` (:mod:`gnntrain.predict_cli`): a sweep of methods predicted without
+"""``gnntrain-predict`` (:mod:`gnntrain.commands.predict`): a sweep of methods predicted without
 training, ranked, plotted against the bandwidth; a graph given by its statistics through a proxy;
 bad input in one line."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gnntrain import predict_cli
-from gnntrain.predict import profile
-from gnntrain.predict_cli import main
+from gnntrain.commands import predict as predict_cli
+from gnntrain.cost import profile
+from gnntrain.commands.predict import main
 
 SETTING = ["dataset.num_nodes=600", "cluster.world_size=2", "network=eth10g"]
 

@@ -1,5 +1,5 @@
-"""The predictor's compute: kernel counts of a step (:mod:`gnntrain.predict.kernels`) and a
-device's prices for them (:mod:`gnntrain.predict.profile`)."""
+"""The predictor's compute: kernel counts of a step (:mod:`gnntrain.cost.kernels`) and a
+device's prices for them (:mod:`gnntrain.cost.profile`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import torch
 
 from conftest import model_config
 from gnntrain.errors import ConfigError
-from gnntrain.predict import kernels, profile
-from gnntrain.predict.kernels import WIDTHS, KernelCounts, count, step_counts, width_class
-from gnntrain.sparse import SparseOperator, spmm
+from gnntrain.cost import kernels, profile
+from gnntrain.cost.kernels import WIDTHS, KernelCounts, count, step_counts, width_class
+from gnntrain.data.sparse import SparseOperator, spmm
 
 
 def test_each_kernel_class_counts_its_work() -> None:

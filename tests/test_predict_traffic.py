@@ -1,5 +1,5 @@
-"""The predictor's traffic: what each method's timeline (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`) posts per epoch and kind equals what the meter
+"""The predictor's traffic: what each method's timing model (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`) posts per epoch and kind equals what the meter
 counts in a run of the same setting: exactly where the count is deterministic, within 2% (in
 expectation, over the epochs of a run) where the method samples at random; the mini-batch
 methods' samples are keyed, so the timelines draw the run's own and match exactly."""
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import make_run, train_records
-from gnntrain.predict.costs import Costs
+from gnntrain.cost.compute import Costs
 from gnntrain.predict.predictor import replayed, written
-from gnntrain.predict.profile import DeviceProfile
-from gnntrain.predict.shape import partition_shape
+from gnntrain.cost.profile import DeviceProfile
+from gnntrain.cost.shape import partition_shape
 from gnntrain.strategies import METHODS, method
-from gnntrain.virtual.link_model import Topology
+from gnntrain.timing.links import Topology
 
 COMMON = ("dataset.num_nodes=3000", "dataset.avg_degree=8", "train.epochs=6", "train.warmup_epochs=1",
           "model=sage", "model.hidden=16", "model.dropout=0.5", "cluster.world_size=2")
@@ -58,7 +58,7 @@ def measured_bytes(records: list[dict]) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST else pytest.mark.slow)
-                                  for n in sorted(m for m in METHODS if METHODS[m].timeline is not None)])
+                                  for n in sorted(m for m in METHODS if METHODS[m].timing_model is not None)])
 def test_a_timeline_posts_the_bytes_the_meter_counts(name: str, tmp_path: Path) -> None:
     overrides = (*COMMON, f"strategy={name}", *SETTINGS.get(name, []))
     measured = {k: v for k, v in measured_bytes(train_records(tmp_path, *overrides)).items() if v}
@@ -72,4 +72,4 @@ def test_a_timeline_posts_the_bytes_the_meter_counts(name: str, tmp_path: Path) 
 
 
 def test_every_built_in_method_declares_its_timeline() -> None:
-    assert [name for name, m in METHODS.items() if m.timeline is None] == []
+    assert [name for name, m in METHODS.items() if m.timing_model is None] == []

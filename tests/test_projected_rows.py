@@ -10,7 +10,7 @@ import torch
 
 from conftest import batch_for, make_run, needs_real_data, train_records
 from gnntrain.data.job import prepare_job_data
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import rows
 from gnntrain.models.gat import GATLayer
 from gnntrain.models.gcn import GCNLayer

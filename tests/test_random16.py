@@ -1,4 +1,4 @@
-"""16-bit uniform draws (gnntrain.random16): uniform and independent-looking, the rounding noise
+"""16-bit uniform draws (gnntrain.rng.random16): uniform and independent-looking, the rounding noise
 centred in (0, 1), reproducible from a seed; dropout unbiased at the keep rate it states, its
 mask a function of the key, the row's id and the column."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnntrain.random16 import LEVELS, dropout, uniform16, unit_noise
+from gnntrain.rng.random16 import LEVELS, dropout, uniform16, unit_noise
 
 
 def test_draws_cover_all_16_bit_values_uniformly() -> None:

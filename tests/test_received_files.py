@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from conftest import make_run, train_records
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.config.schema import DatasetConfig
 from gnntrain.data.job import write_partitioned_dataset
 from gnntrain.data.parted import PartedDataset, part_file
@@ -29,7 +29,7 @@ from gnntrain.data.registry import load_dataset, load_file
 from gnntrain.errors import ConfigError, GnntrainError
 from gnntrain.job.launch.spawn import rendezvous_store
 from gnntrain.job.run_dir import LOCK_FILE, RunDirBusy, owned
-from gnntrain.safe_load import UnsafeFile
+from gnntrain.storage.safe_load import UnsafeFile
 
 SMALL = ("dataset.num_nodes=300", "dataset.avg_degree=6", "model.hidden=8")
 GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))

@@ -4,9 +4,9 @@ losses, accuracies and bytes by kind, for every graph-parallel method and a comb
 
 They were first recorded from the graph-parallel Trainer at commit f26cec7, before the
 strategies owned their training step. They were re-recorded (``scripts/record_runs.py``) twice:
-when dropout masks and quantization noise moved to :mod:`gnntrain.random16`'s draws (with
+when dropout masks and quantization noise moved to :mod:`gnntrain.rng.random16`'s draws (with
 torch's ``F.dropout`` and ``torch.rand`` put back, that code still gave the f26cec7 figures),
-and when dropout masks became keyed by the node (:mod:`gnntrain.keyed`). With masks drawn from
+and when dropout masks became keyed by the node (:mod:`gnntrain.rng.keyed`). With masks drawn from
 the generator's stream put back, the code of that change still gave the recorded losses in
 every run and the recorded accuracies in 8 of the 9 (vanilla SAGE with batch norm on 3 workers:
 two training nodes' predictions flipped in epoch 4, the rounding of the layers' new evaluation

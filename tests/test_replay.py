@@ -1,4 +1,4 @@
-"""Traces and replay (:mod:`gnntrain.virtual.trace`, :mod:`gnntrain.report.replay`,
+"""Traces and replay (:mod:`gnntrain.timing.trace`, :mod:`gnntrain.timing.replay`,
 ``gnntrain-replay``): a trace replayed under its own network repeats its run's times exactly, and
 under another network equals a virtual-clock rerun there within 3%."""
 
@@ -14,9 +14,10 @@ import pytest
 
 from conftest import train_records
 from gnntrain.errors import GnntrainError
-from gnntrain.virtual import trace
-from gnntrain.replay_cli import Traced
-from gnntrain.replay_cli import main as replay_main
+from gnntrain.timing import trace
+from gnntrain.job.api import network_of
+from gnntrain.report.traced import Traced
+from gnntrain.commands.replay import main as replay_main
 from gnntrain.repro.paper import Curve
 from gnntrain.repro.replayed import (
     FASTEST, HIGHEST_SHARE, MARGIN, POINTS, SEPARATE, SLOWEST, Replayer, above_bounds, at_share, paper_point,
@@ -42,7 +43,7 @@ def test_a_replay_under_the_runs_own_network_repeats_its_times(traced: dict[str,
     for name, run_dir in traced.items():
         run = Traced(run_dir)
         records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        replayed = run.under(run.network([]))
+        replayed = run.under(network_of(run.summary.network, []))
         assert [e.epoch for e in replayed] == [r["epoch"] for r in records]
         for epoch, record in zip(replayed, records):
             assert [r.end - r.start for r in epoch.ranks] == pytest.approx(record["per_rank"]["epoch_time"],
@@ -59,11 +60,11 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
     up to 20% between epochs and runs on this 2-core host): the replayed mean epoch within 3% of a rerun's."""
     slower = ["network.bandwidth_gbps=0.01"]
     run = Traced(traced[name])
-    replayed = run.mean_epoch(run.under(run.network(slower)))
+    replayed = run.mean_epoch(run.under(network_of(run.summary.network, slower)))
     rerun = train_records(tmp_path / "rerun", *COMMON, *METHODS[name], *slower)
     steady = [r["epoch_time"] for r in rerun if r["epoch"] > 2]
     assert replayed == pytest.approx(sum(steady) / len(steady), rel=0.03)
-    assert replayed > 2 * run.mean_epoch(run.under(run.network([])))
+    assert replayed > 2 * run.mean_epoch(run.under(network_of(run.summary.network, [])))
 
 
 def test_the_trace_opens_in_perfetto_as_one_track_per_rank(traced: dict[str, Path], tmp_path: Path) -> None:

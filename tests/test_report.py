@@ -28,7 +28,7 @@ TINY = ["dataset.num_nodes=400", "train.epochs=6", "train.warmup_epochs=1"]
 
 def _sweep(root: Path, *overrides: str) -> None:
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    subprocess.run([sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={root}"],
+    subprocess.run([sys.executable, "-m", "gnntrain.commands.train", "-m", *overrides, f"hydra.sweep.dir={root}"],
                    check=True, env=env, capture_output=True)
 
 

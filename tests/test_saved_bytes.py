@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gnntrain.job.memory import probe_graph, _saved_bytes
+from gnntrain.cost.memory import probe_graph, _saved_bytes
 from gnntrain.models import build_model, model_spec
 
 N, HALO, E = 512, 256, 4096

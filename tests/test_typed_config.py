@@ -12,7 +12,7 @@ CONFIG_NAMES = {"cfg", "config", "conf", "plain", "run", "section", "net", "netw
                 "strategy", "train", "partition", "wandb", "fault", "options"}
 """Names a config or one of its sections goes by in the package."""
 
-COMPOSITION_BOUNDARY = {("cli.py", "_run_job"), ("cli.py", "name_sweep_job")}
+COMPOSITION_BOUNDARY = {("train.py", "_run_job"), ("train.py", "name_sweep_job")}
 """Where the CLI completes the plain config Hydra composed (its run dir, a sweep job's W&B names)
 before it is typed."""
 

@@ -1,4 +1,4 @@
-"""The virtual clock (``cluster.clock=virtual``, :mod:`gnntrain.virtual`): every registered
+"""The virtual clock (``cluster.clock=virtual``, :mod:`gnntrain.timing`): every registered
 strategy trains bit for bit as under the wall clock, and every rank's record adds up: its compute
 and its exposed communication make its virtual epoch, and the epoch is the slowest rank's."""
 

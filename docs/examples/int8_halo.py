@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from gnntrain.config.schema import check
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel import FAMILY
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig

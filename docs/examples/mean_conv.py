@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gnntrain.aggregation import MEAN
+from gnntrain.data.aggregation import MEAN
 from gnntrain.config.schema import ModelConfig
 from gnntrain.models.gcn import GCNLayer
 from gnntrain.models.gnn import stack

@@ -6,7 +6,7 @@ job's device mesh (:mod:`gnntrain.parallel.mesh`). Ranks passed to it are ranks 
 Under an emulated network (:mod:`gnntrain.comm.network`) every transfer it makes is held back
 to the emulated link's speed; the meter records the link time each one cost.
 
-Times are marks on the device's timeline (:mod:`gnntrain.clock`): on a CPU the host's clock,
+Times are marks on the device's timeline (:mod:`gnntrain.timing.clock`): on a CPU the host's clock,
 on CUDA events on the current stream, where waiting on a transfer mostly makes the stream wait,
 not the host. A transfer *starts* where its data is ready (the stream reaches the call), is
 *reached* where the rank (its stream) gets to the wait, *resumes* where it goes on, and
@@ -40,18 +40,18 @@ threads cost more than they save (an exchange over loopback took 500-850 us agai
 Every point-to-point transfer posts its receives first. An all-to-all's dtypes are checked as a
 collective's either way, as on NCCL, where it stays one ``all_to_all_single``.
 
-Virtual time (``cluster.clock=virtual``, :mod:`gnntrain.virtual`). The data moves as it does
+Virtual time (``cluster.clock=virtual``, :mod:`gnntrain.timing`). The data moves as it does
 otherwise; every operation is also posted to the rank's links at its virtual post time, and its
 *stamp* (the post time and when the rank's egress is through) travels beside the data: gathered
 over the group for an all-to-all or an all-reduce, one float64 message after each
 point-to-point message to the same peer. At the wait the rank's clock moves to the completion
-the network model gives from the stamps it needs (:mod:`gnntrain.virtual.link_model`), and every
+the network model gives from the stamps it needs (:mod:`gnntrain.timing.links`), and every
 mark the meter keeps is virtual. Nothing sleeps, and no real completion is marked.
 
 Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
 when the stream reaches the transfer, not when the host queues it (the host may be far ahead);
 so under an emulated network the host waits for the stream to reach each transfer before it
-times the link (a synchronisation, :meth:`gnntrain.clock.Clock.host_time`), and queued device
+times the link (a synchronisation, :meth:`gnntrain.timing.clock.Clock.host_time`), and queued device
 work cannot hide the link.
 """
 
@@ -66,16 +66,16 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.distributed as dist
 
-from gnntrain.clock import Clock, Mark, clock_of
+from gnntrain.timing.clock import Clock, Mark, clock_of
 from gnntrain.comm.dtypes import check_sendable
 from gnntrain.comm.meter import CommMeter, Posting
 from gnntrain.comm.network import EmulatedNetwork, Hold
-from gnntrain.virtual.link_model import LEVELS, Stamp
-from gnntrain.virtual.ops import VirtualOp
+from gnntrain.timing.links import LEVELS, Stamp
+from gnntrain.timing.ops import VirtualOp
 
 if TYPE_CHECKING:
     from gnntrain.parallel.mesh import WorkerContext
-    from gnntrain.virtual.rank import VirtualRank
+    from gnntrain.timing.virtual_rank import VirtualRank
 
 
 EXCHANGE_TAGS = 2**20
@@ -294,7 +294,7 @@ class Communicator:
         return InFlight(self, buffers, None, works, kind, posting, stamp=stamp, landed=landed, virtual=virtual)
 
     def _messages(self, per_peer: list[tuple[int, int]], keys: tuple) -> list[tuple[int, int, tuple]]:
-        """An operation's messages for the virtual clock (:mod:`gnntrain.virtual.ops`): per peer of
+        """An operation's messages for the virtual clock (:mod:`gnntrain.timing.ops`): per peer of
         this group with bytes for it, its world rank, the bytes and the message's key (one key
         for all of a collective's); none to this rank itself."""
         if self.virtual is None:
@@ -573,7 +573,7 @@ def _as_stamp(row: torch.Tensor) -> Stamp:
 
 class _VirtualWait:
     """What completing an operation in virtual time takes: the works bringing its stamps and a
-    function reading them once they are in (:meth:`gnntrain.virtual.ops.VirtualOp.stamp_sources`
+    function reading them once they are in (:meth:`gnntrain.timing.ops.VirtualOp.stamp_sources`
     order)."""
 
     def __init__(self, rank: VirtualRank, op: VirtualOp, op_id: int, works: list,

@@ -9,32 +9,12 @@ compute. Each operation is followed from where its data was ready to its complet
 (:meth:`CommMeter.close`: every operation as it stood then, in host times), and once the peers'
 starts are known (:meth:`CommMeter.learn`, when the loop next records) its time splits into
 waiting for peers, transfer and hidden (:meth:`CommMeter.account`,
-:mod:`gnntrain.comm.timeline`). Every time comes from marks on the device's timeline
-(:mod:`gnntrain.clock`): on a CUDA device the device's times, read once the device has passed
+:mod:`gnntrain.timing.accounting`). Every time comes from marks on the device's timeline
+(:mod:`gnntrain.timing.clock`): on a CUDA device the device's times, read once the device has passed
 them (:meth:`CommMeter.settle`).
 
-Every kind belongs to one *category*, declared once, so that a time or byte count means the
-same thing whichever strategy produced it: the kinds of the shared mechanisms (halo exchange,
-pipeline stages, feature fetching, model migration, gradient all-reduce) in
-:data:`KIND_CATEGORIES`, a method's own kinds in its registration
-(:class:`gnntrain.strategies.registry.Method`), which :func:`declare` adds:
-
-* ``data`` — what a method moves to compute: halo rows and their gradients, activations and
-  their gradients between pipeline stages, remote features and labels of sampled nodes,
-  migrating models (parameters and accumulated gradients), projections of input features
-  and their gradients (P3's partial activations, Naive's intermediate data), the topology of
-  subgraphs that travel to where the features are (P3's and Naive's ``topology``);
-* ``sync`` — keeping replicas consistent: gradient all-reduces, cross-rank statistics (batch
-  norm), assembling weights split over ranks;
-* ``control`` — agreeing on what to send: sampling masks, bit-width plans and their traces,
-  the ids of fetched rows, the epoch times that micrograph merging decides on;
-* ``eval`` — any kind recorded during evaluation (recorded as ``eval_<kind>``);
-* traffic that fills historical embeddings before the first epoch trains (GNNPipe's warm-up
-  pass, recorded as ``history_<kind>``) and the one exchange of the input's halo rows that
-  ``model.precompute_first`` makes before training (``precompute_<kind>``) is ``data``: the
-  method moves it to compute;
-* ``diag`` — extra traffic for diagnostics (recorded as ``diag_<kind>``), never part of
-  training's ``comm_bytes``.
+Every kind belongs to one *category* (:mod:`gnntrain.timing.kinds`), so that a time or byte count
+means the same thing whichever strategy produced it.
 """
 
 from __future__ import annotations
@@ -45,58 +25,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from gnntrain.comm import timeline
-from gnntrain.comm.timeline import Split
-
-KIND_CATEGORIES: dict[str, str] = {
-    "halo_fwd": "data",
-    "halo_bwd": "data",
-    "pipe_fwd": "data",
-    "pipe_bwd": "data",
-    "feat_fetch": "data",
-    "label_fetch": "data",
-    "model_migrate": "data",
-    "allreduce": "sync",
-    "bn_stats": "sync",
-    "bn_stats_grad": "sync",
-    "fetch_ids": "control",
-}
-PREFIX_CATEGORIES = {"eval_": "eval", "diag_": "diag", "history_": "data", "precompute_": "data"}
-CATEGORIES = ("data", "sync", "control", "eval", "diag")
-TRAINING_CATEGORIES = ("data", "sync", "control")
-
-
-def declare(kinds: dict[str, str]) -> None:
-    """Add kinds and their categories (a method's own, at its registration); a kind keeps the
-    category it was first declared with."""
-    for kind, name in kinds.items():
-        if name not in TRAINING_CATEGORIES:
-            raise ValueError(f"kind {kind!r} declared with category {name!r}; valid: {', '.join(TRAINING_CATEGORIES)}")
-        if KIND_CATEGORIES.setdefault(kind, name) != name:
-            raise ValueError(f"kind {kind!r} is already declared as {KIND_CATEGORIES[kind]!r}, not {name!r}")
-
-
-def category(kind: str) -> str:
-    """The category of a recorded kind (prefix included); unknown kinds are an error, so every
-    new kind is declared (:func:`declare`)."""
-    for prefix, name in PREFIX_CATEGORIES.items():
-        if kind.startswith(prefix):
-            return name
-    if kind not in KIND_CATEGORIES:
-        raise KeyError(f"communication kind {kind!r} has no category; declare it with the method that sends it "
-                       "(Method.kinds) or in gnntrain.comm.meter")
-    return KIND_CATEGORIES[kind]
-
-
-def by_category(per_kind: dict[str, float], categories: tuple[str, ...] = CATEGORIES) -> dict[str, float]:
-    """Sum per-kind figures into ``categories`` (every one present, 0 where nothing was recorded)."""
-    sums = dict.fromkeys(categories, 0.0)
-    for kind, value in per_kind.items():
-        name = category(kind)
-        if name in sums:
-            sums[name] += value
-    return sums
-
+from gnntrain.timing import accounting
+from gnntrain.timing.accounting import Split
+from gnntrain.timing.kinds import TIMED_CATEGORIES, category
 
 @dataclass(eq=False)
 class Posting:
@@ -159,10 +90,6 @@ class EpochLedger:
     operations: tuple[ClosedOperation, ...]
     stamps: dict[tuple, float]
 
-
-TIMED_CATEGORIES = (*TRAINING_CATEGORIES, "diag")
-"""The categories whose time is split into wait, transfer and hidden (evaluation's is not timed:
-it runs outside the epoch)."""
 
 
 class CommMeter:
@@ -252,7 +179,7 @@ class CommMeter:
 
     def account(self, ledger: EpochLedger) -> dict[str, Split]:
         """Wait, transfer and hidden time per timed category within the ledger's window
-        (:mod:`gnntrain.comm.timeline`). Call after :meth:`learn` has had the peers' stamps of
+        (:mod:`gnntrain.timing.accounting`). Call after :meth:`learn` has had the peers' stamps of
         the ledger's epoch, for the ledgers in the order of their epochs."""
         return self.split(ledger)[0]
 
@@ -280,8 +207,8 @@ class CommMeter:
                 moving = [(ready, ledger.window[1] if op.done is None else op.done)]
                 in_flight[op.category] += moving
                 own[1].extend(moving)
-        return ({c: timeline.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES},
-                {k: timeline.split(e, f, ledger.window) for k, (e, f) in sorted(kinds.items())})
+        return ({c: accounting.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES},
+                {k: accounting.split(e, f, ledger.window) for k, (e, f) in sorted(kinds.items())})
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):

@@ -13,7 +13,7 @@ need. The model, per rank:
   Without ``gpus_per_node`` every peer is across the one ``inter`` level.
 * Bytes travel as TCP over Ethernet frames: ``bytes`` of payload occupy the link as
   ``wire(bytes) = bytes x 1514 / 1448`` (a frame per segment of payload: 4.6% of headers;
-  :func:`gnntrain.virtual.link_model.wire`, which the virtual clock's model shares).
+  :func:`gnntrain.timing.links.wire`, which the virtual clock's model shares).
 * A point-to-point or all-to-all transfer occupies each level's link for
   ``wire(max(bytes sent, bytes received on that level)) / bandwidth`` (a rank's sends share its
   link, so do its receives) and completes one latency after the last byte:
@@ -24,7 +24,7 @@ need. The model, per rank:
   spans.
 
 Under the virtual clock (``cluster.clock=virtual``) the same links are timed by
-:mod:`gnntrain.virtual.link_model`, from every participant's post time and on both ends' links;
+:mod:`gnntrain.timing.links`, from every participant's post time and on both ends' links;
 nothing sleeps there.
 
 What this leaves out (a choice): the peer's link (a transfer waits on this rank's link only, so
@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gnntrain.virtual.link_model import GBIT, Link, wire
+from gnntrain.timing.links import GBIT, Link, wire
 
 if TYPE_CHECKING:
     from gnntrain.config.schema import NetworkConfig

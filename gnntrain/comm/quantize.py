@@ -6,7 +6,7 @@ A row ``h`` (``D`` values) is sent at ``b`` bits as ``q = round_st((h - Z) / S)`
 ``h_hat = q S + Z``. Stochastic rounding (``floor(v + u)``, ``u ~ U[0, 1)``) makes ``h_hat``
 unbiased, with variance ``sum_j f_j (1 - f_j) S^2`` (``f_j`` the fractional part of element
 ``j``), i.e. ``D S^2 / 6`` on average over fractional parts (Theorem 1). The noise ``u`` has
-16-bit resolution (:mod:`gnntrain.random16`: a third of ``torch.rand``'s cost on a CPU), which
+16-bit resolution (:mod:`gnntrain.rng.random16`: a third of ``torch.rand``'s cost on a CPU), which
 leaves a bias below ``8e-6`` of a step.
 
 Wire format: one fixed-size *record* per row, so any subset of rows is a subset of records:
@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.bitpack import pack, packed_size, unpack
-from gnntrain.random16 import LEVELS, noise_steps
+from gnntrain.rng.random16 import LEVELS, noise_steps
 
 WIDTHS = (1, 2, 4, 8)
 """The widths the codec sends below full precision."""

@@ -234,7 +234,7 @@ class ClusterConfig:
     """Torch threads per worker (0: cores / local workers)."""
     keep_freed_memory: bool = conduct(True)
     """Keep freed memory in each worker's heap for reuse (glibc ``mallopt``): large CPU tensors
-    then skip page faults; resident memory stays at its peak (:mod:`gnntrain.allocator`)."""
+    then skip page faults; resident memory stays at its peak (:mod:`gnntrain.job.launch.allocator`)."""
     master_addr: str = place("127.0.0.1")
     """Address of the process-group rendezvous for locally spawned workers: the launcher's store
     listens on it alone."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.config.keys import section_keys_playing
 from gnntrain.config.schema import CONDUCT, PLACE, DatasetConfig, PartitionConfig, RootConfig
 from gnntrain.config.typed import plain
@@ -31,7 +31,7 @@ from gnntrain.data.partition import (
 )
 from gnntrain.data.registry import load_dataset
 from gnntrain.errors import ConfigError, warn
-from gnntrain.phases import phase
+from gnntrain.data.phases import phase
 
 
 @dataclass
@@ -49,7 +49,7 @@ class JobData:
     """With ``dataset.inductive``: the whole graph, which ``data`` (the training nodes'
     subgraph) is cut from and validation and test are scored on."""
     memory_estimate: dict | None = None
-    """The largest rank's estimated peak (:mod:`gnntrain.job.memory`), where the launcher
+    """The largest rank's estimated peak (:mod:`gnntrain.cost.memory`), where the launcher
     made one."""
 
     def part_fields(self, rank: int, world_size: int) -> dict:

@@ -9,7 +9,7 @@ ids); the global in-degrees of the local nodes; and the send plan. The manifest 
 format version, the graph's facts (:class:`~gnntrain.data.graph_data.GraphFacts`), its
 fingerprint, the partition that cut it (dataset key, method, parts, seed, assignment file
 digest) and the partition's statistics. It is written last, so a folder without one is
-incomplete. Every file is written atomically (:func:`gnntrain.files.write_atomically`).
+incomplete. Every file is written atomically (:func:`gnntrain.storage.files.write_atomically`).
 
 A run finds the folder for its (dataset, method, parts, seed) in the cache, or at
 ``partition.dir``; a rank can then check the manifest against its config but not the graph's
@@ -28,9 +28,9 @@ import torch
 
 from gnntrain.data.graph_data import GraphFacts
 from gnntrain.errors import ConfigError, first_line
-from gnntrain.files import write_atomically
-from gnntrain.phases import phase
-from gnntrain.safe_load import UnsafeFile, load_plain, names_code
+from gnntrain.storage.files import write_atomically
+from gnntrain.data.phases import phase
+from gnntrain.storage.safe_load import UnsafeFile, load_plain, names_code
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -132,7 +132,7 @@ def _refuse_resized(path: Path, size: int | None) -> None:
 
 def _refuse_code(path: Path) -> None:
     """Refuse a part file whose pickle names code, before any rank loads it
-    (:mod:`gnntrain.safe_load`); a missing or damaged one is reported by the rank that reads it."""
+    (:mod:`gnntrain.storage.safe_load`); a missing or damaged one is reported by the rank that reads it."""
     try:
         code = names_code(path)
     except Exception:  # noqa: BLE001 - damage is the loading rank's to report

@@ -26,12 +26,12 @@ import numpy as np
 import pymetis
 import torch
 
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, GnntrainError, first_line, warn
-from gnntrain.files import write_atomically
-from gnntrain.phases import phase
-from gnntrain.safe_load import UnsafeFile, load_plain
+from gnntrain.storage.files import write_atomically
+from gnntrain.data.phases import phase
+from gnntrain.storage.safe_load import UnsafeFile, load_plain
 
 METHODS = ("metis", "metis-vol", "random")
 """Partitioners by cache name: METIS minimising the edge cut or the communication volume
@@ -241,7 +241,7 @@ def narrow_owners(part: torch.Tensor, parts: int) -> torch.Tensor:
 
 def carve_part(data: GraphData, part: torch.Tensor, rank: int, world_size: int) -> dict:
     """Rank ``rank``'s share of the whole graph, as a partitioned dataset's part file stores
-    it: the fields of its :class:`~gnntrain.graph.LocalGraph` (local ids, halo order and send
+    it: the fields of its :class:`~gnntrain.data.local_graph.LocalGraph` (local ids, halo order and send
     plan as that module describes), with the global in-degrees as counts and the features in
     the dataset's dtype. The halo's owners are the ranks of ``recv_splits``' blocks (the halo is
     grouped by owner)."""

@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.config.schema import DatasetConfig, SyntheticConfig
 from gnntrain.data import synthetic
 from gnntrain.data.graph_checks import check_arrays, check_split
 from gnntrain.data.sources import dataset_file, dataset_source
 from gnntrain.data.graph_data import GraphData, coalesce_edges, random_split
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, first_line, warn
-from gnntrain.safe_load import UnsafeFile, load_plain, names_code
+from gnntrain.storage.safe_load import UnsafeFile, load_plain, names_code
 
 # Split used for graphs that ship without one (LINKX Facebook100 graphs, user files without
 # masks), over labeled nodes.
@@ -104,7 +104,7 @@ def _distrust_processed(processed_dir: Path) -> None:
     ``pre_transform.pt`` and ``pre_filter.pt`` records). The records are removed (they feed only
     a warning of PyG's and are written again when it processes), and a processed file whose
     pickle names code or cannot be read is named in a warning and removed, to be rebuilt from the
-    raw files (:mod:`gnntrain.safe_load`)."""
+    raw files (:mod:`gnntrain.storage.safe_load`)."""
     for record in ("pre_transform.pt", "pre_filter.pt"):
         (processed_dir / record).unlink(missing_ok=True)
     for path in sorted(processed_dir.glob("*.pt")):

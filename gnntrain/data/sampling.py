@@ -1,7 +1,7 @@
 """Node-wise neighbour sampling on a torch CSR, keyed so that every system builds the same
 blocks for the same roots (GraphSAGE's sampler; HopGNN Sec. 2 and 4).
 
-Sampling is keyed, not drawn from a stream (:mod:`gnntrain.keyed`): the neighbours node ``v``
+Sampling is keyed, not drawn from a stream (:mod:`gnntrain.rng.keyed`): the neighbours node ``v``
 keeps as a target of layer ``l`` in iteration ``i`` of epoch ``e`` are the ``fanout[l]`` in-edges
 of ``v`` with the smallest priorities ``hash(seed, e, i, l, edge)``, all of them when ``v`` has
 no more. So a node's sample does not depend on which roots brought it in: the blocks of a set of
@@ -14,7 +14,7 @@ first appear (roots first, hop 1's new nodes next, ...; within a hop by global i
 layers, layer ``l`` (0-based) aggregates into the nodes of hop ``<= L-1-l`` from those of hop
 ``<= L-l``: its targets are a prefix of its sources and its output rows are the next layer's
 input rows, so per-node state (GCNII's ``h0``) is read by prefix. Each block is a
-:class:`~gnntrain.graph.LocalGraph` (targets as inner nodes, the other sources as halo, no halo
+:class:`~gnntrain.data.local_graph.LocalGraph` (targets as inner nodes, the other sources as halo, no halo
 exchange) so the model layers run on it unchanged.
 
 Weights: a sampled edge ``u -> v`` carries ``edge_scale = deg(v) / |S(v)|`` with global degrees,
@@ -38,12 +38,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from gnntrain import keyed
+from gnntrain.rng import keyed
 from gnntrain.data.graph_data import GraphData
-from gnntrain.graph import LocalGraph, weight_dtype
+from gnntrain.data.local_graph import LocalGraph, weight_dtype
 
 def sampling_key(seed: int, epoch: int, iteration: int, layer: int) -> int:
-    """The key of one layer's sampling in one iteration (:func:`gnntrain.keyed.key`)."""
+    """The key of one layer's sampling in one iteration (:func:`gnntrain.rng.keyed.key`)."""
     return keyed.key(seed, epoch, iteration, layer)
 
 
@@ -128,7 +128,7 @@ def _block(nodes: torch.Tensor, num_targets: int, src: torch.Tensor, dst: torch.
     """The block aggregating from ``nodes`` (local ids ``src``) into its first ``num_targets``
     (rows ``dst``), from the global in-degrees ``in_degree`` (int64, on the nodes' device); it
     carries no node data of its own (an empty ``x`` of the training dtype ``dtype``). Degrees
-    and weights in :func:`~gnntrain.graph.weight_dtype`."""
+    and weights in :func:`~gnntrain.data.local_graph.weight_dtype`."""
     precise = weight_dtype(dtype)
     degree = in_degree[nodes[:num_targets]]
     kept = degree.clamp(max=fanout)

@@ -25,7 +25,7 @@ from omegaconf import MISSING
 
 from gnntrain.config.schema import DatasetConfig, SyntheticConfig, check, check_finite, check_seed, registered
 from gnntrain.errors import ConfigError
-from gnntrain.references import Reference, reference_name, resolve
+from gnntrain.config.references import Reference, reference_name, resolve
 
 LOADERS = "gnntrain.data.registry"
 FILE_SUFFIXES = (".npz", ".pt")

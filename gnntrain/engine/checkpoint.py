@@ -33,8 +33,8 @@ from gnntrain.config.schema import CONDUCT, PLACE, RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.errors import ConfigError, first_line
-from gnntrain.files import write_atomically
-from gnntrain.safe_load import UnsafeFile, load_plain, names_code
+from gnntrain.storage.files import write_atomically
+from gnntrain.storage.safe_load import UnsafeFile, load_plain, names_code
 
 FORMAT = 2
 """2: generator states as tensors and plain data, loaded with the restricted unpickler."""
@@ -47,7 +47,7 @@ alters what an epoch computes."""
 
 def rng_state() -> dict[str, Any]:
     """The global generators' states as tensors and plain data (numpy's array as a tensor), so
-    that the file loads with the restricted unpickler (:mod:`gnntrain.safe_load`)."""
+    that the file loads with the restricted unpickler (:mod:`gnntrain.storage.safe_load`)."""
     kind, keys, position, has_gauss, gauss = np.random.get_state()
     numpy = {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "position": int(position),
              "has_gauss": int(has_gauss), "gauss": float(gauss)}
@@ -127,7 +127,7 @@ class Resume:
         (``true``; none yet means a fresh start) or under the given run dir (which must have
         one). A damaged one (a manifest or rank file that cannot be read: a full disk, a copy cut
         short) is passed over for the one before it; a rank file that names code is refused
-        (:mod:`gnntrain.safe_load`)."""
+        (:mod:`gnntrain.storage.safe_load`)."""
         resume = run.train.resume
         if resume is False:
             return None

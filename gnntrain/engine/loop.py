@@ -1,7 +1,7 @@
 """The epoch loop, the same for every strategy.
 
 Per epoch: reset the strategy's meter, time the strategy's ``train_epoch`` on the device's
-timeline (:mod:`gnntrain.clock`: CUDA events on a GPU, so the epoch ends when the device has
+timeline (:mod:`gnntrain.timing.clock`: CUDA events on a GPU, so the epoch ends when the device has
 done its work, and the communication timed there is read then), count the rows it passes
 through the model's dense maps (the strategy metric ``projected_rows``,
 :mod:`gnntrain.models.rows`), close the epoch's communication ledger
@@ -14,7 +14,7 @@ a FIFO link.
 The ranks pool what they kept in a *record round* after every evaluated epoch, every
 checkpointed epoch and the last (:meth:`EpochLoop.records_after`): each rank learns its peers'
 starts and splits each epoch's communication time into waiting for peers, transfer and hidden
-(:mod:`gnntrain.comm.timeline`); then, per epoch, what the ranks report is summed (loss shares,
+(:mod:`gnntrain.timing.accounting`); then, per epoch, what the ranks report is summed (loss shares,
 projected rows, bytes, evaluation counts, the strategy's summed tallies), the epoch's time and
 memory are the maximum over ranks and compute and communication times the mean, and the
 records go to rank 0's recorder (:mod:`gnntrain.engine.recorder`: ``metrics.jsonl``, W&B,
@@ -33,10 +33,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gnntrain.clock import clock_of
+from gnntrain.timing.clock import clock_of
 from gnntrain.comm import namespaces, network
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.meter import TRAINING_CATEGORIES, EpochLedger, by_category, category
+from gnntrain.comm.meter import EpochLedger
+from gnntrain.timing.kinds import TRAINING_CATEGORIES, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.data.partition import comm_volume
@@ -55,7 +56,7 @@ from gnntrain.strategies import strategy_class
 from gnntrain.strategies.base import Tallies
 
 SPLIT_PARTS = ("wait", "transfer", "hidden")
-"""How a category's communication time splits (:class:`gnntrain.comm.timeline.Split`)."""
+"""How a category's communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
 ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
 """Kinds every record lists, 0 where a strategy sent none, so records of different strategies
 line up."""

@@ -41,7 +41,7 @@ class EpochRecord:
     """Seconds of training in the epoch, evaluation left out, max over ranks (under the virtual
     clock each rank's epoch is its own virtual time from its start to its end of the epoch, and
     the record's the slowest rank's), on the device's
-    timeline (:mod:`gnntrain.clock`): on a CPU the host's clock; on a GPU CUDA events, from
+    timeline (:mod:`gnntrain.timing.clock`): on a CPU the host's clock; on a GPU CUDA events, from
     where the device starts the epoch's work to where it has done it (a transfer still in
     flight on another stream, such as a stale exchange, is not waited for: as on a CPU). The next
     epoch starts where this one ends: between two epochs nothing runs but an evaluation where
@@ -51,13 +51,13 @@ class EpochRecord:
     """Compute, mean over ranks (``per_rank`` has each rank's). Under the wall clock, the rank's
     own epoch less its exposed communication of every category; under the virtual clock
     (``cluster.clock=virtual``) measured on its own, the rank's compute spans
-    (:mod:`gnntrain.virtual.clock`), and ``compute_time + exposed_time`` is the rank's epoch
+    (:mod:`gnntrain.timing.virtual_clock`), and ``compute_time + exposed_time`` is the rank's epoch
     (``per_rank``)."""
     comm_time: float
     """Exposed ``data`` communication, the traffic a method moves to compute (halo rows, stage
     activations; their gradients), mean over ranks: seconds a rank was blocked on it (on a CPU
     the host, on a GPU the device's stream), the sum of ``comm_wait_time_by_category`` and
-    ``comm_transfer_time_by_category`` for ``data`` (:mod:`gnntrain.comm.timeline`). Its share
+    ``comm_transfer_time_by_category`` for ``data`` (:mod:`gnntrain.timing.accounting`). Its share
     of ``epoch_time`` is the *communication share* the calibration targets and every table
     quotes: each paper's communication time over its epoch (PipeGCN Table 2, BNS-GCN Sec. 4.2,
     AdaQP Sec. 2.2, GNNPipe Table 1, HopGNN Sec. 3.1), all-reduces apart, averaged over ranks

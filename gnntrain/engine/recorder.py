@@ -31,7 +31,7 @@ from gnntrain.engine.checkpoint import discard_incomplete
 from gnntrain.engine.metrics import EpochRecord, read_records
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.errors import disk_full_named, interrupts_deferred, is_disk_full
-from gnntrain.files import write_atomically
+from gnntrain.storage.files import write_atomically
 
 
 class RunRecorder:

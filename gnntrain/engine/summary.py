@@ -17,14 +17,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
-from gnntrain.comm.meter import TRAINING_CATEGORIES
+from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.engine.early_stop import selected
 from gnntrain.engine.metrics import EpochRecord, share
-from gnntrain.files import write_atomically
+from gnntrain.storage.files import write_atomically
 
 SUMMARY_FILE = "summary.json"
 COMM_SPLIT_PARTS = ("wait", "transfer", "hidden")
-"""How a category's communication time splits (:class:`gnntrain.comm.timeline.Split`)."""
+"""How a category's communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
 PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
                       "comm_total_time_by_category", "comm_wait_time_by_category", "comm_transfer_time_by_category",
                       "comm_hidden_time_by_category", "comm_wait_time_by_kind", "comm_transfer_time_by_kind",
@@ -59,7 +59,7 @@ class RunSummary:
     and, when calibrated, the calibration."""
     clock: str = "wall"
     """What every time of the run was measured on (`cluster.clock`): `wall`, the host's clock (a GPU's: its
-    device's), or `virtual`, each rank's own virtual clock (`gnntrain.virtual`); a summary written before this field
+    device's), or `virtual`, each rank's own virtual clock (`gnntrain.timing`); a summary written before this field
     existed: `wall`."""
     num_nodes: Optional[int] = None
     """Nodes of the graph trained on."""

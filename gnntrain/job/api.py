@@ -30,7 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnntrain.job.calibration import calibrated
 from gnntrain.job.composition import register_schemas, typed_run
-from gnntrain.config.schema import RootConfig
+from gnntrain.comm.network import link_overrides
+from gnntrain.config.schema import NetworkConfig, RootConfig
 from gnntrain.config.schema import check as check_value
 from gnntrain.engine.loop import run_training
 from gnntrain.job.launch.rank import WorkerFn
@@ -73,6 +74,12 @@ def check(cfg: dict | RootConfig) -> RootConfig:
         epoch = run.fault.epoch
         check_value("fault.epoch", epoch, epoch is None or epoch >= 1, "an epoch >= 1, or null")
     return run
+
+
+def network_of(described: dict, overrides: list[str]) -> NetworkConfig:
+    """The typed network a finished run ran on (``described``: its ``summary.json``'s
+    ``network``), with ``overrides`` applied: a later run, or a replay, under exactly that link."""
+    return check(compose(link_overrides(described) + overrides)).network
 
 
 def calibrate(cfg: dict | RootConfig) -> RootConfig:

@@ -55,8 +55,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gnntrain.cache import cache_folder
-from gnntrain.comm.meter import TRAINING_CATEGORIES
+from gnntrain.storage.cache import cache_folder
+from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays, setting
 from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootConfig, typed

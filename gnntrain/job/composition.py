@@ -28,7 +28,7 @@ from gnntrain.strategies import METHODS, method
 
 def register_schemas() -> None:
     """The schemas and every registered model and strategy in Hydra's ConfigStore, with the
-    config of gnntrain's sweeper (the CLI registers its class, :func:`gnntrain.cli.register_sweeper`)."""
+    config of gnntrain's sweeper (the CLI registers its class, :func:`gnntrain.commands.train.register_sweeper`)."""
     cs = ConfigStore.instance()
     cs.store(name="schema", node=RootConfig)
     cs.store(group="schema/dataset", name="dataset", node=DatasetConfig)

@@ -25,7 +25,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from gnntrain.errors import GnntrainError, disk_full_named, warn
-from gnntrain.files import write_atomically
+from gnntrain.storage.files import write_atomically
 
 LOCK_FILE = ".gnntrain.lock"
 HYDRA_FILES = ".hydra"

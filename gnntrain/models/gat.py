@@ -9,13 +9,13 @@ Same function, parameter names and initialisation as PyG's ``GATConv`` (self-loo
 Attention dropout (the paper's Sec. 3.3: "dropout ... applied to the normalized attention
 coefficients", PyG's ``GATConv(dropout=...)``): in training each ``alpha_ij`` of each head is
 dropped with probability ``att_dropout`` after the softmax and the kept ones scaled up. The
-mask is keyed (:func:`gnntrain.random16.dropout`) by the step's edge key (:attr:`edge_key`,
+mask is keyed (:func:`gnntrain.rng.random16.dropout`) by the step's edge key (:attr:`edge_key`,
 set by the model for each step), the edge's global ``(source, target)`` ids and the head, so it
 is one mask per edge whichever rank, pipeline chunk or mini-batch computes the edge.
 
 The halo exchange moves the layer *input* ``h`` once; ``W`` is applied to halo rows locally,
 so bytes do not grow with the number of heads. The weighted sum runs as one sparse product per
-head over the graph's edge pattern (:func:`gnntrain.sparse.weighted_sum`), never forming the
+head over the graph's edge pattern (:func:`gnntrain.data.sparse.weighted_sum`), never forming the
 ``[edges, heads, channels]`` messages.
 
 Kept for the backward, per layer (``N`` target rows, ``S`` source rows, ``E`` in-edges, ``K``
@@ -36,16 +36,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.aggregation import SYMMETRIC
-from gnntrain.graph import LocalGraph
+from gnntrain.data.aggregation import SYMMETRIC
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.edge_ops import edge_softmax
 from gnntrain.models.gnn import GNN, MessagePassingLayer, stack
 from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected, project
 from gnntrain.models.config import GATConfig
-from gnntrain.random16 import dropout
-from gnntrain.sparse import weighted_sum
+from gnntrain.rng.random16 import dropout
+from gnntrain.data.sparse import weighted_sum
 
 
 class GATLayer(MessagePassingLayer):

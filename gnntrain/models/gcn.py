@@ -21,9 +21,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gnntrain.aggregation import SYMMETRIC
+from gnntrain.data.aggregation import SYMMETRIC
 from gnntrain.config.schema import ModelConfig
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import GNN, LinearMessageLayer, stack
 from gnntrain.models.norm import AllSum
 from gnntrain.models.projection import Projected

@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain.aggregation import SYMMETRIC
-from gnntrain.graph import LocalGraph
+from gnntrain.data.aggregation import SYMMETRIC
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models import rows
 from gnntrain.models.gnn import (
     Block, Extra, HaloSource, MessagePassingLayer, MessagePassingModel, propagate, row_block, squared_weight_sums,

@@ -7,7 +7,7 @@ dropout to its inner rows and to the received halo rows, then aggregates; every 
 last is followed by the optional normalisation (``model.norm``, see :mod:`gnntrain.models.norm`)
 and the activation. The model never sees how the halo rows were obtained.
 
-Dropout is keyed (:func:`gnntrain.random16.dropout`): the mask of a row is a function of the
+Dropout is keyed (:func:`gnntrain.rng.random16.dropout`): the mask of a row is a function of the
 step's key (:meth:`MessagePassingModel.begin_step`: seed, epoch, iteration), the dropout *site*
 (each place of the model that drops, e.g. the input of layer ``i``) and the row's global node
 id. So the owner of a row and every rank that reads it as a halo row apply the same mask, and a
@@ -40,14 +40,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gnntrain import keyed
-from gnntrain.aggregation import MEAN, Aggregation
+from gnntrain.rng import keyed
+from gnntrain.data.aggregation import MEAN, Aggregation
 from gnntrain.config.schema import ModelConfig
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.norm import AllSum, local_sum, make_norm
 from gnntrain.models import rows
 from gnntrain.models.projection import Projected, project, split, stacked_weight
-from gnntrain.random16 import dropout
+from gnntrain.rng.random16 import dropout
 
 
 class HaloSource(Protocol):

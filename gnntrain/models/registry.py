@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from gnntrain.config.schema import ModelConfig, check, check_finite, registered
 from gnntrain.models.decay import parameter_decays
-from gnntrain.references import resolve
+from gnntrain.config.references import resolve
 
 if TYPE_CHECKING:
     from torch import nn

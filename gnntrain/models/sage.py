@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gnntrain.aggregation import MEAN
-from gnntrain.graph import LocalGraph
+from gnntrain.data.aggregation import MEAN
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.config.schema import ModelConfig
 from gnntrain.models.gnn import GNN, LinearMessageLayer, stack
 from gnntrain.models.norm import AllSum

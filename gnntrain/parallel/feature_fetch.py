@@ -1,7 +1,7 @@
 """Node data partitioned over ranks, and fetching the rows a rank needs from their owners.
 
 Rank ``r`` stores the rows (features, labels) of the nodes ``owner[v] == r``, in global id
-order: the inner rows of its :class:`~gnntrain.graph.LocalGraph`. :meth:`FeatureStore.stage`
+order: the inner rows of its :class:`~gnntrain.data.local_graph.LocalGraph`. :meth:`FeatureStore.stage`
 is collective (every rank of the communicator calls it, with its own ids, possibly none): it
 asks the owners of the given remote ids for their rows, in three all-to-alls: how many ids for
 each peer and the ids themselves (``fetch_ids``, control), then the rows (under the caller's

@@ -30,10 +30,10 @@ from __future__ import annotations
 import torch
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer
 from gnntrain.models.projection import Projected
-from gnntrain.sparse import SparseOperator
+from gnntrain.data.sparse import SparseOperator
 
 
 def even_blocks(n: int, parts: int) -> list[int]:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from gnntrain.comm.communicator import Communicator
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.graph_data import GraphFacts
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.models.decay import param_groups
 from gnntrain.models.gnn import HaloSource, LinearPart, step_key

@@ -22,7 +22,7 @@ import torch
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.half_precision import start_half
 from gnntrain.comm.quantized_exchange import BitPlan, start_quantized
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 
 
 class HaloExchange:

@@ -1,7 +1,7 @@
 """Chunks of a graph and the historical embeddings that let them be pipelined (GNNPipe
 Sec. 3.2.2, Algorithm 1).
 
-A rank holds a *member graph* (its share of the graph, a :class:`~gnntrain.graph.LocalGraph`:
+A rank holds a *member graph* (its share of the graph, a :class:`~gnntrain.data.local_graph.LocalGraph`:
 the whole graph, or its part of a graph-parallel group's G-way split, with halo rows). The
 graph's K chunks are trained one after another; :func:`carve_chunk` cuts chunk ``k``'s
 :class:`ChunkView` out of the member graph: its inner rows are the member's nodes of chunk
@@ -53,11 +53,11 @@ from typing import Callable
 
 import torch
 
-from gnntrain.aggregation import Aggregation
-from gnntrain.graph import LocalGraph
+from gnntrain.data.aggregation import Aggregation
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.sparse import SparseOperator, SparsePattern, spmm
+from gnntrain.data.sparse import SparseOperator, SparsePattern, spmm
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ gradient those reads sent it (called when the chunk's backward starts)."""
 class Chunks:
     """The member graph's K chunk views, and for the layers that aggregate their input rows by a
     fixed matrix (:meth:`~gnntrain.models.gnn.MessagePassingLayer.aggregates_rows_by_operator`)
-    each chunk's matrix of that :class:`~gnntrain.aggregation.Aggregation` split by source
+    each chunk's matrix of that :class:`~gnntrain.data.aggregation.Aggregation` split by source
     (:meth:`split`): the chunk's own rows, passed in, and the other chunks' rows, read where they
     lie in a layer's message table (columns = member local ids), so that no other chunk's row is
     gathered, concatenated or given a gradient per chunk. The gradient of those reads is handed

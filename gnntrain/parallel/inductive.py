@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from gnntrain.data.graph_data import GraphData, induced_subgraph
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models.gnn import MessagePassingModel, no_halo
 from gnntrain.parallel.full_batch import score_counts
 

@@ -19,7 +19,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.errors import ConfigError
-from gnntrain.virtual.rank import VirtualRank
+from gnntrain.timing.virtual_rank import VirtualRank
 
 
 @dataclass(frozen=True)

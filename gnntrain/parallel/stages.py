@@ -18,7 +18,7 @@ import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.data.graph_data import GraphData
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models.gnn import Block, MessagePassingModel
 
 

@@ -2,20 +2,20 @@
 
 Four parts, each where its knowledge lives:
 
-* the partition's shape (:mod:`gnntrain.predict.shape`): METIS on the real graph, or a scaled
+* the partition's shape (:mod:`gnntrain.cost.shape`): METIS on the real graph, or a scaled
   proxy of a graph too big for this machine;
-* the method's epoch, written as a trace by its registration's timeline (:attr:`Method.timeline
-  <gnntrain.strategies.registry.Method.timeline>`): what each rank computes and which bytes it
+* the method's epoch, written as a trace by its registration's timeline (:attr:`Method.timing_model
+  <gnntrain.strategies.registry.Method.timing_model>`): what each rank computes and which bytes it
   posts and waits for; its traffic is what it posts;
-* compute from the model's kernel counts priced by a device profile (:mod:`gnntrain.predict.costs`);
-* the network model of the virtual clock, through replay (:mod:`gnntrain.predict.timeline`).
+* compute from the model's kernel counts priced by a device profile (:mod:`gnntrain.cost.compute`);
+* the network model of the virtual clock, through replay (:mod:`gnntrain.timing.builder`).
 
 :func:`written` writes :data:`EPOCHS` epochs; :func:`replayed` replays them under the network and
 reports the steady ones (all but the first, where a method's first epoch differs: PipeGCN's waits
 on nothing) as the virtual clock would record them: the epoch (the slowest rank's), compute and, per traffic
 kind, the exposed and hidden communication (means over the ranks) and the bytes per epoch (summed
 over the ranks, as ``comm_bytes_by_kind``). Peak memory per rank comes from the memory estimate
-(:mod:`gnntrain.job.memory`) on what each rank holds: its part for the graph-parallel family (with
+(:mod:`gnntrain.cost.memory`) on what each rank holds: its part for the graph-parallel family (with
 its method's :attr:`~gnntrain.strategies.registry.Method.memory`); for the mini-batch family the
 whole graph's topology, its share of the features and the activations of a sample of its share
 of a batch at full fan-out (``batch / W x prod(fanout + 1)`` rows, at most the graph); the whole
@@ -26,17 +26,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from gnntrain.comm.meter import TRAINING_CATEGORIES, category
+from gnntrain.timing.kinds import TRAINING_CATEGORIES, category
 from gnntrain.config.schema import RootConfig
 from gnntrain.errors import ConfigError
-from gnntrain.job.memory import DTYPE_BYTES, RUNTIME_MB, estimate_job, estimate_rank
-from gnntrain.predict.costs import Costs
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import Timeline
-from gnntrain.references import resolve
+from gnntrain.cost.memory import DTYPE_BYTES, RUNTIME_MB, estimate_rank, estimate_ranks
+from gnntrain.cost.compute import Costs
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import Timeline
+from gnntrain.config.references import resolve
 from gnntrain.strategies import method
 from gnntrain.strategies.minibatch.common import fanouts
-from gnntrain.virtual.link_model import Topology
+from gnntrain.timing.links import Topology
 
 EPOCHS = 3
 """Epochs written per prediction; the first is left out of the figures."""
@@ -75,10 +75,10 @@ class Prediction:
 def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = EPOCHS) -> Timeline:
     """``epochs`` epochs of the run's method on every rank, written on a timeline."""
     declared = method(run.strategy.name)
-    if declared.timeline is None:
-        raise ConfigError(f"strategy {run.strategy.name} declares no timeline (Method.timeline), so the predictor "
+    if declared.timing_model is None:
+        raise ConfigError(f"strategy {run.strategy.name} declares no timeline (Method.timing_model), so the predictor "
                           "cannot predict it")
-    timeline = resolve(declared.timeline)
+    timeline = resolve(declared.timing_model)
     line, state = Timeline(run.cluster.world_size), {}
     for epoch in range(1, epochs + 1):
         line.start_epoch(epoch)
@@ -115,7 +115,7 @@ def peak_mb(run: RootConfig, shape: PartitionShape) -> list[float]:
     """Each rank's estimated peak (module docstring), MiB."""
     facts = shape.facts()
     if method(run.strategy.name).family.name == "graph_parallel":
-        return [e.total_mb for e in estimate_job(run, facts, shape.stats())]
+        return [e.total_mb for e in estimate_ranks(run, facts, shape.stats(), method(run.strategy.name).memory)]
     world, dtype = run.cluster.world_size, str(run.train.dtype)
     if method(run.strategy.name).family.name == "minibatch":
         rows = run.strategy.batch_size / world

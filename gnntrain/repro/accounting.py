@@ -6,7 +6,7 @@ Per rank and timed epoch (``metrics.jsonl``'s ``per_rank``), the epoch ``T`` spl
     T = C + W + X + A + O
 
 * ``C``, compute: under the virtual clock (``cluster.clock=virtual``) the rank's own compute
-  time, measured by its clock (:mod:`gnntrain.virtual.clock`) independently of the meter;
+  time, measured by its clock (:mod:`gnntrain.timing.virtual_clock`) independently of the meter;
   under the wall clock there is no such measurement and ``C`` is *defined* as ``T`` minus the
   exposed communication, so the identity holds by construction;
 * ``W``, imbalance wait: the exposed time the rank waited for its peers to post the data

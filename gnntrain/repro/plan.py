@@ -59,7 +59,7 @@ def run_summaries(sweep_dir: Path) -> list[RunSummary]:
 
 def command(overrides: list[str], out: Path) -> list[str]:
     """The command line that runs the sweep ``gnntrain -m overrides`` into ``out``."""
-    return [sys.executable, "-m", "gnntrain.cli", "-m", *overrides, f"hydra.sweep.dir={out}"]
+    return [sys.executable, "-m", "gnntrain.commands.train", "-m", *overrides, f"hydra.sweep.dir={out}"]
 
 
 def in_checkout(path: Path) -> Path:

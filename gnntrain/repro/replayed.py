@@ -7,7 +7,7 @@ method's runs under its round's baseline link (the same sweep, or one that trust
 round's baseline sweep checked: :attr:`~gnntrain.repro.paper.Paper.trusting`), so that a method
 deciding on timings, AdaQP's widths and HopGNN's merges, decides as the headline's does, and the
 curve costs no run of its own. Each round's two traces are then timed again
-(:mod:`gnntrain.report.replay`) under that link at :data:`POINTS` bandwidths, the first round's,
+(:mod:`gnntrain.timing.replay`) under that link at :data:`POINTS` bandwidths, the first round's,
 log-spaced between the one where its baseline's share is :data:`HIGHEST_SHARE` (or within
 :data:`MARGIN` of the most any bandwidth gives it) and the one where it is within :data:`MARGIN`
 of the least any bandwidth leaves it (latency and the waits for slower peers, which no bandwidth
@@ -36,9 +36,11 @@ from statistics import mean
 import numpy as np
 
 from gnntrain.errors import GnntrainError
-from gnntrain.job.api import compose
+from gnntrain.job.api import compose, network_of
+from gnntrain.report.traced import Traced
+from gnntrain.timing.links import at_bandwidth
 from gnntrain.report import markdown
-from gnntrain.report.replay import ReplayedEpoch, steady_mean
+from gnntrain.timing.replay import ReplayedEpoch, steady_mean
 from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
 from gnntrain.repro.paper import Curve
@@ -172,14 +174,10 @@ class Replayer:
     """The baseline's and the method's traces under the baseline's link at any bandwidth."""
 
     def __init__(self, base_dir: Path, method_dir: Path) -> None:
-        from gnntrain.replay_cli import Traced
-
         self.base, self.method = Traced(base_dir), Traced(method_dir)
-        self.network = self.base.network([])
+        self.network = network_of(self.base.summary.network, [])
 
     def _network(self, gbps: float):
-        from gnntrain.replay_cli import at_bandwidth
-
         return at_bandwidth(self.network, gbps)
 
     def base_at(self, gbps: float) -> Parts:

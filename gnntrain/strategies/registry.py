@@ -10,13 +10,13 @@ the traffic kinds it sends with their categories. From that one declaration
 * the config store offers ``strategy=<name>``, built from the dataclass (no YAML repeats a
   default; the dataclass's attribute docstrings are ``--help``'s and the docs' descriptions),
   and ``schema/strategy/<name>`` for experiment presets;
-* the meter knows its kinds (:func:`gnntrain.comm.meter.declare`);
+* the meter knows its kinds (:func:`gnntrain.timing.kinds.declare`);
 * validation runs its family's checks and its own;
 * the launcher builds its strategy (:attr:`Method.strategy`) and asks it for its layout and
   whether its ranks load only their parts; calibration probes its family's baseline;
 * the memory estimate adds what it keeps beyond its family's baseline (:attr:`Method.memory`);
-* the predictor writes its epochs (:attr:`Method.timeline`);
-* ``python -m gnntrain.docs`` writes its page and the tests that run every strategy include it.
+* the predictor writes its epochs (:attr:`Method.timing_model`);
+* ``python -m gnntrain.commands.docs`` writes its page and the tests that run every strategy include it.
 
 A family (:class:`Family`) names its baseline and, where one class runs all its methods (the
 graph-parallel family's :class:`~gnntrain.strategies.graph_parallel.strategy.GraphParallel`,
@@ -40,30 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from gnntrain.comm import meter
+from gnntrain.timing import kinds as traffic_kinds
 from gnntrain.config.schema import StrategyConfig, registered
 from gnntrain.errors import ConfigError, first_line
-from gnntrain.references import Reference, reference_name, resolve
+from gnntrain.config.references import Reference, reference_name, resolve
 
 PLUGINS_VARIABLE = "GNNTRAIN_PLUGINS"
-
-
-@dataclass(frozen=True)
-class RankShape:
-    """What a rank holds, as a method's :attr:`Method.memory` sees it (:mod:`gnntrain.job.memory`)."""
-
-    inner: int
-    """Inner nodes."""
-    halo: int
-    """Halo rows one exchange brings in."""
-    sent: int
-    """Rows one exchange sends (its inner rows, once per peer that reads them)."""
-    edges: int
-    """In-edges of its inner nodes."""
-    widths: tuple[int, ...]
-    """Each message-passing layer's input width: the widths its halo exchanges move."""
-    value_bytes: int
-    """Bytes per value of the training dtype."""
 
 
 @dataclass(frozen=True)
@@ -99,22 +81,22 @@ class Method:
     config: type = StrategyConfig
     """Its config dataclass, with its defaults (extends :class:`~gnntrain.config.schema.StrategyConfig`)."""
     kinds: dict[str, str] = field(default_factory=dict)
-    """Traffic kinds it sends beyond the shared mechanisms' (:data:`gnntrain.comm.meter.KIND_CATEGORIES`),
+    """Traffic kinds it sends beyond the shared mechanisms' (:data:`gnntrain.timing.kinds.KIND_CATEGORIES`),
     each with its category: ``data``, ``sync`` or ``control``."""
     validate: Optional[Callable[[Any], None]] = None
     """Checks of its own keys that their types cannot express, given its typed section (an
     instance of ``config``)."""
     memory: Optional[Callable[[Any, Any], float]] = None
     """Bytes a rank keeps while training beyond what its family's baseline keeps, given its typed
-    section and the rank's :class:`RankShape`, for the estimate made
+    section and the rank's :class:`~gnntrain.cost.rank_shape.RankShape`, for the estimate made
     before training; None: nothing beyond."""
-    timeline: Optional[Reference] = None
+    timing_model: Optional[Reference] = None
     """How one epoch of the method runs, for the predictor (:mod:`gnntrain.predict`): a function
-    (or ``"module:function"``) ``timeline(config, shape, costs, line, epoch, state)`` that writes
-    epoch ``epoch`` of every rank onto ``line`` (:class:`~gnntrain.predict.timeline.Timeline`):
-    its compute, from ``costs`` (:class:`~gnntrain.predict.costs.Costs`), and the operations it
+    (or ``"module:function"``) ``timing_model(config, shape, costs, line, epoch, state)`` that writes
+    epoch ``epoch`` of every rank onto ``line`` (:class:`~gnntrain.timing.builder.Timeline`):
+    its compute, from ``costs`` (:class:`~gnntrain.cost.compute.Costs`), and the operations it
     posts and waits for, with their bytes, from the partition's ``shape``
-    (:class:`~gnntrain.predict.shape.PartitionShape`); ``state`` lasts from one epoch to the next.
+    (:class:`~gnntrain.cost.shape.PartitionShape`); ``state`` lasts from one epoch to the next.
     Its traffic is what it posts. None: the predictor cannot predict the method."""
 
     @property
@@ -151,7 +133,7 @@ def register(method: Method) -> Method:
     if known is not None and reference_name(known.implementation) != reference_name(method.implementation):
         raise ValueError(f"strategy {method.name!r} is registered twice ({reference_name(known.implementation)} and "
                          f"{reference_name(method.implementation)})")
-    meter.declare(method.kinds)
+    traffic_kinds.declare(method.kinds)
     METHODS[method.name] = method
     return method
 

@@ -1,7 +1,7 @@
 """gnntrain's Hydra sweeper (``hydra/sweeper=gnntrain``, the default in ``conf/config.yaml``).
 Hydra instantiates sweepers only from the ``hydra_plugins`` namespace package; the sweep's
 logic is :func:`gnntrain.job.sweep.sweep_jobs`. The CLI registers it
-(:func:`gnntrain.cli.register_sweeper`)."""
+(:func:`gnntrain.commands.train.register_sweeper`)."""
 
 from __future__ import annotations
 

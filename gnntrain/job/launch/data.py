@@ -21,7 +21,7 @@ from datetime import timedelta
 import torch.distributed as dist
 from filelock import FileLock, Timeout
 
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData, dataset_key, parted_folder, partition_spec, prepare_job_data, \
     write_partitioned_dataset

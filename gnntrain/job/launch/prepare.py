@@ -17,10 +17,11 @@ from gnntrain.data.partition import cache_path
 from gnntrain.engine.checkpoint import Resume
 from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.job.launch.data import prepared_once, prepared_under_lock
-from gnntrain.job.memory import available_mb, check_fits, estimate_job, floor_mb, partition_peak_mb, whole_graph_mb
+from gnntrain.cost.memory import floor_mb, partition_peak_mb, whole_graph_mb
+from gnntrain.job.memory import available_mb, check_fits, estimate_job
 from gnntrain.job.validation import job_layout, resolve_world_size
 from gnntrain.parallel.mesh import Layout
-from gnntrain.predict.shape import proxy_shape
+from gnntrain.cost.shape import proxy_shape
 from gnntrain.strategies import loads_parts, method
 
 PROXY_NODES = 100_000
@@ -54,7 +55,7 @@ class PreparedJob:
 
     def refuse_below_floor(self, nodes: int, edges: int, features: int, classes: int) -> None:
         """Stop a job whose sizes need more than this machine has even at their least
-        (:func:`~gnntrain.job.memory.floor_mb`), before anything of that size is allocated."""
+        (:func:`~gnntrain.cost.memory.floor_mb`), before anything of that size is allocated."""
         run = self.run
         floor, have = floor_mb(run.model, nodes, edges, features, classes, str(run.train.dtype)), available_mb()
         if floor > have:
@@ -68,9 +69,9 @@ class PreparedJob:
         known from the config (a synthetic graph): first its sizes' floor
         (:meth:`refuse_below_floor`); then, above :data:`PROXY_NODES` nodes with each rank holding
         one part and no part files yet, the launcher's partition peak
-        (:func:`~gnntrain.job.memory.partition_peak_mb`, unless the partition is cached), and
+        (:func:`~gnntrain.cost.memory.partition_peak_mb`, unless the partition is cached), and
         the ranks' peaks from a proxy's partition scaled to the graph
-        (:func:`~gnntrain.predict.shape.proxy_shape`, the predictor's). The estimate after the
+        (:func:`~gnntrain.cost.shape.proxy_shape`, the predictor's). The estimate after the
         partition (:meth:`estimate_memory`) still decides for the jobs that pass."""
         run, dataset = self.run, self.run.dataset
         if dataset.source != "synthetic":

@@ -13,13 +13,13 @@ from typing import Any, Callable, TypeVar
 import torch
 import torch.distributed as dist
 
-from gnntrain.allocator import keep_freed_memory
+from gnntrain.job.launch.allocator import keep_freed_memory
 from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
-from gnntrain.virtual.link_model import Topology
-from gnntrain.virtual.rank import COMPUTE_LOCK, VirtualRank
+from gnntrain.timing.links import Topology
+from gnntrain.timing.virtual_rank import COMPUTE_LOCK, VirtualRank
 
 WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
 """A job's work on one rank, given the typed config, the rank's context and the job's data."""
@@ -27,7 +27,7 @@ WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
 
 def _threads_per_worker(run: RootConfig, local_workers: int) -> int:
     if run.cluster.clock == "virtual" and run.cluster.device == "cpu":
-        return 1  # a rank's virtual compute is its one thread's CPU time (gnntrain.virtual.clock)
+        return 1  # a rank's virtual compute is its one thread's CPU time (gnntrain.timing.virtual_clock)
     if run.cluster.threads_per_worker > 0:
         return run.cluster.threads_per_worker
     return max(1, len(os.sched_getaffinity(0)) // local_workers)
@@ -45,7 +45,7 @@ def use_deterministic_kernels(on: bool) -> None:
     """``cluster.deterministic``: kernels that give the same bits every run, or the fastest ones
     (a torchrun process runs every job of a sweep, so each job sets it). cuBLAS needs a fixed
     workspace for that, set before its first use in the process; cuSPARSE's products, which
-    torch's mode does not cover, are replaced by :mod:`gnntrain.sparse` while the mode is on.
+    torch's mode does not cover, are replaced by :mod:`gnntrain.data.sparse` while the mode is on.
     The mode is switched only where it changes: switching it imports torch's compiler stack
     (2 s of a worker's start on a CPU)."""
     if on:

@@ -24,4 +24,4 @@ def validate(config: DataParallelConfig) -> None:
 FAMILY = Family("data_parallel", baseline="vanilla", module=f"{PACKAGE}.replicas")
 """Data parallelism; the baseline network calibration probes is graph parallelism, the full-graph family's."""
 register(Method("data_parallel", FAMILY, f"{PACKAGE}.replicas:DataParallel", DataParallelConfig, validate=validate,
-                timeline=f"{PACKAGE}.timeline:replicas"))
+                timing_model=f"{PACKAGE}.timing_model:replicas"))

@@ -26,7 +26,7 @@ from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.errors import ConfigError
-from gnntrain.graph import LocalGraph, build_local_graph
+from gnntrain.data.local_graph import LocalGraph, build_local_graph
 from gnntrain.parallel.full_batch import SPLITS, FullBatchStep
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext

@@ -46,4 +46,4 @@ FAMILY = Family("gnnpipe", baseline="vanilla", module=f"{PACKAGE}.pipeline")
 """Pipeline parallelism; the baseline network calibration probes is graph parallelism, which the paper's Table 3
 compares against."""
 register(Method("gnnpipe", FAMILY, f"{PACKAGE}.pipeline:GNNPipe", GNNPipeConfig, validate=validate,
-                timeline=f"{PACKAGE}.timeline:pipeline"))
+                timing_model=f"{PACKAGE}.timing_model:pipeline"))

@@ -60,14 +60,15 @@ from __future__ import annotations
 
 import torch
 
-from gnntrain.clock import Stopwatch
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
-from gnntrain.comm.meter import TRAINING_CATEGORIES, CommMeter, category
+from gnntrain.comm.meter import CommMeter
+from gnntrain.timing.kinds import TRAINING_CATEGORIES, category
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.data.chunks import split_chunks
 from gnntrain.errors import ConfigError
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import build_model
 from gnntrain.parallel.full_batch import (
     EVAL_COUNTS, SPLITS, all_reduce_gradients, build_optimizer, loss_share, rows_of, score_counts,

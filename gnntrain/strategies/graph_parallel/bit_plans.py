@@ -39,14 +39,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from gnntrain import keyed
-from gnntrain.clock import Stopwatch
+from gnntrain.rng import keyed
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantize import FULL
 from gnntrain.comm.quantized_exchange import WidthLayout
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import MessagePassingModel
-from gnntrain.pinned import PinnedStaging
+from gnntrain.parallel.pinned import PinnedStaging
 from gnntrain.strategies.graph_parallel.bit_assignment import WIDTHS, Assignment, PairGroups, assign_bits, group_messages
 
 if TYPE_CHECKING:  # the config sits beside the policy that builds these plans
@@ -202,7 +202,7 @@ class AdaptiveBits(_Plan):
     def _profile(self, sizes: tuple[int, ...] = (1 << 12, 1 << 16, 1 << 20), repeats: int = 3) -> torch.Tensor:
         """Fit ``time = theta * bits + gamma`` for every (sender -> receiver) pair from timed
         ring rounds: in round ``k`` each rank sends to the rank ``k`` places to its right. Each
-        round is timed on the device's timeline (:mod:`gnntrain.clock`): on NCCL a host clock
+        round is timed on the device's timeline (:mod:`gnntrain.timing.clock`): on NCCL a host clock
         around the wait would time the launch, not the transfer."""
         world, me, clock = self.comm.world_size, self.comm.rank, self.comm.clock
         cost = torch.zeros(world, world, 2, dtype=torch.float64)

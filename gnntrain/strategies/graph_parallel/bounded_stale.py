@@ -28,7 +28,7 @@ the authors' code inherits and leaves off by default, applies to the stale epoch
 from __future__ import annotations
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.strategies.graph_parallel.config import SylvieConfig
 from gnntrain.strategies.graph_parallel.stale import Stale

@@ -44,7 +44,7 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.base import Tallies

@@ -18,7 +18,8 @@ from typing import Optional
 
 from gnntrain.config.schema import RUN_SEED, StrategyConfig, check, choices
 from gnntrain.errors import ConfigError
-from gnntrain.strategies.registry import Family, Method, RankShape, register
+from gnntrain.cost.rank_shape import RankShape
+from gnntrain.strategies.registry import Family, Method, register
 
 PACKAGE = "gnntrain.strategies.graph_parallel"
 
@@ -65,9 +66,9 @@ def check_one_halo_format(config: HalfHalosConfig, assign: str, bits: int) -> No
                           f"strategy.bits={bits}) is ambiguous; valid: halo_dtype=null, or assign=fixed with bits=32")
 
 
-TIMELINES = f"{PACKAGE}.timeline"
+TIMING_MODELS = f"{PACKAGE}.timing_model"
 register(Method("vanilla", FAMILY, f"{PACKAGE}.synchronous:Synchronous", HalfHalosConfig,
-                timeline=f"{TIMELINES}:synchronous"))
+                timing_model=f"{TIMING_MODELS}:synchronous"))
 
 
 Smoothing = choices("Smoothing", "none", "f", "g", "gf", module=__name__)
@@ -112,7 +113,7 @@ def in_flight_bytes(config: PipeGCNConfig, shape: RankShape) -> float:
 
 
 register(Method("pipegcn", FAMILY, f"{PACKAGE}.stale:Stale", PipeGCNConfig, kinds={"assign": "control"},
-                validate=validate_pipegcn, memory=in_flight_bytes, timeline=f"{TIMELINES}:stale"))
+                validate=validate_pipegcn, memory=in_flight_bytes, timing_model=f"{TIMING_MODELS}:stale"))
 
 
 @dataclass
@@ -137,7 +138,7 @@ def validate_sylvie(config: SylvieConfig) -> None:
 
 
 register(Method("sylvie", FAMILY, f"{PACKAGE}.bounded_stale:BoundedStale", SylvieConfig, validate=validate_sylvie,
-                memory=in_flight_bytes, timeline=f"{TIMELINES}:bounded_stale"))
+                memory=in_flight_bytes, timing_model=f"{TIMING_MODELS}:bounded_stale"))
 
 
 @dataclass
@@ -172,7 +173,7 @@ def sampled_graph_bytes(config: SamplingConfig, shape: RankShape) -> float:
 for _name in ("bns", "bes", "dropedge"):
     register(Method(_name, FAMILY, f"{PACKAGE}.sampled:BoundarySampling", SamplingConfig,
                     kinds={"sample_index": "control"}, validate=validate_sampling, memory=sampled_graph_bytes,
-                    timeline=f"{TIMELINES}:sampled"))
+                    timing_model=f"{TIMING_MODELS}:sampled"))
 
 
 BitAssignment = choices("BitAssignment", "adaptive", "uniform", "fixed", module=__name__)
@@ -216,7 +217,7 @@ def validate_adaqp(config: AdaQPConfig) -> None:
 
 
 register(Method("adaqp", FAMILY, f"{PACKAGE}.quantized:Quantized", AdaQPConfig, kinds={"assign": "control"},
-                validate=validate_adaqp, timeline=f"{TIMELINES}:quantized"))
+                validate=validate_adaqp, timing_model=f"{TIMING_MODELS}:quantized"))
 
 
 @dataclass
@@ -249,7 +250,7 @@ def cached_halo_bytes(config: BroadcastConfig, shape: RankShape) -> float:
 
 BROADCAST_KINDS = {"bcast_fwd": "data"}
 register(Method("broadcast", FAMILY, f"{PACKAGE}.broadcast:Broadcast", BroadcastConfig, kinds=BROADCAST_KINDS,
-                memory=cached_halo_bytes, timeline=f"{TIMELINES}:broadcast"))
+                memory=cached_halo_bytes, timing_model=f"{TIMING_MODELS}:broadcast"))
 register(Method("sancus", FAMILY, f"{PACKAGE}.broadcast:Sancus", SancusConfig,
                 kinds={**BROADCAST_KINDS, "skip_flags": "control"}, validate=validate_sancus,
-                memory=cached_halo_bytes, timeline=f"{TIMELINES}:broadcast"))
+                memory=cached_halo_bytes, timing_model=f"{TIMING_MODELS}:broadcast"))

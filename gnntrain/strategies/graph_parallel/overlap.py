@@ -18,7 +18,7 @@ import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.quantized_exchange import BitPlan
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import Dropout, MessagePassingLayer, order, source_rows
 from gnntrain.parallel.halo import HaloExchange
 

@@ -29,10 +29,10 @@ the synchronous exchange, and so are the results up to float rounding
 
 from __future__ import annotations
 
-from gnntrain.clock import Stopwatch
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.quantized_exchange import ALL_WIDTHS
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.base import Tallies

@@ -27,7 +27,7 @@ Evaluation runs on the full graph with a full exchange. Randomness: one generato
 seeded from ``strategy.seed`` (the run's seed by default) and the rank, drawn once per epoch;
 it never touches the global RNG, so dropout masks match the vanilla run's. The generator is a
 CPU one on every device, so a seed draws the same samples on CPU and GPU; the draws reach the
-device through a pinned buffer (:mod:`gnntrain.pinned`).
+device through a pinned buffer (:mod:`gnntrain.parallel.pinned`).
 
 ``epoch_metrics`` reports ``sampling_time`` (slowest rank): drawing the sample, exchanging the
 masks, building the sampled graph and its sparse matrices (Table 12's overhead); and
@@ -42,13 +42,13 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from gnntrain.clock import Stopwatch
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.comm.bitpack import pack, packed_size, unpack
 from gnntrain.comm.communicator import Communicator
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
-from gnntrain.pinned import PinnedStaging
+from gnntrain.parallel.pinned import PinnedStaging
 from gnntrain.strategies.base import Tallies
 from gnntrain.strategies.graph_parallel.config import SamplingConfig
 from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire

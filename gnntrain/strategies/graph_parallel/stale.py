@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.base import Tallies

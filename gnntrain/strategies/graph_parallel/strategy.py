@@ -11,7 +11,7 @@ from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
-from gnntrain.graph import LocalGraph, local_graph_from_part
+from gnntrain.data.local_graph import LocalGraph, local_graph_from_part
 from gnntrain.models.gnn import HaloSource
 from gnntrain.parallel.full_batch import FullBatchStep
 from gnntrain.parallel.halo import HaloExchange

@@ -6,7 +6,7 @@ full precision."""
 from __future__ import annotations
 
 from gnntrain.comm.communicator import Communicator
-from gnntrain.graph import LocalGraph
+from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.graph_parallel.config import GraphParallelConfig

@@ -12,7 +12,7 @@ Where tensors live. The topology (CSR and global in-degrees), the rank's own fea
 rows and the rows it stages from peers are on ``ctx.device``, and the sampler runs there, in
 torch operations (as DGL's and PyG's GPU samplers do): on a GPU an iteration's only host-to-device
 copy is its roots, a few kilobytes in one asynchronous copy through a pinned buffer
-(:mod:`gnntrain.pinned`). The mini-batches are dealt on the host from the seeded permutation,
+(:mod:`gnntrain.parallel.pinned`). The mini-batches are dealt on the host from the seeded permutation,
 so host-side reasoning about roots (HopGNN's time steps) reads the host's copy of the
 partition; from the roots on, every id (the roots are the first of the sample's nodes), mask
 and row a step touches is on the device, and so are samples that arrive from peers
@@ -48,14 +48,14 @@ import math
 
 import torch
 
-from gnntrain.clock import Stopwatch
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.data.sampling import SampledBlocks, Topology, sample_groups, sampling_key, unpack
 from gnntrain.errors import ConfigError
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.models import build_model
 from gnntrain.models.gnn import LinearPart, step_key
 from gnntrain.models.projection import Projected, split
@@ -63,7 +63,7 @@ from gnntrain.parallel.feature_fetch import FeatureStore
 from gnntrain.parallel.full_batch import all_reduce_gradients, build_optimizer, loss_share, score_counts
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.parallel.mesh import Layout, WorkerContext
-from gnntrain.pinned import PinnedStaging
+from gnntrain.parallel.pinned import PinnedStaging
 from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.minibatch.config import MiniBatchConfig
 

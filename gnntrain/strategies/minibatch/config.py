@@ -52,13 +52,13 @@ def fits_graph(config: MiniBatchConfig, facts: GraphFacts) -> None:
 FAMILY = Family("minibatch", baseline="minibatch", module=PACKAGE, validate=validate, fits_graph=fits_graph)
 """Sampled mini-batch training; the baseline network calibration probes is DGL-style ``minibatch``."""
 
-TIMELINES = f"{PACKAGE}.timeline"
+TIMING_MODELS = f"{PACKAGE}.timing_model"
 register(Method("minibatch", FAMILY, f"{PACKAGE}.data_centric:MiniBatch", MiniBatchConfig,
-                timeline=f"{TIMELINES}:data_centric"))
+                timing_model=f"{TIMING_MODELS}:data_centric"))
 register(Method("lo", FAMILY, f"{PACKAGE}.data_centric:LocalityOptimised", MiniBatchConfig,
-                timeline=f"{TIMELINES}:data_centric"))
+                timing_model=f"{TIMING_MODELS}:data_centric"))
 register(Method("p3", FAMILY, f"{PACKAGE}.p3:P3", MiniBatchConfig,
-                kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}, timeline=f"{TIMELINES}:p3"))
+                kinds={"p3_partial": "data", "topology": "data", "weight_gather": "sync"}, timing_model=f"{TIMING_MODELS}:p3"))
 
 
 @dataclass
@@ -80,6 +80,6 @@ def validate_hopgnn(config: HopGNNConfig) -> None:
 
 
 register(Method("hopgnn", FAMILY, f"{PACKAGE}.hopgnn:HopGNN", HopGNNConfig, kinds={"merge_time": "control"},
-                validate=validate_hopgnn, timeline=f"{TIMELINES}:hopgnn"))
+                validate=validate_hopgnn, timing_model=f"{TIMING_MODELS}:hopgnn"))
 register(Method("naive", FAMILY, f"{PACKAGE}.naive:Naive", MiniBatchConfig,
-                kinds={"naive_partial": "data", "topology": "data"}, timeline=f"{TIMELINES}:naive"))
+                kinds={"naive_partial": "data", "topology": "data"}, timing_model=f"{TIMING_MODELS}:naive"))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gnntrain.config.schema import StrategyConfig
-from gnntrain.strategies.registry import Family, Method, RankShape, register
+from gnntrain.cost.rank_shape import RankShape
+from gnntrain.strategies.registry import Family, Method, register
 
 PACKAGE = "gnntrain.strategies.tensor_parallel"
 
@@ -25,11 +26,11 @@ def transpose_buffers(config: NeutronTPConfig, shape: RankShape) -> float:
     rank's ``I`` rows) and the column slice it aggregates and its product (``N d / W = I d``
     values each for near-equal blocks), ``4 I d`` values in all. The whole graph's topology and
     features that every rank holds are the family's baseline: whole-graph strategies make no
-    estimate before training (:mod:`gnntrain.job.memory`)."""
+    estimate before training (:mod:`gnntrain.cost.memory`)."""
     return 4 * shape.inner * max(shape.widths) * shape.value_bytes
 
 
 FAMILY = Family("tensor_parallel", baseline="vanilla", module=f"{PACKAGE}.neutrontp")
 """Tensor parallelism; the baseline network calibration probes is graph parallelism, which the paper compares against."""
 register(Method("neutrontp", FAMILY, f"{PACKAGE}.neutrontp:NeutronTP", NeutronTPConfig, kinds=TRANSPOSE_KINDS,
-                memory=transpose_buffers, timeline=f"{PACKAGE}.timeline:transposed"))
+                memory=transpose_buffers, timing_model=f"{PACKAGE}.timing_model:transposed"))

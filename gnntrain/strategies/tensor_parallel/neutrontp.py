@@ -41,7 +41,7 @@ from gnntrain.comm.meter import CommMeter
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.errors import ConfigError
-from gnntrain.graph import build_local_graph
+from gnntrain.data.local_graph import build_local_graph
 from gnntrain.parallel.feature_split import FeatureSplit, TransposedAggregation
 from gnntrain.parallel.full_batch import FullBatchStep
 from gnntrain.parallel.mesh import Layout, WorkerContext

@@ -71,7 +71,7 @@ class PartitionShape:
                        scale=self.scale * rows)
 
     def facts(self) -> GraphFacts:
-        """The graph's facts as a memory estimate reads them (:func:`~gnntrain.job.memory.estimate_job`)."""
+        """The graph's facts as a memory estimate reads them (:func:`~gnntrain.cost.memory.estimate_ranks`)."""
         return GraphFacts(name="predicted", num_nodes=self.nodes, num_edges=self.edges, num_features=self.features,
                           num_classes=self.classes, multilabel=False, num_train=round(sum(self.train)))
 

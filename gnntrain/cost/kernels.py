@@ -2,11 +2,11 @@
 
 A step is counted under a :class:`~torch.utils._python_dispatch.TorchDispatchMode`, which sees
 every ATen operation the forward, the backward and the optimizer run, and files each into one
-class, the classes a device profile prices (:mod:`gnntrain.predict.profile`):
+class, the classes a device profile prices (:mod:`gnntrain.cost.profile`):
 
 * ``dense`` — matrix products (``mm``, ``addmm``, ``bmm``, ``baddbmm``): ``2 m n k`` flops, filed
   by the product's narrowest dimension (:data:`WIDTHS`);
-* ``sparse`` — products with a sparse CSR operand (the aggregations of :mod:`gnntrain.sparse`):
+* ``sparse`` — products with a sparse CSR operand (the aggregations of :mod:`gnntrain.data.sparse`):
   the operand's nonzeros times the dense operand's columns; ``sampled_addmm`` (attention's
   gradient at the entries): the nonzeros times the length of the dot product at each; filed by
   that width;
@@ -158,7 +158,7 @@ def _step_on(config: ModelConfig, features: int, classes: int, dtype: torch.dtyp
     with halo rows (as many rows gathered to be sent as arrive, their gradients added back in the
     backward), the loss over half the inner rows (the training rows, picked), backward, the
     gradients flattened for their all-reduce and copied back, an Adam step."""
-    from gnntrain.job.memory import probe_graph
+    from gnntrain.cost.memory import probe_graph
     from gnntrain.models import build_model
 
     torch.manual_seed(0)
@@ -212,7 +212,7 @@ def _on_ray(ratio: float) -> float:
 
 def model_key(config: ModelConfig) -> str:
     """A model section as the key of its counts (computed once per section by a caller that
-    counts often: :class:`gnntrain.predict.costs.Costs`)."""
+    counts often: :class:`gnntrain.cost.compute.Costs`)."""
     return json.dumps(plain(config), sort_keys=True)
 
 

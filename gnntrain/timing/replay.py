@@ -1,11 +1,11 @@
-"""Replay: a run's trace (:mod:`gnntrain.virtual.trace`) timed again under another network,
+"""Replay: a run's trace (:mod:`gnntrain.timing.trace`) timed again under another network,
 without training.
 
 Each rank's trace is its sequence of compute spans and operations. Replay walks every rank
 through it in virtual time under the new links: a compute span takes what it took in the run,
 an operation is posted at the rank's new time and reserves the new links, and a wait ends at
 the completion the network model gives from the participants' new stamps
-(:class:`gnntrain.virtual.ops.RankLinks`, the very code a live run completes its operations
+(:class:`gnntrain.timing.ops.RankLinks`, the very code a live run completes its operations
 with). A rank whose wait needs a stamp that its peer has not yet posted pauses until that peer
 gets there, as the live rank would have blocked. What the run computed is taken as it was
 measured: a replay under the run's own network repeats its times, and one under another network
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.comm.meter import TRAINING_CATEGORIES, category
+from gnntrain.timing.kinds import TRAINING_CATEGORIES, category
 from gnntrain.errors import GnntrainError
-from gnntrain.virtual.link_model import Stamp, Topology
-from gnntrain.virtual.ops import RankLinks, VirtualOp
+from gnntrain.timing.links import Stamp, Topology
+from gnntrain.timing.ops import RankLinks, VirtualOp
 
 
 class ReplayError(GnntrainError):
@@ -143,7 +143,7 @@ class _Rank:
 
 
 def replay(ranks: dict[int, list[dict]], topology: Topology) -> list[ReplayedEpoch]:
-    """Every epoch of a trace (:func:`gnntrain.virtual.trace.read`) timed under ``topology``."""
+    """Every epoch of a trace (:func:`gnntrain.timing.trace.read`) timed under ``topology``."""
     walkers = {r: _Rank(r, events, topology) for r, events in ranks.items()}
     stamps: dict[tuple, Stamp] = {}
     waiting = [w for w in walkers.values() if not w.done]

@@ -1,6 +1,6 @@
 """A predicted epoch as a trace: every rank's compute and operations written as a run's trace
-(:mod:`gnntrain.virtual.trace`) would hold them, then timed by replay
-(:func:`gnntrain.report.replay.replay`) under the described network. So a prediction goes through
+(:mod:`gnntrain.timing.trace`) would hold them, then timed by replay
+(:func:`gnntrain.timing.replay.replay`) under the described network. So a prediction goes through
 the very network model that times a live run under the virtual clock and a replayed one: queues,
 both ends' links, rings, two levels.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.report.replay import ReplayedEpoch, replay
-from gnntrain.virtual.link_model import Topology
+from gnntrain.timing.replay import ReplayedEpoch, replay
+from gnntrain.timing.links import Topology
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""A rank under the virtual clock: its clock (:mod:`gnntrain.virtual.clock`), its links
-(:mod:`gnntrain.virtual.ops`) and, with ``cluster.trace``, its trace
-(:mod:`gnntrain.virtual.trace`). The communicator (:mod:`gnntrain.comm.communicator`) posts every
+"""A rank under the virtual clock: its clock (:mod:`gnntrain.timing.virtual_clock`), its links
+(:mod:`gnntrain.timing.ops`) and, with ``cluster.trace``, its trace
+(:mod:`gnntrain.timing.trace`). The communicator (:mod:`gnntrain.comm.communicator`) posts every
 operation here and, once the participants' stamps have arrived beside the data, learns when it
 completes."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from gnntrain import clock as clocks
-from gnntrain.virtual.link_model import Stamp, Topology
-from gnntrain.virtual.clock import VirtualClock
-from gnntrain.virtual.ops import RankLinks, VirtualOp
-from gnntrain.virtual.trace import TRACE_FILE, TraceWriter
+from gnntrain.timing import clock as clocks
+from gnntrain.timing.links import Stamp, Topology
+from gnntrain.timing.virtual_clock import VirtualClock
+from gnntrain.timing.ops import RankLinks, VirtualOp
+from gnntrain.timing.trace import TRACE_FILE, TraceWriter
 
 
 COMPUTE_LOCK = ".compute.lock"
@@ -23,7 +23,7 @@ COMPUTE_LOCK = ".compute.lock"
 
 class VirtualRank:
     """One rank's virtual clock, links and trace; its clock becomes the device's
-    (:func:`gnntrain.clock.use`)."""
+    (:func:`gnntrain.timing.clock.use`)."""
 
     def __init__(self, topology: Topology, rank: int, device: torch.device, trace_dir: str | Path | None,
                  alone: Path | None = None) -> None:

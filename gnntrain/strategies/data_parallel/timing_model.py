@@ -1,5 +1,5 @@
-"""Data parallelism's epoch as the predictor writes it (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`): every rank a replica of the whole graph and
+"""Data parallelism's epoch as the predictor writes it (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`): every rank a replica of the whole graph and
 model (``strategy.graph_parallel=1``), a full-graph step on each (the loss on its share of the
 training nodes; the forward and backward cover the whole graph), then one all-reduce of the
 ``P`` parameters' gradients. Replicas that split the graph (``graph_parallel`` > 1) are not
@@ -8,9 +8,9 @@ modelled."""
 from __future__ import annotations
 
 from gnntrain.errors import ConfigError
-from gnntrain.predict.costs import Costs
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import Timeline
+from gnntrain.cost.compute import Costs
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import Timeline
 
 
 def replicas(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:

@@ -1,5 +1,5 @@
-"""The network model of the virtual clock (:mod:`gnntrain.virtual.clock`) and of replay
-(:mod:`gnntrain.report.replay`): when a transfer completes on each rank, from every participant's
+"""The network model of the virtual clock (:mod:`gnntrain.timing.virtual_clock`) and of replay
+(:mod:`gnntrain.timing.replay`): when a transfer completes on each rank, from every participant's
 virtual post time and the state of its links. Pure arithmetic on seconds and bytes: the same
 functions time a live run and recompute a recorded one under another network.
 
@@ -35,7 +35,7 @@ the other messages of its sender (only the message to it waits).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
@@ -179,3 +179,11 @@ def one_sided_arrival(topology: Topology, queues: LinkQueues, rank: int, sender:
     level = topology.level(rank, sender)
     ingress = queues.reserve(queues.ingress, their_post, level, nbytes)
     return arrival(topology, level, nbytes, their_post, their_egress[LEVELS.index(level)], ingress)
+
+
+def at_bandwidth(network, gbps: float):
+    """``network`` (a typed network section) with its link between nodes at ``gbps`` Gbit/s; the
+    intra-node link, where there is one, keeps its ratio to it."""
+    scale = gbps / network.bandwidth_gbps
+    return replace(network, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
+        network.intra_bandwidth_gbps * scale if network.intra_bandwidth_gbps else None))

@@ -1,5 +1,5 @@
-"""The graph-parallel methods' epochs as the predictor writes them (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`, :mod:`gnntrain.predict.timeline`): what each
+"""The graph-parallel methods' epochs as the predictor writes them (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`, :mod:`gnntrain.timing.builder`): what each
 rank computes and sends, in order, from the partition's shape and the method's config.
 
 Every method of the family runs the epoch of :class:`~gnntrain.parallel.full_batch.FullBatchStep`:
@@ -7,7 +7,7 @@ per layer ``l`` a halo exchange of the layer's input rows (``halo_fwd``: rank ``
 its ``rows[r][q]`` rows of width ``d_l``) and the layer's forward; the layers' backwards in
 reverse, each but the first layer's followed by the exchange of its halo rows' gradients back to
 their owners (``halo_bwd``: ``rows[q][r]`` rows to ``q``); one all-reduce of the ``P``
-parameters' gradients. A layer's forward and backward are the step's (:class:`~gnntrain.predict.costs.Costs`)
+parameters' gradients. A layer's forward and backward are the step's (:class:`~gnntrain.cost.compute.Costs`)
 divided evenly among the layers. ``model.precompute_first`` drops layer 0's exchange.
 
 * ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
@@ -39,10 +39,10 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from gnntrain.predict.costs import Costs, StepSeconds
-from gnntrain.predict.kernels import count
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import Timeline
+from gnntrain.cost.compute import Costs, StepSeconds
+from gnntrain.cost.kernels import count
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import Timeline
 
 RowBytes = Callable[[int], float]
 """Bytes of one halo row of a layer's input width."""
@@ -181,7 +181,7 @@ def _sampling(config, shape: PartitionShape, costs: Costs, state: dict, rank: in
     if ("sampling", rank) not in state:
         import torch
 
-        from gnntrain.graph import build_local_graph
+        from gnntrain.data.local_graph import build_local_graph
         from gnntrain.strategies.graph_parallel.sampled import draw_sample, sampled_graph
 
         graph = build_local_graph(shape.data, shape.part, rank, shape.parts, getattr(torch, str(costs.run.train.dtype)))

@@ -18,7 +18,7 @@ rank and whether the ranks of a node fit, and the methods ranked; ``--plot`` dra
 epoch against the link bandwidth (``--bandwidths LO:HI:N`` Gbit/s), where crossing lines say
 which method wins on which network. A graph too big for this machine is given by its statistics,
 ``--nodes --edges --features --classes``, and predicted through a scaled synthetic proxy of
-``--proxy-nodes`` nodes (:mod:`gnntrain.predict.shape`).
+``--proxy-nodes`` nodes (:mod:`gnntrain.cost.shape`).
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from gnntrain.config.typed import plain
 from gnntrain.errors import ConfigError, GnntrainError, command_errors
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
-from gnntrain.predict.costs import Costs
+from gnntrain.cost.compute import Costs
 from gnntrain.predict.predictor import Prediction, peak_mb, replayed, written
-from gnntrain.predict.profile import measure, profile_for, save, saved_name
-from gnntrain.predict.shape import PartitionShape, partition_shape, proxy_shape
-from gnntrain.replay_cli import at_bandwidth, bandwidths
+from gnntrain.cost.profile import measure, profile_for, save, saved_name
+from gnntrain.cost.shape import PartitionShape, partition_shape, proxy_shape
+from gnntrain.commands.replay import bandwidths
+from gnntrain.timing.links import at_bandwidth
 from gnntrain.strategies import method
-from gnntrain.virtual.link_model import Topology
+from gnntrain.timing.links import Topology
 
 
 def jobs(overrides: list[str]) -> list[list[str]]:

@@ -1,7 +1,7 @@
-"""One rank's side of the network model, the same in a live run (:mod:`gnntrain.virtual.rank`)
-and in replay (:mod:`gnntrain.report.replay`): an operation is posted (its bytes reserved on
-the rank's links, :class:`gnntrain.virtual.link_model.LinkQueues`) and completes at the time
-:mod:`gnntrain.virtual.link_model` gives from its participants' stamps.
+"""One rank's side of the network model, the same in a live run (:mod:`gnntrain.timing.virtual_rank`)
+and in replay (:mod:`gnntrain.timing.replay`): an operation is posted (its bytes reserved on
+the rank's links, :class:`gnntrain.timing.links.LinkQueues`) and completes at the time
+:mod:`gnntrain.timing.links` gives from its participants' stamps.
 
 Operations have four shapes:
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnntrain.virtual import link_model
-from gnntrain.virtual.link_model import LinkQueues, Stamp, Topology
+from gnntrain.timing import links as link_model
+from gnntrain.timing.links import LinkQueues, Stamp, Topology
 
 Message = tuple[int, int, tuple]
 SHAPES = ("exchange", "send", "recv", "ring")

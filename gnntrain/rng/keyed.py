@@ -6,7 +6,7 @@ hold the same node draw different values for it. A *keyed* value is a hash of wh
 (a node or edge id, a column), so every process that needs it computes the same value, in any
 order and any grouping: a neighbour sample is the same whoever samples it
 (:mod:`gnntrain.data.sampling`), a dropout mask is the same whoever reads the row
-(:func:`gnntrain.random16.dropout`).
+(:func:`gnntrain.rng.random16.dropout`).
 
 The hash is SplitMix64's (Steele, Lea & Flood, OOPSLA 2014): a Weyl step of the golden-ratio
 increment ``G`` followed by its finaliser :func:`mix`. An element's value is the output of the

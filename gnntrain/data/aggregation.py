@@ -1,5 +1,5 @@
 """The aggregation matrices a layer may declare: which entries a local graph's matrix has and
-the value of each, computed from the graph (:meth:`gnntrain.graph.LocalGraph.operator`)."""
+the value of each, computed from the graph (:meth:`gnntrain.data.local_graph.LocalGraph.operator`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 if TYPE_CHECKING:
-    from gnntrain.graph import LocalGraph
+    from gnntrain.data.local_graph import LocalGraph
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,7 @@ class Aggregation:
 
     Its entries are every in-edge of a target (in the graph's edge order) and, with
     ``self_loops``, then one self-loop per target at the target's own column (in target order:
-    :attr:`~gnntrain.graph.LocalGraph.self_loop_edges`). ``normalise(graph, dst, src)`` gives
+    :attr:`~gnntrain.data.local_graph.LocalGraph.self_loop_edges`). ``normalise(graph, dst, src)`` gives
     the value of the entries ``(dst, src)`` (target row, local source id) from the graph's global
     in-degrees, in their dtype. In a sampled graph each in-edge's value is then multiplied by its
     ``edge_scale``; the degrees stay the full graph's and self-loops keep their value.

@@ -13,7 +13,7 @@ Virtual time advances in two ways only:
   it is the device's time between the two points (CUDA events on the rank's stream).
 * by *waiting*: where the rank waits for a transfer, its clock moves to
   ``max(clock, completion)``, the completion that the network model gives from every
-  participant's virtual post time (:mod:`gnntrain.virtual.link_model`).
+  participant's virtual post time (:mod:`gnntrain.timing.links`).
 
 The communication calls themselves (their bookkeeping, the real transfer through gloo or NCCL,
 the wait for a peer that is late in wall-clock time) advance nothing: :meth:`VirtualClock.skip`
@@ -28,9 +28,9 @@ block (every communication call, every collective outside the meter: :meth:`paus
 it again to compute. Slower (one rank computes at a time), but nothing shares the core a rank
 computes on but the other ranks' communication threads.
 
-A :class:`VirtualClock` serves wherever :class:`gnntrain.clock.Clock` does (marks are virtual
+A :class:`VirtualClock` serves wherever :class:`gnntrain.timing.clock.Clock` does (marks are virtual
 seconds, floats), so every timer of the run (the epoch, evaluation, the meter's operations)
-reads virtual time once :func:`gnntrain.clock.use` has made it the device's clock.
+reads virtual time once :func:`gnntrain.timing.clock.use` has made it the device's clock.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class VirtualClock:
 
     def pause(self) -> None:
         """The rank is about to block on its peers: under ``alone`` it lets another rank
-        compute (nothing otherwise; the wall clock's :class:`gnntrain.clock.Clock` has it too)."""
+        compute (nothing otherwise; the wall clock's :class:`gnntrain.timing.clock.Clock` has it too)."""
         if self.lock is not None and self.holding:
             fcntl.flock(self.lock, fcntl.LOCK_UN)
             self.holding = False

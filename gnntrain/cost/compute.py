@@ -1,7 +1,7 @@
-"""What a method's timeline (:mod:`gnntrain.predict.timeline`) asks of the model and the device:
+"""What a method's timeline (:mod:`gnntrain.timing.builder`) asks of the model and the device:
 the seconds of a training step's forward and backward on a rank of a given shape (its kernel
-counts, :mod:`gnntrain.predict.kernels`, priced by the device profile,
-:mod:`gnntrain.predict.profile`), the seconds of any other counted work (quantising rows), and
+counts, :mod:`gnntrain.cost.kernels`, priced by the device profile,
+:mod:`gnntrain.cost.profile`), the seconds of any other counted work (quantising rows), and
 the model's facts that set the bytes it sends: each message-passing layer's input width, its
 parameter count and the bytes of a value."""
 
@@ -13,10 +13,10 @@ from typing import Callable
 import torch
 
 from gnntrain.config.schema import RootConfig
-from gnntrain.job.memory import DTYPE_BYTES
+from gnntrain.cost.memory import DTYPE_BYTES
 from gnntrain.models import build_model
-from gnntrain.predict.kernels import count, model_key, step_counts
-from gnntrain.predict.profile import DeviceProfile
+from gnntrain.cost.kernels import count, model_key, step_counts
+from gnntrain.cost.profile import DeviceProfile
 
 
 @dataclass(frozen=True)

@@ -72,11 +72,11 @@ class Clock:
 
     def charge(self, seconds: float) -> None:
         """Nothing: the host's clock has the time other threads computed for the rank in it (a
-        virtual clock adds it, :meth:`gnntrain.virtual.clock.VirtualClock.charge`)."""
+        virtual clock adds it, :meth:`gnntrain.timing.virtual_clock.VirtualClock.charge`)."""
 
     def pause(self) -> None:
         """Nothing: the rank is about to block on its peers (a virtual clock may let another rank
-        compute then, :meth:`gnntrain.virtual.clock.VirtualClock.pause`)."""
+        compute then, :meth:`gnntrain.timing.virtual_clock.VirtualClock.pause`)."""
 
     def anchor(self) -> None:
         """Wait for the current stream's work and take a new anchor (an event the host sees
@@ -103,7 +103,7 @@ def _key(device: torch.device | str) -> torch.device:
 
 
 def use(clock) -> None:
-    """Make ``clock`` (a :class:`gnntrain.virtual.clock.VirtualClock`) the process's clock of its
+    """Make ``clock`` (a :class:`gnntrain.timing.virtual_clock.VirtualClock`) the process's clock of its
     device: every timer made from now on reads it."""
     _CLOCKS[_key(clock.device)] = clock
 

@@ -1,6 +1,6 @@
 """A device's price for each kernel class, measured once per machine by micro-benchmarks.
 
-The predictor prices a step's :class:`~gnntrain.predict.kernels.KernelCounts` as
+The predictor prices a step's :class:`~gnntrain.cost.kernels.KernelCounts` as
 
     t = ops * per_op + dense_flops * per_flop + sparse_products * per_product + bytes * per_byte
 
@@ -10,18 +10,18 @@ end-to-end runs (the manner of Plexus's constants):
 * ``per_op``: ten training steps of a tiny model (16 linear layers of 4 x 4 on 2 rows, Adam), per
   operation it runs: the launch and dispatch cost with autograd's and the modules' Python around
   it, which sets the time of a step on a small graph;
-* ``per_flop``, per width class ``w`` (:data:`~gnntrain.predict.kernels.WIDTHS`): a linear
+* ``per_flop``, per width class ``w`` (:data:`~gnntrain.cost.kernels.WIDTHS`): a linear
   layer's three products on ``[rows, 128]`` rows and a ``[128, w]`` weight: the forward's, the
   input gradient's and the weight gradient's (a long inner dimension);
-* ``per_product``, per width class ``w``: a CSR aggregation (:func:`gnntrain.sparse.spmm`, the
+* ``per_product``, per width class ``w``: a CSR aggregation (:func:`gnntrain.data.sparse.spmm`, the
   models' kernel) of ``rows`` rows of :data:`DEGREE` entries over ``w`` columns;
 * ``per_byte``: the element-wise passes the models and their optimizer run, over ``[rows, 128]``:
-  a ReLU, an add, the keyed dropout (:func:`gnntrain.random16.dropout`: hashing integer
+  a ReLU, an add, the keyed dropout (:func:`gnntrain.rng.random16.dropout`: hashing integer
   passes), a log-softmax, Adam's multiply-add and square root;
 * ``per_indexed_byte``: a gather and a scatter-add of ``rows`` random rows of ``[rows, 128]``
   and a transposing copy.
 
-Each benchmark's work is counted as a step's is (:func:`gnntrain.predict.kernels.count`); its
+Each benchmark's work is counted as a step's is (:func:`gnntrain.cost.kernels.count`); its
 median time less its operations' ``per_op`` is divided by that work. The clock is the
 one the virtual clock charges compute with: on a CPU the thread's CPU time, on one thread (the
 virtual clock runs each rank on one torch thread; a CPU rank of ``cores`` cores is predicted at
@@ -47,11 +47,11 @@ from pathlib import Path
 
 import torch
 
-from gnntrain.cache import cache_folder
+from gnntrain.storage.cache import cache_folder
 from gnntrain.errors import ConfigError
-from gnntrain.predict.kernels import WIDTHS, KernelCounts, count
-from gnntrain.random16 import dropout
-from gnntrain.sparse import SparseOperator, spmm
+from gnntrain.cost.kernels import WIDTHS, KernelCounts, count
+from gnntrain.rng.random16 import dropout
+from gnntrain.data.sparse import SparseOperator, spmm
 
 DEGREE = 16
 ROWS = 20000
@@ -63,7 +63,7 @@ COMMITTED = Path(__file__).resolve().parents[2] / "results" / "device_profiles"
 @dataclass(frozen=True)
 class DeviceProfile:
     """Seconds per unit of each kernel class on one device (module docstring); products per width
-    class (:data:`~gnntrain.predict.kernels.WIDTHS`)."""
+    class (:data:`~gnntrain.cost.kernels.WIDTHS`)."""
 
     device: str
     per_op: float

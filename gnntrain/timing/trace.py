@@ -1,12 +1,12 @@
 """A run's trace (``cluster.trace=true``, ``trace.jsonl`` in the run dir): per rank, in order,
 every communication operation it posted and waited for and every epoch's window, in virtual
 seconds. Compute is what lies between: a rank's clock advances only by compute and by waits
-(:mod:`gnntrain.virtual.clock`), so the compute before an event is its time less the time the
+(:mod:`gnntrain.timing.virtual_clock`), so the compute before an event is its time less the time the
 rank's previous event left it at.
 
 One JSON object per line, each naming its rank (``r``) and event (``ev``):
 
-* ``post``: operation ``id`` (the rank's count) of a ``shape`` (:data:`gnntrain.virtual.ops.SHAPES`)
+* ``post``: operation ``id`` (the rank's count) of a ``shape`` (:data:`gnntrain.timing.ops.SHAPES`)
   and ``kind`` posted at ``post``, with its messages ``sent`` and ``received`` (``[peer's world
   rank, payload bytes, key]``), and a ring's ``group``, ``nbytes`` and ``key``;
 * ``wait``: the rank reached its wait on operation ``id`` at ``reached``, the operation completed
@@ -27,7 +27,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from gnntrain.virtual.ops import VirtualOp
+from gnntrain.timing.ops import VirtualOp
 
 TRACE_FILE = "trace.jsonl"
 

@@ -15,51 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from gnntrain.comm.meter import TRAINING_CATEGORIES
-from gnntrain.comm.network import describe, label, link_overrides
-from gnntrain.engine.metrics import read_records
-from gnntrain.engine.summary import SUMMARY_FILE, RunSummary, steady_records
+from gnntrain.timing.kinds import TRAINING_CATEGORIES
+from gnntrain.comm.network import describe, label
 from gnntrain.errors import GnntrainError, command_errors
-from gnntrain.report.replay import ReplayedEpoch, replay, steady_mean
-from gnntrain.virtual import trace
-from gnntrain.virtual.link_model import Topology
-
-
-class Traced:
-    """A traced run: its summary, its trace and the network it ran on."""
-
-    def __init__(self, run_dir: Path) -> None:
-        path = run_dir / trace.TRACE_FILE
-        if not path.is_file():
-            raise GnntrainError(f"{run_dir} has no {trace.TRACE_FILE}; valid: the run dir of a run made with "
-                                "cluster.clock=virtual cluster.trace=true")
-        self.run_dir = run_dir
-        self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
-        self.ranks = trace.read(path)
-        self.steady = {r.epoch for r in steady_records(read_records(run_dir / "metrics.jsonl"),
-                                                       self.summary.warmup_epochs_excluded)}
-        """The epochs the run's summary took its means over."""
-
-    def network(self, overrides: list[str]):
-        """The typed network config of the run's own links with ``overrides`` applied."""
-        from gnntrain.job import api
-
-        return api.check(api.compose(link_overrides(self.summary.network) + overrides)).network
-
-    def under(self, network) -> list[ReplayedEpoch]:
-        return replay(self.ranks, Topology.of(network))
-
-    def mean_epoch(self, epochs: list[ReplayedEpoch]) -> float:
-        return steady_mean(epochs, self.steady, lambda e: e.epoch_time)
-
-    def share(self, epochs: list[ReplayedEpoch]) -> float:
-        """The communication share (exposed ``data`` over the epoch, as ``comm_share``)."""
-        return steady_mean(epochs, self.steady, lambda e: e.mean_exposed("data")) / self.mean_epoch(epochs)
+from gnntrain.job.api import network_of
+from gnntrain.report.traced import Traced
+from gnntrain.timing import trace
+from gnntrain.timing.links import at_bandwidth
+from gnntrain.timing.replay import ReplayedEpoch, steady_mean
 
 
 def _breakdown(run: Traced, epochs: list[ReplayedEpoch]) -> str:
@@ -80,19 +47,11 @@ def bandwidths(text: str) -> np.ndarray:
     return points
 
 
-def at_bandwidth(network, gbps: float):
-    """``network`` (a typed network section) with its link between nodes at ``gbps`` Gbit/s; the
-    intra-node link, where there is one, keeps its ratio to it."""
-    scale = gbps / network.bandwidth_gbps
-    return replace(network, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
-        network.intra_bandwidth_gbps * scale if network.intra_bandwidth_gbps else None))
-
-
 def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Traced | None) -> list[dict]:
     """The run (and the baseline) replayed at each bandwidth of ``points`` (Gbit/s, every level
     scaled alike where the network has two: the intra-node link keeps its ratio to the other)."""
     rows = []
-    base_net = run.network(overrides)
+    base_net = network_of(run.summary.network, overrides)
     for gbps in points:
         network = at_bandwidth(base_net, gbps)
         epochs = run.under(network)
@@ -145,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
             args.chrome.write_text(json.dumps(trace.chrome(run.ranks)))
             print(f"trace for Perfetto or chrome://tracing: {args.chrome}")
         if args.bandwidths is None:
-            network = run.network(args.overrides)
-            as_run, replayed = run.under(run.network([])), run.under(network)
+            network = network_of(run.summary.network, args.overrides)
+            as_run, replayed = run.under(network_of(run.summary.network, [])), run.under(network)
             figures = {"run": run.mean_epoch(as_run), "replayed": run.mean_epoch(replayed)}
             print(f"{run.run_dir} ({run.summary.strategy}, virtual clock)")
             print(f"  as run,   {label(run.summary.network)}: {_breakdown(run, as_run)}")

@@ -35,12 +35,12 @@ from typing import Callable
 
 import torch
 
-from gnntrain import keyed
-from gnntrain.aggregation import Aggregation
-from gnntrain.clock import Stopwatch
+from gnntrain.rng import keyed
+from gnntrain.data.aggregation import Aggregation
+from gnntrain.timing.clock import Stopwatch
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.partition import carve_part
-from gnntrain.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
+from gnntrain.data.sparse import Orders, SparseOperator, SparsePattern, csr_orders, subset_orders
 
 
 @dataclass
@@ -127,14 +127,14 @@ class LocalGraph:
 
     @cached_property
     def self_loop_edge_ids(self) -> torch.Tensor:
-        """:func:`gnntrain.keyed.pair_ids` of the global (source, target) ids of
+        """:func:`gnntrain.rng.keyed.pair_ids` of the global (source, target) ids of
         :attr:`self_loop_edges`: what per-edge keyed draws (attention dropout) are keyed by."""
         src, dst = self.self_loop_edges
         return keyed.pair_ids(self.global_ids[src], self.target_rows(self.global_ids)[dst])
 
     def operator(self, aggregation: Aggregation) -> SparseOperator:
         """``aggregation``'s ``[targets, local]`` matrix over this graph (see
-        :class:`~gnntrain.aggregation.Aggregation`), built once per aggregation."""
+        :class:`~gnntrain.data.aggregation.Aggregation`), built once per aggregation."""
         if self.operator_source is not None:
             return self.operator_source(aggregation)
         if aggregation not in self._operators:
@@ -147,7 +147,7 @@ class LocalGraph:
     @property
     def operator_build_time(self) -> float:
         """Seconds spent building this graph's aggregation matrices so far (on the device's
-        timeline, :mod:`gnntrain.clock`)."""
+        timeline, :mod:`gnntrain.timing.clock`)."""
         return 0.0 if self.operator_builds is None else self.operator_builds.seconds
 
     def entry_orders(self, aggregation: Aggregation) -> Orders:
@@ -158,7 +158,7 @@ class LocalGraph:
 
     def pattern(self, aggregation: Aggregation) -> SparsePattern:
         """Where ``aggregation``'s matrix has entries, for layers that compute their weights
-        (attention on :data:`~gnntrain.aggregation.SYMMETRIC`'s entries: every in-edge of a
+        (attention on :data:`~gnntrain.data.aggregation.SYMMETRIC`'s entries: every in-edge of a
         target and its self-loop, in :attr:`self_loop_edges` order)."""
         if aggregation not in self._patterns:
             dst, src = aggregation.entries(self)

@@ -1,5 +1,5 @@
-"""NeutronTP's epoch as the predictor writes it (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`): every rank computes ``1/W`` of the whole
+"""NeutronTP's epoch as the predictor writes it (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`): every rank computes ``1/W`` of the whole
 graph's step (its block of rows through the dense maps, the whole graph's aggregation on its
 slice of the columns), per layer between the two transposes of its aggregation
 (:mod:`gnntrain.parallel.feature_split`): forward into the columns and back into the rows
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from gnntrain.models.gnn import LinearMessageLayer, transform_first
 from gnntrain.parallel.feature_split import even_blocks
-from gnntrain.predict.costs import Costs
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import Timeline
+from gnntrain.cost.compute import Costs
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import Timeline
 
 
 def transposed_widths(costs: Costs, nodes: int, edges: int) -> list[tuple[int, bool]]:

@@ -1,8 +1,8 @@
-"""The mini-batch methods' epochs as the predictor writes them (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`): the epoch's iterations as the ranks run them
+"""The mini-batch methods' epochs as the predictor writes them (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`): the epoch's iterations as the ranks run them
 (:mod:`.common`), each batch sampled by the run's own sampler from the run's keys, so the bytes are
 the run's exactly; compute is the sampler's kernels and the model's step on each sampled block
-(:class:`~gnntrain.predict.costs.Costs`; a block of ``T`` targets, ``S`` sources and ``E`` edges
+(:class:`~gnntrain.cost.compute.Costs`; a block of ``T`` targets, ``S`` sources and ``E`` edges
 costs the step on that shape divided among the layers, its matrices built, as every sample's are).
 
 Per iteration, before its all-reduce of the synced gradients (``allreduce``):
@@ -41,10 +41,10 @@ import torch
 
 from gnntrain.data.sampling import SampledBlocks, Topology, pack, sample_groups, sampling_key
 from gnntrain.errors import ConfigError
-from gnntrain.predict.costs import Costs, StepSeconds
-from gnntrain.predict.kernels import count
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import RankTimeline, Timeline
+from gnntrain.cost.compute import Costs, StepSeconds
+from gnntrain.cost.kernels import count
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import RankTimeline, Timeline
 from gnntrain.strategies.minibatch.common import fanouts
 from gnntrain.strategies.minibatch.data_centric import local_batches
 from gnntrain.strategies.minibatch.hopgnn import plan

@@ -14,7 +14,7 @@ decision costs about 1 ns instead. 16 bits bound what this resolution changes:
   so the layer stays unbiased.
 
 Rounding noise is drawn from ``generator`` (default: the device's global generator), so seeds
-reproduce it. Dropout masks are keyed (:mod:`gnntrain.keyed`): the mask of a row is a function
+reproduce it. Dropout masks are keyed (:mod:`gnntrain.rng.keyed`): the mask of a row is a function
 of the dropout's key and the row's global node id, so every rank that holds a row, and every
 pipeline chunk or mini-batch that reads it, applies the same mask (one mask per row, dropout
 site and step, as in single-process training).
@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from gnntrain import keyed
+from gnntrain.rng import keyed
 
 LEVELS = 1 << 16
 
@@ -57,7 +57,7 @@ def unit_noise(shape: tuple[int, ...], generator: torch.Generator | None = None,
 def dropout(h: torch.Tensor, p: float, training: bool, key: int, ids: torch.Tensor,
             first_column: int = 0) -> torch.Tensor:
     """Inverted dropout with a keyed mask: value ``(i, j)`` is zeroed with probability
-    ``round(p 2^16) / 2^16``, decided by :func:`gnntrain.keyed.uniform16` of ``(key, ids[i],
+    ``round(p 2^16) / 2^16``, decided by :func:`gnntrain.rng.keyed.uniform16` of ``(key, ids[i],
     first_column + j)``, the others scaled by the inverse of their keep probability. ``ids``:
     the rows' global node ids; ``first_column``: the position of ``h``'s first column in the
     full rows (a column slice gets the columns' masks)."""

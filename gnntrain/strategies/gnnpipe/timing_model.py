@@ -1,5 +1,5 @@
-"""GNNPipe's epoch as the predictor writes it (:attr:`Method.timeline
-<gnntrain.strategies.registry.Method.timeline>`), with ``strategy.graph_parallel=1``: rank ``s``
+"""GNNPipe's epoch as the predictor writes it (:attr:`Method.timing_model
+<gnntrain.strategies.registry.Method.timing_model>`), with ``strategy.graph_parallel=1``: rank ``s``
 is stage ``s`` of ``S`` (= the workers), holding its layers for the whole graph, which streams
 through in ``K`` chunks (the job's partition into ``K`` parts: chunk ``k``'s ``n_k`` rows read
 its ``o_k`` other rows from the tables).
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from gnntrain.errors import ConfigError
 from gnntrain.parallel.stages import stage_boundaries, stage_of_blocks
-from gnntrain.predict.costs import Costs
-from gnntrain.predict.shape import PartitionShape
-from gnntrain.predict.timeline import Timeline
+from gnntrain.cost.compute import Costs
+from gnntrain.cost.shape import PartitionShape
+from gnntrain.timing.builder import Timeline
 
 
 def pipeline(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
