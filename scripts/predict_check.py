@@ -44,7 +44,8 @@ from scipy.stats import kendalltau
 from gnntrain.errors import ConfigError
 from gnntrain.job import api
 from gnntrain.cost.compute import Costs
-from gnntrain.predict.predictor import peak_mb, replayed, written
+from gnntrain.predict.predictor import peak_mb, predicted, written
+from gnntrain.timing.epoch import EpochTiming
 from gnntrain.cost.profile import DeviceProfile, profile_for
 from gnntrain.cost.shape import partition_shape, proxy_shape
 from gnntrain.repro.jobs import git_commit, run_job
@@ -69,8 +70,9 @@ def minibatch(strategy: str) -> bool:
     return METHODS[strategy].family.name == "minibatch"
 
 
-def predicted(overrides: list[str], links: dict[str, float]) -> dict[str, dict]:
-    """Per link, the prediction of ``overrides``' run (its epochs as the run will have them)."""
+def predicted_runs(overrides: list[str], links: dict[str, float]) -> dict[str, tuple[EpochTiming, list[float]]]:
+    """Per link, the prediction of ``overrides``' run (its epochs as the run will have them) and
+    each rank's estimated peak (MiB)."""
     run = api.check(api.compose(overrides))
     parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts
     shape = partition_shape(run, parts)
@@ -80,22 +82,23 @@ def predicted(overrides: list[str], links: dict[str, float]) -> dict[str, dict]:
     out = {}
     for name, gbps in links.items():
         network = api.check(api.compose([*overrides, f"network.bandwidth_gbps={gbps}"])).network
-        out[name] = replayed(run.strategy.name, line, Topology.of(network), peaks).to_dict()
+        out[name] = (predicted(line, Topology.of(network)), peaks)
     return out
 
 
-def row_of(strategy: str, setting: dict, prediction: dict, summaries: list) -> dict:
+def row_of(strategy: str, setting: dict, prediction: tuple[EpochTiming, list[float]], summaries: list) -> dict:
     """One cell: the prediction against the mean of the repeated runs, with their spread."""
+    timing, peaks = prediction
     mean = lambda figure: statistics.fmean(figure(s) for s in summaries)  # noqa: E731
     epochs = [s.mean_epoch_time for s in summaries]
     row = {**setting, "strategy": strategy, "family": METHODS[strategy].family.name,
-           "predicted_epoch_s": prediction["epoch_time"], "measured_epoch_s": statistics.fmean(epochs),
+           "predicted_epoch_s": timing.epoch_time, "measured_epoch_s": statistics.fmean(epochs),
            "rerun_spread": (max(epochs) - min(epochs)) / statistics.fmean(epochs), "measured_epochs_s": epochs,
-           "predicted_compute_s": prediction["compute_time"], "measured_compute_s": mean(lambda s: s.mean_compute_time),
-           "predicted_exposed_s": prediction["exposed_time"],
+           "predicted_compute_s": timing.compute_time, "measured_compute_s": mean(lambda s: s.mean_compute_time),
+           "predicted_exposed_s": timing.exposed_time,
            "measured_exposed_s": mean(lambda s: s.mean_epoch_time - s.mean_compute_time),
-           "predicted_peak_mb": max(prediction["peak_mb"]), "measured_peak_mb": mean(lambda s: s.peak_mem_mb),
-           "predicted_bytes": prediction["comm_bytes"], "measured_bytes": mean(lambda s: s.mean_comm_bytes_per_epoch)}
+           "predicted_peak_mb": max(peaks), "measured_peak_mb": mean(lambda s: s.peak_mem_mb),
+           "predicted_bytes": timing.comm_bytes, "measured_bytes": mean(lambda s: s.mean_comm_bytes_per_epoch)}
     row["epoch_error"] = row["predicted_epoch_s"] / row["measured_epoch_s"] - 1
     row["memory_error"] = row["predicted_peak_mb"] / row["measured_peak_mb"] - 1
     terms = {"compute": row["predicted_compute_s"] - row["measured_compute_s"],
@@ -167,11 +170,10 @@ def proxy_rows() -> list[dict]:
                      f"cluster.world_size={workers}"]
         run = api.check(api.compose(overrides))
         shape = proxy_shape(run, workers, step["nodes"], step["edges"])
-        prediction = replayed("vanilla", written(run, shape, Costs(run, shape.features, shape.classes, UNIT)),
-                              Topology(), peak_mb(run, shape))
+        prediction = predicted(written(run, shape, Costs(run, shape.features, shape.classes, UNIT)), Topology())
         rows.append({"workers": workers, "proxy_nodes": PROXY_NODES, "nodes": step["nodes"], "edges": step["edges"],
                      "bytes_ratio": prediction.comm_bytes / measured["comm_bytes_per_epoch"],
-                     "peak_ratio": max(prediction.peak_mb) / 1024 / measured["peak_rank_gib"],
+                     "peak_ratio": max(peak_mb(run, shape)) / 1024 / measured["peak_rank_gib"],
                      "scale_commit": step["commit"]})
         print(f"proxy of {PROXY_NODES} nodes for products-size, vanilla x{workers}: bytes predicted/measured "
               f"{rows[-1]['bytes_ratio']:.3f}, peak {rows[-1]['peak_ratio']:.3f}", flush=True)
@@ -201,7 +203,7 @@ def main() -> None:
                              f"train.epochs={args.epochs}", "train.warmup_epochs=1", f"train.eval_every={args.epochs}",
                              *OWN.get(strategy, [])]
                 try:
-                    predictions = predicted(overrides, LINKS)
+                    predictions = predicted_runs(overrides, LINKS)
                 except ConfigError as exc:
                     skipped.append({"graph": graph, "workers": workers, "strategy": strategy, "why": str(exc)})
                     print(f"{graph} x{workers} {strategy}: skipped: {exc}", flush=True)

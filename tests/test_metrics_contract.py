@@ -211,7 +211,7 @@ def test_device_timed_operations_count_the_stream_stall_as_exposed_and_start_to_
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.010) and meter.wait_s["eval_halo_fwd"] == pytest.approx(0.005)
     meter.settle()  # each operation counts once
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.010)
-    data = meter.account(meter.close((0.0, 0.045)))["data"]
+    data = meter.account(meter.close((0.0, 0.045))).categories["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.010, 0.030))
     _waited(meter, "allreduce", clock, _Mark(0.0), _Mark(0.0), _Mark(1.0))
     meter.reset()
@@ -223,7 +223,7 @@ def test_an_emulated_links_completion_bounds_the_time_in_flight_from_below() -> 
     meter = CommMeter()
     _waited(meter, "halo_fwd", _DeviceClock(), _Mark(0.0), _Mark(5.0), _Mark(6.0), _Mark(4.0), not_before=0.020)
     meter.settle()
-    data = meter.account(meter.close((0.0, 0.1)))["data"]
+    data = meter.account(meter.close((0.0, 0.1))).categories["data"]
     assert data.in_flight == pytest.approx(0.020) and meter.wait_s["halo_fwd"] == pytest.approx(0.001)
 
 
@@ -231,7 +231,7 @@ def test_host_timed_operations_count_at_once() -> None:
     meter = CommMeter()
     _waited(meter, "halo_fwd", clock_of("cpu"), 1.0, 3.0, 3.5, 2.0)
     assert meter.wait_s["halo_fwd"] == pytest.approx(0.5)
-    data = meter.account(meter.close((0.0, 10.0)))["data"]
+    data = meter.account(meter.close((0.0, 10.0))).categories["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((0.0, 0.5, 1.0))  # moving 1-2 s, blocked 3-3.5 s
 
 
@@ -244,7 +244,7 @@ def test_waiting_for_a_later_peer_is_wait_not_transfer() -> None:
     mine = ledger.stamps
     assert mine == {KEY: 1.0} and meter.close((5.0, 6.0)).stamps == {}  # each start is told once
     meter.learn(0, [mine, {KEY: 3.5, ((0, 1), 1, 0, (0, 0)): 9.0, ((2, 3), -1, -1, (0, 0)): 9.0}], [0.0, 0.5])
-    data = meter.account(ledger)["data"]
+    data = meter.account(ledger).categories["data"]
     assert (data.wait, data.transfer, data.hidden) == pytest.approx((2.0, 1.0, 0.0))
     assert meter._peer_started == {((0, 1), 1, 0, (0, 0)): 8.5}  # the used start is forgotten, another channel's never kept
 
@@ -259,10 +259,10 @@ def test_a_transfer_across_the_epochs_end_counts_in_each_epoch_for_its_part_insi
     posting.completed = 2.5
     meter.record_span(posting, 3.0, 3.0)
     second_ledger = meter.close((2.0, 4.0))
-    first, second = meter.account(first_ledger)["data"], meter.account(second_ledger)["data"]
+    first, second = meter.account(first_ledger).categories["data"], meter.account(second_ledger).categories["data"]
     assert (first.wait, first.transfer, first.hidden) == pytest.approx((0.0, 0.0, 1.0))
     assert (second.wait, second.transfer, second.hidden) == pytest.approx((0.0, 0.0, 0.5))
-    assert meter.account(meter.close((4.0, 6.0)))["data"].in_flight == 0.0
+    assert meter.account(meter.close((4.0, 6.0))).categories["data"].in_flight == 0.0
 
 
 def test_overlapping_transfers_count_the_time_covered_once() -> None:

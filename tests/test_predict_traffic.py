@@ -12,7 +12,7 @@ import pytest
 
 from conftest import make_run, train_records
 from gnntrain.cost.compute import Costs
-from gnntrain.predict.predictor import replayed, written
+from gnntrain.predict.predictor import predicted, written
 from gnntrain.cost.profile import DeviceProfile
 from gnntrain.cost.shape import partition_shape
 from gnntrain.strategies import METHODS, method
@@ -47,7 +47,7 @@ def predicted_bytes(overrides: tuple[str, ...]) -> dict[str, float]:
     run = make_run(*overrides)
     shape = partition_shape(run, method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts)
     line = written(run, shape, Costs(run, shape.features, shape.classes, UNIT), epochs=run.train.epochs)
-    return replayed(run.strategy.name, line, Topology()).bytes_by_kind
+    return predicted(line, Topology()).bytes_by_kind
 
 
 def measured_bytes(records: list[dict]) -> dict[str, float]:

@@ -213,8 +213,9 @@ class Communicator:
         hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
                                    {q: n * row for q, n in enumerate(recv_splits)})
         virtual = self._virtual_collective(VirtualOp(
-            "exchange", kind, started, sent=self._messages([(q, n * row) for q, n in enumerate(send_splits)], keys[:1]),
-            received=self._messages([(q, n * row) for q, n in enumerate(recv_splits)], keys[:1])))
+            "exchange", posting.kind, started, sent=self._messages([(q, n * row) for q, n in enumerate(send_splits)], keys[:1]),
+            received=self._messages([(q, n * row) for q, n in enumerate(recv_splits)], keys[:1]),
+            keys=keys, counted=payload_bytes(send)))
         works, post, landed = [], None, []
         if self.world_size == 1:
             recv.copy_(send)
@@ -244,8 +245,9 @@ class Communicator:
         hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
                                    {peer: payload_bytes(t) for peer, t in recvs})
         virtual, stamp_sends, stamp_recvs = self._virtual_messages(VirtualOp(
-            "exchange", kind, started, sent=self._messages([(q, payload_bytes(t)) for q, t in sends], posting.keys),
-            received=self._messages([(q, payload_bytes(t)) for q, t in recvs], posting.keys[len(sends):])))
+            "exchange", posting.kind, started, sent=self._messages([(q, payload_bytes(t)) for q, t in sends], posting.keys),
+            received=self._messages([(q, payload_bytes(t)) for q, t in recvs], posting.keys[len(sends):]),
+            keys=posting.keys, counted=sum(payload_bytes(t) for _, t in sends)))
         post, landed = self._point_to_point(sends + stamp_sends, recvs + stamp_recvs, kind)
         works = post()
         self._posted()
@@ -270,7 +272,8 @@ class Communicator:
         hold = self._hold_exchange(started, {peer: nbytes}, {})
         stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
         virtual, stamp_sends, _ = self._virtual_messages(VirtualOp(
-            "send", kind, started, sent=self._messages([(peer, nbytes)], posting.keys)))
+            "send", posting.kind, started, sent=self._messages([(peer, nbytes)], posting.keys), keys=posting.keys,
+            counted=nbytes))
         works = self._point_to_point([(peer, t) for t in tensors + stamp] + stamp_sends, [], kind)[0]()
         self._posted()
         return InFlight(self, None, tensors + stamp, works, kind, posting, hold=hold, virtual=virtual)
@@ -285,8 +288,8 @@ class Communicator:
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([], [peer]), self.clock, started)
         virtual, _, stamp_recvs = self._virtual_messages(VirtualOp(
-            "recv", kind, started, received=self._messages([(peer, sum(payload_bytes(t) for t in buffers))],
-                                                           posting.keys)))
+            "recv", posting.kind, started, received=self._messages([(peer, sum(payload_bytes(t) for t in buffers))],
+                                                           posting.keys), keys=posting.keys))
         post, landed = self._point_to_point(
             [], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])] + stamp_recvs, kind)
         works = post()
@@ -417,8 +420,8 @@ class Communicator:
     def _virtual_ring(self, t: torch.Tensor, kind: str, posting: Posting) -> None:
         """The all-reduce just made, in virtual time: post it as a ring, gather every member's
         reservation and move the clock to the ring's completion."""
-        ring = VirtualOp("ring", kind, posting.started, group=self.world_ranks, nbytes=payload_bytes(t),
-                         key=posting.keys[0])
+        ring = VirtualOp("ring", posting.kind, posting.started, group=self.world_ranks, nbytes=payload_bytes(t),
+                         key=posting.keys[0], keys=posting.keys, counted=payload_bytes(t))
         op_id = self.virtual.post(ring)
         gathered = torch.empty(self.world_size, dtype=torch.float64, device=self.device)
         dist.all_gather_single(gathered, torch.tensor([ring.reserved], dtype=torch.float64, device=self.device),

@@ -20,13 +20,12 @@ means the same thing whichever strategy produced it.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 from gnntrain.timing import accounting
-from gnntrain.timing.accounting import Split
+from gnntrain.timing.accounting import Operation, RankAccount, latest_start
 from gnntrain.timing.kinds import TIMED_CATEGORIES, category
 
 @dataclass(eq=False)
@@ -65,29 +64,13 @@ class Posting:
 
 
 @dataclass(frozen=True)
-class ClosedOperation:
-    """A :class:`Posting` as it stood at an epoch's end, in host times: where its data was
-    ready (``started``), the span of the rank's wait on it (None while still in flight), and
-    the backend's completion where known then (else an emulated link's, ``not_before``, where
-    one was set)."""
-
-    category: str
-    kind: str
-    keys: tuple
-    started: float
-    waited: tuple[float, float] | None
-    done: float | None
-    not_before: float
-
-
-@dataclass(frozen=True)
 class EpochLedger:
     """An epoch's operations (:meth:`CommMeter.close`), its ``window`` (host times) and
     ``stamps``: the host times at which the operations first seen in it had their data ready,
     per key, which its peers need to place their transfers (:meth:`CommMeter.learn`)."""
 
     window: tuple[float, float]
-    operations: tuple[ClosedOperation, ...]
+    operations: tuple[Operation, ...]
     stamps: dict[tuple, float]
 
 
@@ -166,49 +149,26 @@ class CommMeter:
             done = posting.completed_at()
             if done is None and posting.resolve is not None:
                 done = posting.resolve()
-            if done is None and posting.not_before > 0:
-                done = posting.not_before
             waited = (clock.host_time(posting.reached), clock.host_time(posting.resumed)) if posting.waited else None
-            operations.append(ClosedOperation(category(posting.kind), posting.kind, posting.keys,
-                                              clock.host_time(posting.started),
-                                              waited, done, posting.not_before))
+            if posting.not_before > 0:
+                done = max(posting.not_before, waited[1] if done is None and waited else done or 0.0)
+            operations.append(Operation(posting.kind, posting.keys, clock.host_time(posting.started), waited, done))
             if not posting.waited:
                 still_open.append(posting)
         self._open = still_open
         return EpochLedger(window, tuple(operations), stamps)
 
-    def account(self, ledger: EpochLedger) -> dict[str, Split]:
-        """Wait, transfer and hidden time per timed category within the ledger's window
-        (:mod:`gnntrain.timing.accounting`). Call after :meth:`learn` has had the peers' stamps of
-        the ledger's epoch, for the ledgers in the order of their epochs."""
-        return self.split(ledger)[0]
-
-    def split(self, ledger: EpochLedger) -> tuple[dict[str, Split], dict[str, Split]]:
-        """:meth:`account`'s splits per timed category, and per kind of those categories (each
-        kind's intervals split on their own: a category's split is not the sum of its kinds'
-        where their transfers overlap)."""
-        exposed: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
-        in_flight: dict[str, list] = {c: [] for c in TIMED_CATEGORIES}
-        kinds: dict[str, tuple[list, list]] = {}
+    def account(self, ledger: EpochLedger) -> RankAccount:
+        """The rank's account of the ledger's epoch (:func:`gnntrain.timing.accounting.account`),
+        every operation's transfer placed from the latest start of any rank taking part. Call after
+        :meth:`learn` has had the peers' stamps of the ledger's epoch, for the ledgers in the order
+        of their epochs."""
+        result = accounting.account(list(ledger.operations), ledger.window, latest_start(self._peer_started))
         for op in ledger.operations:
-            ready = max([op.started] + [self._peer_started.get(k, -math.inf) for k in op.keys])
-            own = kinds.setdefault(op.kind, ([], []))
             if op.waited is not None:
-                reached, resumed = op.waited
-                moving = [(ready, max(resumed if op.done is None else op.done, op.not_before)),
-                          (max(reached, ready), resumed)]
-                for intervals in (exposed[op.category], own[0]):
-                    intervals.append((reached, resumed))
-                for intervals in (in_flight[op.category], own[1]):
-                    intervals += moving
                 for key in op.keys:
                     self._peer_started.pop(key, None)
-            else:
-                moving = [(ready, ledger.window[1] if op.done is None else op.done)]
-                in_flight[op.category] += moving
-                own[1].extend(moving)
-        return ({c: accounting.split(exposed[c], in_flight[c], ledger.window) for c in TIMED_CATEGORIES},
-                {k: accounting.split(e, f, ledger.window) for k, (e, f) in sorted(kinds.items())})
+        return result
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
         """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):

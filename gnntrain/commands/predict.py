@@ -27,6 +27,7 @@ import argparse
 import itertools
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,7 +37,8 @@ from gnntrain.errors import ConfigError, GnntrainError, command_errors
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
 from gnntrain.cost.compute import Costs
-from gnntrain.predict.predictor import Prediction, peak_mb, replayed, written
+from gnntrain.predict.predictor import peak_mb, predicted, written
+from gnntrain.timing.epoch import EpochTiming
 from gnntrain.cost.profile import measure, profile_for, save, saved_name
 from gnntrain.cost.shape import PartitionShape, partition_shape, proxy_shape
 from gnntrain.commands.replay import bandwidths
@@ -94,20 +96,35 @@ def _kinds(figures: dict[str, float], unit, fmt) -> str:
     return ", ".join(f"{k} {fmt(unit(v))}" for k, v in shown.items()) or "none"
 
 
-def table(setting: str, predictions: list[Prediction], ranks_per_node: int, node_mb: float) -> str:
+@dataclass(frozen=True)
+class Predicted:
+    """One method in one setting: its predicted epoch and each rank's estimated peak (MiB)."""
+
+    setting: str
+    strategy: str
+    timing: EpochTiming
+    peak_mb: list[float]
+
+    def to_dict(self) -> dict:
+        return {"setting": self.setting, "strategy": self.strategy, **self.timing.to_dict(), "peak_mb": self.peak_mb}
+
+
+def table(setting: str, predictions: list[Predicted], ranks_per_node: int, node_mb: float) -> str:
     """The setting's methods, ranked by epoch time."""
     lines = [f"\n{setting}", f"  {'rank':>4}  {'strategy':<14}{'epoch ms':>10}{'compute':>10}{'exposed':>10}"
                              f"{'MiB/epoch':>11}{'peak GiB':>10}  fits"]
-    ranked = sorted(predictions, key=lambda p: p.epoch_time)
+    ranked = sorted(predictions, key=lambda p: p.timing.epoch_time)
     for place, p in enumerate(ranked, 1):
-        peak = max(p.peak_mb, default=0.0)
+        peak, e = max(p.peak_mb, default=0.0), p.timing
         fits = "yes" if peak * ranks_per_node <= node_mb else f"no ({ranks_per_node} x {peak / 1024:.1f} GiB)"
-        lines.append(f"  {place:>4}  {p.strategy:<14}{_ms(p.epoch_time):>10}{_ms(p.compute_time):>10}"
-                     f"{_ms(p.exposed_time):>10}{p.comm_bytes / 2**20:>11.4g}{peak / 1024:>10.3g}  {fits}")
+        lines.append(f"  {place:>4}  {p.strategy:<14}{_ms(e.epoch_time):>10}{_ms(e.compute_time):>10}"
+                     f"{_ms(e.exposed_time):>10}{e.comm_bytes / 2**20:>11.4g}{peak / 1024:>10.3g}  {fits}")
     for p in ranked:
-        lines.append(f"  {p.strategy}: exposed ms: {_kinds(p.exposed_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
-                     f"hidden ms: {_kinds(p.hidden_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
-                     f"MiB: {_kinds(p.bytes_by_kind, lambda v: v / 2**20, '{:.4g}'.format)}")
+        e = p.timing
+        exposed = {k: e.exposed(k) for k in e.wait_by_kind}
+        lines.append(f"  {p.strategy}: exposed ms: {_kinds(exposed, lambda v: v * 1e3, '{:.3g}'.format)}; "
+                     f"hidden ms: {_kinds(e.hidden_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
+                     f"MiB: {_kinds(e.bytes_by_kind, lambda v: v / 2**20, '{:.4g}'.format)}")
     return "\n".join(lines)
 
 
@@ -169,14 +186,14 @@ def main(argv: list[str] | None = None) -> None:
                     raise
                 refused.append(f"{' '.join(o for o in overrides if o in varying)}: not predicted: {exc}")
                 continue
-            prediction = replayed(run.strategy.name, line, Topology.of(run.network), peak_mb(run, shape))
-            results.append((" ".join(o for o in overrides if o in varying and not o.startswith("strategy=")),
-                            prediction))
+            setting = " ".join(o for o in overrides if o in varying and not o.startswith("strategy="))
+            results.append(Predicted(setting, run.strategy.name, predicted(line, Topology.of(run.network)),
+                                     peak_mb(run, shape)))
             if run.network.bandwidth_gbps is not None:
                 label = " ".join(o.split("=", 1)[1] if o.startswith("strategy=") else o
                                  for o in overrides if o in varying)
                 curves[label or run.strategy.name] = [
-                    (float(g), replayed(run.strategy.name, line, Topology.of(at_bandwidth(run.network, g))).epoch_time)
+                    (float(g), predicted(line, Topology.of(at_bandwidth(run.network, g))).epoch_time)
                     for g in points]
         ranks_per_node = run.network.gpus_per_node or 1
         node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
@@ -188,8 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                  + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
                     f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
         print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")
-        for setting, group in itertools.groupby(sorted(results, key=lambda r: r[0]), key=lambda r: r[0]):
-            print(table(setting or "(defaults)", [p for _, p in group], ranks_per_node, node_mb))
+        for setting, group in itertools.groupby(sorted(results, key=lambda r: r.setting), key=lambda r: r.setting):
+            print(table(setting or "(defaults)", list(group), ranks_per_node, node_mb))
         for line_refused in refused:
             print(f"\n{line_refused}")
         if curves:
@@ -197,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\nplot of the epoch against the link bandwidth: {args.plot}")
         if args.json is not None:
             args.json.write_text(json.dumps({"cluster": where, "predictions": [
-                {"setting": s, **p.to_dict()} for s, p in results], "curves": curves}, indent=1))
+                p.to_dict() for p in results], "curves": curves}, indent=1))
         print(f"predicted in {time.perf_counter() - started:.1f} s")
 
 

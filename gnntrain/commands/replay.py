@@ -19,21 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.comm.network import describe, label
 from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced
 from gnntrain.timing import trace
 from gnntrain.timing.links import at_bandwidth
-from gnntrain.timing.replay import ReplayedEpoch, steady_mean
-
-
-def _breakdown(run: Traced, epochs: list[ReplayedEpoch]) -> str:
-    parts = [f"compute {steady_mean(epochs, run.steady, lambda e: e.mean_compute) * 1e3:.2f}"]
-    parts += [f"{c} {steady_mean(epochs, run.steady, lambda e, c=c: e.mean_exposed(c)) * 1e3:.2f}"
-              for c in TRAINING_CATEGORIES]
-    return f"{run.mean_epoch(epochs) * 1e3:.2f} ms per epoch ({', '.join(parts)} ms exposed; means over ranks)"
 
 
 def bandwidths(text: str) -> np.ndarray:
@@ -54,10 +45,10 @@ def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Trace
     base_net = network_of(run.summary.network, overrides)
     for gbps in points:
         network = at_bandwidth(base_net, gbps)
-        epochs = run.under(network)
-        row = {"bandwidth_gbps": float(gbps), "epoch_s": run.mean_epoch(epochs), "comm_share": run.share(epochs)}
+        epoch = run.steady(run.under(network))
+        row = {"bandwidth_gbps": float(gbps), "epoch_s": epoch.epoch_time, "comm_share": epoch.share()}
         if baseline is not None:
-            base = baseline.mean_epoch(baseline.under(network))
+            base = baseline.steady(baseline.under(network)).epoch_time
             row.update(baseline_epoch_s=base, speedup=base / row["epoch_s"])
         rows.append(row)
     return rows
@@ -105,11 +96,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"trace for Perfetto or chrome://tracing: {args.chrome}")
         if args.bandwidths is None:
             network = network_of(run.summary.network, args.overrides)
-            as_run, replayed = run.under(network_of(run.summary.network, [])), run.under(network)
-            figures = {"run": run.mean_epoch(as_run), "replayed": run.mean_epoch(replayed)}
+            as_run = run.steady(run.under(network_of(run.summary.network, [])))
+            replayed = run.steady(run.under(network))
+            figures = {"run": as_run.to_dict(), "replayed": replayed.to_dict()}
             print(f"{run.run_dir} ({run.summary.strategy}, virtual clock)")
-            print(f"  as run,   {label(run.summary.network)}: {_breakdown(run, as_run)}")
-            print(f"  replayed, {label(describe(network))}: {_breakdown(run, replayed)}")
+            print(f"  as run,   {label(run.summary.network)}: {as_run.breakdown()}")
+            print(f"  replayed, {label(describe(network))}: {replayed.breakdown()}")
         else:
             baseline = Traced(args.baseline) if args.baseline is not None else None
             rows = sweep(run, args.overrides, bandwidths(args.bandwidths), baseline)

@@ -37,6 +37,8 @@ from gnntrain.timing.clock import clock_of
 from gnntrain.comm import namespaces, network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import EpochLedger
+from gnntrain.timing.accounting import RankAccount
+from gnntrain.timing.epoch import PARTS, EpochTiming
 from gnntrain.timing.kinds import TRAINING_CATEGORIES, by_category, category
 from gnntrain.config.schema import FaultConfig, RootConfig
 from gnntrain.data.job import JobData
@@ -55,8 +57,6 @@ from gnntrain.engine.provenance import loaded_code
 from gnntrain.strategies import strategy_class
 from gnntrain.strategies.base import Tallies
 
-SPLIT_PARTS = ("wait", "transfer", "hidden")
-"""How a category's communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
 ALWAYS_REPORTED_KINDS = ("halo_fwd", "halo_bwd", "allreduce")
 """Kinds every record lists, 0 where a strategy sent none, so records of different strategies
 line up."""
@@ -74,9 +74,6 @@ class KeptEpoch:
     link_busy: dict[str, float]
     link_latency: float
     tallies: Tallies
-    compute_time: float | None = None
-    """Under the virtual clock, the compute measured in the epoch (None: the wall clock's, the
-    epoch less the exposed time)."""
     call_time: float = 0.0
     """Under the virtual clock, the thread CPU time its communication calls took (not virtual
     time; 0 elsewhere)."""
@@ -100,8 +97,8 @@ class RankShare:
     figures: dict[str, float]
     eval_counts: list[float] | None
     tallies: Tallies
-    kind_splits: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Per training kind this rank timed, its ``wait``, ``transfer`` and ``hidden`` seconds."""
+    account: RankAccount
+    """Its epoch's compute and communication (:func:`gnntrain.timing.accounting.account`)."""
 
 
 class EpochLoop:
@@ -143,16 +140,15 @@ class EpochLoop:
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
-        compute_time, call_time, compute_cpu_time = (
+        _, call_time, compute_cpu_time = (
             [getattr(virtual, c) - b for c, b in zip(counters, before)] if virtual is not None else (None, 0.0, 0.0))
-        if self.virtual is not None and self.virtual.trace is not None:
-            self.virtual.trace.epoch(epoch, start, end)
-            self.virtual.trace.flush()
+        if self.virtual is not None:
+            self.virtual.epoch(epoch, start, end)
         rows = projected_rows.take()
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
         return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
-                         projected_rows=rows, compute_time=compute_time, call_time=call_time,
+                         projected_rows=rows, call_time=call_time,
                          compute_cpu_time=compute_cpu_time,
                          link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
                          link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
@@ -189,27 +185,20 @@ class EpochLoop:
     def rank_share(self, kept: KeptEpoch) -> RankShare:
         """This rank's part of one epoch's record; its communication times split with the
         peers' starts learned (call for the kept epochs in order)."""
-        splits, per_kind = self.meter.split(kept.ledger)
-        exposed = sum(split.exposed for split in splits.values())
-        figures = {"epoch_time": kept.epoch_time,
-                   "compute_time": kept.epoch_time - exposed if kept.compute_time is None else kept.compute_time,
-                   "exposed_time": exposed, "comm_call_time": kept.call_time,
+        account = self.meter.account(kept.ledger)
+        figures = {"epoch_time": kept.epoch_time, "comm_call_time": kept.call_time,
                    "compute_cpu_time": kept.compute_cpu_time,
-                   **{f"{part}/{c}": getattr(splits[c], part) for part in SPLIT_PARTS for c in TRAINING_CATEGORIES},
                    **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},
                    "link_latency_time": kept.link_latency, "eval_time": kept.eval_time, **kept.memory}
         sums = {"loss": kept.loss, "projected_rows": kept.projected_rows,
                 **{f"bytes/{k}": float(b) for k, b in kept.bytes.items()}}
-        kind_splits = {kind: {part: getattr(split, part) for part in SPLIT_PARTS}
-                       for kind, split in per_kind.items() if category(kind) in TRAINING_CATEGORIES}
-        return RankShare(sums, figures, kept.eval_counts, kept.tallies, kind_splits)
+        return RankShare(sums, figures, kept.eval_counts, kept.tallies, account)
 
     def epoch_record(self, epoch: int, shares: list[RankShare]) -> EpochRecord:
         """Aggregate one epoch over ranks: loss, bytes and eval counts summed; the epoch's time
-        and memory the maximum over ranks; compute and communication times the mean over ranks
-        (a mean keeps their sums: compute plus exposed communication is the mean epoch, at
-        most the epoch) and each rank's in ``per_rank`` (``peak_tensor_mb``: on a CPU, where
-        the epoch measured it)."""
+        (:class:`~gnntrain.timing.epoch.EpochTiming`: the slowest rank's, compute and
+        communication the means over ranks, each rank's in ``per_rank``) and memory the maximum
+        over ranks (``peak_tensor_mb``: on a CPU, where the epoch measured it)."""
         sums: dict[str, float] = {}
         for share in shares:
             for name, value in share.sums.items():
@@ -223,9 +212,8 @@ class EpochLoop:
         by_kind = {k: int(sums.get(f"bytes/{k}", 0.0)) for k in kinds}
         bytes_by_category = {c: int(b) for c, b in by_category(by_kind).items()}
         training = {k: b for k, b in by_kind.items() if category(k) in TRAINING_CATEGORIES}
-        parts = {part: {c: means[f"{part}/{c}"] for c in TRAINING_CATEGORIES} for part in SPLIT_PARTS}
-        exposed = {c: parts["wait"][c] + parts["transfer"][c] for c in TRAINING_CATEGORIES}
-        in_flight = {c: parts["transfer"][c] + parts["hidden"][c] for c in TRAINING_CATEGORIES}
+        timing = EpochTiming.of_ranks(epoch, str(self.run.cluster.clock), [share.account for share in shares],
+                                      {k: b for k, b in by_kind.items() if category(k) != "eval"})
         link_busy = {c: means[f"link_busy/{c}"] for c in TRAINING_CATEGORIES}
         accs: list[float | None] = [None, None, None]
         val_loss = None
@@ -235,32 +223,24 @@ class EpochLoop:
             accs = [split[0] / split[1] if split[1] > 0 else None for split in (train, val, test)]
             val_loss = val[2] / val[3] if val[3] > 0 else None
         totals = Tallies.combine([share.tallies for share in shares])
-        timed_kinds = sorted({kind for share in shares for kind in share.kind_splits})
-        kind_times = {part: {kind: sum(share.kind_splits.get(kind, {}).get(part, 0.0) for share in shares)
-                             / len(shares) for kind in timed_kinds} for part in SPLIT_PARTS}
+        accounts = [share.account for share in shares]
         return EpochRecord(
             epoch=epoch, loss=sums["loss"], train_acc=accs[0], val_acc=accs[1], test_acc=accs[2], val_loss=val_loss,
-            epoch_time=maxes["epoch_time"], compute_time=means["compute_time"], comm_time=exposed["data"],
-            comm_total_time=in_flight["data"], reduce_time=exposed["sync"], eval_time=maxes["eval_time"],
-            comm_bytes=sum(training.values()),
-            comm_bytes_by_kind={k: b for k, b in by_kind.items() if category(k) != "eval"},
-            comm_bytes_by_category=bytes_by_category,
-            comm_time_by_category=exposed, comm_total_time_by_category=in_flight,
-            comm_wait_time_by_category=parts["wait"], comm_transfer_time_by_category=parts["transfer"],
-            comm_hidden_time_by_category=parts["hidden"],
-            comm_wait_time_by_kind=kind_times["wait"], comm_transfer_time_by_kind=kind_times["transfer"],
-            comm_hidden_time_by_kind=kind_times["hidden"],
+            eval_time=maxes["eval_time"], comm_bytes=sum(training.values()),
+            comm_bytes_by_kind=timing.bytes_by_kind, comm_bytes_by_category=bytes_by_category,
             eval_comm_bytes=bytes_by_category["eval"],
             link_busy_time=sum(link_busy.values()), link_busy_time_by_category=link_busy,
             link_latency_time=means["link_latency_time"],
             peak_mem_mb=maxes["peak_mem_mb"], peak_mem_reserved_mb=maxes["peak_mem_reserved_mb"],
             peak_tensor_mb=maxes["peak_tensor_mb"] if maxes["peak_tensor_mb"] >= 0 else None,
-            per_rank={"epoch_time": per_rank["epoch_time"], "compute_time": per_rank["compute_time"],
-                      "exposed_time": per_rank["exposed_time"], "comm_call_time": per_rank["comm_call_time"],
-                      "compute_cpu_time": per_rank["compute_cpu_time"],
-                      **{f"comm_{part}_time": per_rank[f"{part}/data"] for part in SPLIT_PARTS},
-                      **{f"reduce_{part}_time": per_rank[f"{part}/sync"] for part in SPLIT_PARTS}},
+            per_rank={"epoch_time": timing.per_rank_epoch, "compute_time": timing.per_rank_compute,
+                      "exposed_time": [a.exposed_time for a in accounts], "comm_call_time": per_rank["comm_call_time"], "compute_cpu_time": per_rank["compute_cpu_time"],
+                      **{f"comm_{part}_time": [getattr(a.categories["data"], part) for a in accounts]
+                         for part in PARTS},
+                      **{f"reduce_{part}_time": [getattr(a.categories["sync"], part) for a in accounts]
+                         for part in PARTS}},
             strategy_metrics={"projected_rows": sums["projected_rows"], **self.strategy.epoch_metrics(totals)},
+            **EpochRecord.timing_fields(timing),
         )
 
 
@@ -357,8 +337,8 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
                     print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
-        if ctx.virtual is not None and ctx.virtual.trace is not None:
-            ctx.virtual.trace.flush()
+        if ctx.virtual is not None:
+            ctx.virtual.finish()
         if recorder is not None:
             with interrupts_deferred():
                 summary = recorder.complete(records, stop.to_dict() if stop else None,

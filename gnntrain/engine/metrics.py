@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from gnntrain.timing.epoch import EpochTiming
+from gnntrain.timing.kinds import TRAINING_CATEGORIES
+
 
 
 @dataclass
@@ -150,6 +153,30 @@ class EpochRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @staticmethod
+    def timing_fields(timing: EpochTiming) -> dict[str, Any]:
+        """The record's time fields (``per_rank`` aside) from the epoch's timing."""
+        exposed = {c: timing.exposed(c) for c in TRAINING_CATEGORIES}
+        in_flight = {c: timing.in_flight(c) for c in TRAINING_CATEGORIES}
+        return dict(epoch_time=timing.epoch_time, compute_time=timing.compute_time, comm_time=exposed["data"],
+                    comm_total_time=in_flight["data"], reduce_time=exposed["sync"], comm_time_by_category=exposed,
+                    comm_total_time_by_category=in_flight, comm_wait_time_by_category=timing.wait_by_category,
+                    comm_transfer_time_by_category=timing.transfer_by_category,
+                    comm_hidden_time_by_category=timing.hidden_by_category,
+                    comm_wait_time_by_kind=timing.wait_by_kind, comm_transfer_time_by_kind=timing.transfer_by_kind,
+                    comm_hidden_time_by_kind=timing.hidden_by_kind)
+
+    def timing(self, clock: str) -> EpochTiming:
+        """The epoch's timing as the record holds it (``clock``: the run's, its summary's ``clock``)."""
+        return EpochTiming(
+            epoch=self.epoch, clock=clock, epoch_time=self.epoch_time, compute_time=self.compute_time,
+            wait_by_category=self.comm_wait_time_by_category, transfer_by_category=self.comm_transfer_time_by_category,
+            hidden_by_category=self.comm_hidden_time_by_category, wait_by_kind=self.comm_wait_time_by_kind,
+            transfer_by_kind=self.comm_transfer_time_by_kind, hidden_by_kind=self.comm_hidden_time_by_kind,
+            bytes_by_kind={k: float(b) for k, b in self.comm_bytes_by_kind.items()},
+            per_rank_epoch=list(self.per_rank.get("epoch_time", [])),
+            per_rank_compute=list(self.per_rank.get("compute_time", [])))
 
 
 def read_records(path: Path) -> list[EpochRecord]:

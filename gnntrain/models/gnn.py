@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.rng import keyed
+from gnntrain.timing.clock import phase
 from gnntrain.data.aggregation import MEAN, Aggregation
 from gnntrain.config.schema import ModelConfig
 from gnntrain.data.local_graph import LocalGraph
@@ -298,7 +299,8 @@ class Block:
 
     def __call__(self, h: torch.Tensor, extra: Extra, graph: LocalGraph,
                  halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-        return self.run(h, extra, graph, halo)
+        with phase("forward map" if self.layer is None else f"forward layer {self.layer}"):
+            return self.run(h, extra, graph, halo)
 
     def parameters(self) -> Iterator[nn.Parameter]:
         for module in self.modules:

@@ -24,6 +24,7 @@ from gnntrain.models import build_model
 from gnntrain.models.decay import param_groups
 from gnntrain.models.gnn import HaloSource, LinearPart, step_key
 from gnntrain.parallel.activation_memory import SavedActivations
+from gnntrain.timing.clock import phase
 
 SPLITS = ("train", "val", "test")
 
@@ -166,7 +167,8 @@ class FullBatchStep:
         with SavedActivations(self.model.parameters()) as saved:
             loss = self.local_loss(self.model(self.model_input(), graph, halo))
         self.saved_for_backward = saved.nbytes
-        loss.backward()
+        with phase("backward"):
+            loss.backward()
         return loss.detach()
 
     def all_reduce_gradients(self) -> None:
@@ -177,7 +179,8 @@ class FullBatchStep:
         local loss."""
         loss = self.forward_backward(epoch, graph, halo)
         self.all_reduce_gradients()
-        self.optimizer.step()
+        with phase("optimizer step"):
+            self.optimizer.step()
         return loss
 
     @torch.no_grad()

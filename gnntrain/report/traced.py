@@ -11,7 +11,8 @@ from gnntrain.engine.summary import SUMMARY_FILE, RunSummary, steady_records
 from gnntrain.errors import GnntrainError
 from gnntrain.timing import trace
 from gnntrain.timing.links import Topology
-from gnntrain.timing.replay import ReplayedEpoch, replay, steady_mean
+from gnntrain.timing.epoch import EpochTiming
+from gnntrain.timing.replay import replay, steady_mean
 
 
 class Traced:
@@ -25,16 +26,14 @@ class Traced:
         self.run_dir = run_dir
         self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
         self.ranks = trace.read(path)
-        self.steady = {r.epoch for r in steady_records(read_records(run_dir / "metrics.jsonl"),
-                                                       self.summary.warmup_epochs_excluded)}
+        self.steady_epochs = {r.epoch for r in steady_records(read_records(run_dir / "metrics.jsonl"),
+                                                              self.summary.warmup_epochs_excluded)}
         """The epochs the run's summary took its means over."""
 
-    def under(self, network) -> list[ReplayedEpoch]:
+    def under(self, network) -> list[EpochTiming]:
+        """Every epoch of the trace replayed under ``network`` (a typed network section)."""
         return replay(self.ranks, Topology.of(network))
 
-    def mean_epoch(self, epochs: list[ReplayedEpoch]) -> float:
-        return steady_mean(epochs, self.steady, lambda e: e.epoch_time)
-
-    def share(self, epochs: list[ReplayedEpoch]) -> float:
-        """The communication share (exposed ``data`` over the epoch, as ``comm_share``)."""
-        return steady_mean(epochs, self.steady, lambda e: e.mean_exposed("data")) / self.mean_epoch(epochs)
+    def steady(self, epochs: list[EpochTiming]) -> EpochTiming:
+        """The mean of the run's steady epochs among ``epochs`` (as its summary's means)."""
+        return steady_mean(epochs, self.steady_epochs)

@@ -40,7 +40,7 @@ from gnntrain.job.api import compose, network_of
 from gnntrain.report.traced import Traced
 from gnntrain.timing.links import at_bandwidth
 from gnntrain.report import markdown
-from gnntrain.timing.replay import ReplayedEpoch, steady_mean
+from gnntrain.timing.epoch import EpochTiming
 from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
 from gnntrain.repro.paper import Curve
@@ -103,12 +103,10 @@ class Parts:
     other: float
 
     @classmethod
-    def of(cls, run, epochs: list[ReplayedEpoch]) -> Parts:
-        def steady(figure) -> float:
-            return steady_mean(epochs, run.steady, figure)
-
-        return cls(run.mean_epoch(epochs), steady(lambda e: e.mean_compute), steady(lambda e: e.mean_exposed("data")),
-                   steady(lambda e: e.mean_exposed("sync")), steady(lambda e: e.mean_exposed("control")))
+    def of(cls, run: Traced, epochs: list[EpochTiming]) -> Parts:
+        mean = run.steady(epochs)
+        return cls(mean.epoch_time, mean.compute_time, mean.exposed("data"), mean.exposed("sync"),
+                   mean.exposed("control"))
 
     @property
     def share(self) -> float:

@@ -1,7 +1,10 @@
-"""Where an epoch's communication time went: waiting for peers, transfer, hidden.
+r"""Where a rank's epoch went: compute, and per traffic kind and category, waiting for peers,
+transfer and hidden communication. One accounting for every clock: a live run's meter
+(:mod:`gnntrain.comm.meter`), replay (:mod:`gnntrain.timing.replay`) and so a prediction
+(:mod:`gnntrain.predict`) give it the same :class:`Operation`\ s and read the same
+:class:`RankAccount`.
 
-A rank's operation of one category (:mod:`gnntrain.comm.meter`) gives two intervals on the
-host's clock:
+A rank's operation of one category gives two intervals on its clock:
 
 * *exposed*: from where the rank (its stream, on CUDA) reached its wait to where it went on;
 * *in flight*: from where the last participant had its data ready (the transfer could not
@@ -29,7 +32,11 @@ epoch for the part inside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gnntrain.timing.kinds import TIMED_CATEGORIES, TRAINING_CATEGORIES, category
 
 Interval = tuple[float, float]
 
@@ -91,3 +98,80 @@ def split(exposed: list[Interval], in_flight: list[Interval], window: Interval) 
     e, f = union(clipped(exposed, window)), union(clipped(in_flight, window))
     both = length(intersection(e, f))
     return Split(wait=length(e) - both, transfer=both, hidden=length(f) - both)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation as a rank's epoch saw it, on the rank's clock: its kind, its ``keys`` (one
+    per message or collective it takes part in, the same on every rank taking part), where its
+    data was ready on this rank (``started``), the span of the rank's wait on it (None while
+    still in flight at the epoch's end) and its completion where known then (None: unknown, the
+    transfer counts in flight to the end of the wait, or of the epoch)."""
+
+    kind: str
+    keys: tuple
+    started: float
+    waited: tuple[float, float] | None
+    done: float | None
+
+    @property
+    def category(self) -> str:
+        return category(self.kind)
+
+
+@dataclass(frozen=True)
+class RankAccount:
+    """One rank's epoch: its window, its compute (the window less the union of its exposed
+    communication of every timed category) and, per timed category and per kind of those
+    categories, its :class:`Split` (a category's split is not the sum of its kinds' where their
+    transfers overlap)."""
+
+    window: Interval
+    categories: dict[str, Split]
+    kinds: dict[str, Split] = field(default_factory=dict)
+
+    @property
+    def epoch_time(self) -> float:
+        return self.window[1] - self.window[0]
+
+    @property
+    def exposed_time(self) -> float:
+        return sum(self.categories[c].exposed for c in TRAINING_CATEGORIES if c in self.categories)
+
+    @property
+    def compute_time(self) -> float:
+        return self.epoch_time - self.blocked
+
+    blocked: float = 0.0
+    """Seconds the rank was blocked on any timed operation in the window (the union)."""
+
+
+def account(operations: list[Operation], window: Interval, ready: Callable[[Operation], float]) -> RankAccount:
+    """Split a rank's epoch (module docstring): ``operations`` those waited in ``window`` or in
+    flight at its end, ``ready(op)`` where the last participant of ``op`` had its data ready (the
+    latest start over every rank taking part; at least ``op.started``)."""
+    exposed: dict[str, list[Interval]] = {c: [] for c in TIMED_CATEGORIES}
+    in_flight: dict[str, list[Interval]] = {c: [] for c in TIMED_CATEGORIES}
+    kinds: dict[str, tuple[list[Interval], list[Interval]]] = {}
+    for op in operations:
+        if op.category not in exposed:
+            continue
+        start = ready(op)
+        own = kinds.setdefault(op.kind, ([], []))
+        if op.waited is not None:
+            reached, resumed = op.waited
+            moving = [(start, resumed if op.done is None else op.done), (max(reached, start), resumed)]
+            exposed[op.category].append((reached, resumed))
+            own[0].append((reached, resumed))
+        else:
+            moving = [(start, window[1] if op.done is None else op.done)]
+        in_flight[op.category] += moving
+        own[1].extend(moving)
+    blocked = length(union(clipped([i for c in TIMED_CATEGORIES for i in exposed[c]], window)))
+    return RankAccount(window, {c: split(exposed[c], in_flight[c], window) for c in TIMED_CATEGORIES},
+                       {k: split(e, f, window) for k, (e, f) in sorted(kinds.items())}, blocked)
+
+
+def latest_start(started: dict[tuple, float]) -> Callable[[Operation], float]:
+    """``ready`` for :func:`account` from the latest start known per key (every participant's)."""
+    return lambda op: max([op.started] + [started.get(key, -math.inf) for key in op.keys])

@@ -25,8 +25,9 @@ it ran.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Union
+from typing import Iterator, Union
 
 import torch
 
@@ -115,6 +116,36 @@ def clock_of(device: torch.device | str) -> Clock:
     if device not in _CLOCKS:
         _CLOCKS[device] = Clock(device)
     return _CLOCKS[device]
+
+
+_NAMER: list = []
+"""The rank that names its compute spans (a traced virtual rank), if any."""
+
+
+def name_phases(rank) -> None:
+    """Let ``rank`` (None: no rank; a :class:`~gnntrain.timing.virtual_rank.VirtualRank` that traces) name its
+    compute spans after the phases :func:`phase` opens."""
+    _NAMER[:] = [] if rank is None else [rank]
+
+
+@contextlib.contextmanager
+def _named(name: str) -> Iterator[None]:
+    namer = _NAMER[0]
+    namer.enter(name)
+    try:
+        yield
+    finally:
+        namer.exit()
+
+
+_UNNAMED = contextlib.nullcontext()
+
+
+def phase(name: str) -> contextlib.AbstractContextManager:
+    """The compute inside the block is the phase ``name`` (``forward layer 1``, ``backward``,
+    ``optimizer step``, a strategy's own) in the trace: where a traced rank names its spans,
+    else nothing (no clock is read)."""
+    return _named(name) if _NAMER else _UNNAMED
 
 
 class Stopwatch:

@@ -47,6 +47,18 @@ class VirtualOp:
     ingress: dict[str, float] = field(default_factory=dict)
     reserved: float = 0.0
     """A ring's reservation end on this rank."""
+    keys: tuple = ()
+    """The meter's keys of the operation (:meth:`gnntrain.comm.communicator.Communicator.keys_of`),
+    the same on every rank taking part: where the accounting finds the other participants' posts."""
+    counted: int = 0
+    """The payload bytes the meter counted for it on this rank (an all-to-all's send buffer, its
+    share to the rank itself included)."""
+
+    @property
+    def collective(self) -> bool:
+        """Whether it is a collective (every member's stamp gathered beside it), not point-to-point
+        messages (each stamp travelling with its message)."""
+        return any(key[1] < 0 for key in self.keys)
 
     def stamp(self) -> Stamp:
         return link_model.stamp(self.post, self.egress) if self.shape != "ring" else (self.post, (self.reserved,))

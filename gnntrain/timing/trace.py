@@ -1,23 +1,31 @@
 """A run's trace (``cluster.trace=true``, ``trace.jsonl`` in the run dir): per rank, in order,
-every communication operation it posted and waited for and every epoch's window, in virtual
-seconds. Compute is what lies between: a rank's clock advances only by compute and by waits
-(:mod:`gnntrain.timing.virtual_clock`), so the compute before an event is its time less the time the
-rank's previous event left it at.
+every communication operation it posted and waited for, every named compute span and every
+epoch's window, in virtual seconds. A rank's clock advances only by compute and by waits
+(:mod:`gnntrain.timing.virtual_clock`), so the compute before an event is its time less the
+time the rank's previous event left it at; the spans name it.
 
-One JSON object per line, each naming its rank (``r``) and event (``ev``):
+One JSON object per line. The first is the format's header, ``{"ev": "format", "version": 2}``;
+every other names its rank (``r``) and event (``ev``), one of the :data:`EVENTS`:
 
-* ``post``: operation ``id`` (the rank's count) of a ``shape`` (:data:`gnntrain.timing.ops.SHAPES`)
-  and ``kind`` posted at ``post``, with its messages ``sent`` and ``received`` (``[peer's world
-  rank, payload bytes, key]``), and a ring's ``group``, ``nbytes`` and ``key``;
-* ``wait``: the rank reached its wait on operation ``id`` at ``reached``, the operation completed
-  at ``done`` and the rank went on at ``resumed`` (``max(reached, done)``);
-* ``epoch``: epoch ``epoch``'s window, ``start`` to ``end``.
+* ``post`` (:class:`Post`): operation ``id`` (the rank's count) of a ``shape``
+  (:data:`gnntrain.timing.ops.SHAPES`) and ``kind`` posted at ``post``, its ``keys`` (the meter's,
+  the same on every rank taking part), the payload bytes the meter ``counted`` for it, its
+  messages ``sent`` and ``received`` (``[peer's world rank, payload bytes, key]``), and a ring's
+  ``group``, ``nbytes`` and ``key``;
+* ``wait`` (:class:`Wait`): the rank reached its wait on operation ``id`` at ``reached``, the
+  operation completed at ``done`` and the rank went on at ``resumed`` (``max(reached, done)``);
+* ``span`` (:class:`Span`): the rank computed from ``start`` to ``end`` in the phase ``name``
+  (a model's block: ``forward layer 1``; ``backward``, ``optimizer step``, a strategy's own);
+  ``compute`` where no phase was named;
+* ``epoch`` (:class:`EpochWindow`): epoch ``epoch``'s window, ``start`` to ``end``.
 
 Each rank appends its lines at the end of every epoch in one write to a file opened for
 appending, so the ranks' lines interleave by epoch, never within one; :func:`read` sorts them
-out. Rank 0 empties the file when the run starts, so a resumed run's trace holds the epochs it
-ran itself (its clocks start again at 0). :func:`chrome` turns a trace into the Trace Event Format that Perfetto and
-``chrome://tracing`` open.
+out. Rank 0 writes the header when the run starts, so a resumed run's trace holds the epochs it
+ran itself (its clocks start again at 0). A trace of format 1 (no header, no keys, no counted
+bytes, no spans: gnntrain before the timing package) is read as far as it goes, its keys taken
+from its messages; a later format is refused in one line. :func:`chrome` turns a trace into the
+Trace Event Format that Perfetto and ``chrome://tracing`` open.
 """
 
 from __future__ import annotations
@@ -25,11 +33,77 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Union
 
-from gnntrain.timing.ops import VirtualOp
+from gnntrain.errors import GnntrainError
+from gnntrain.timing.ops import Message, VirtualOp
 
 TRACE_FILE = "trace.jsonl"
+FORMAT = 2
+"""The format this gnntrain writes; it reads 1 and 2."""
+HEADER = {"ev": "format", "version": FORMAT}
+UNNAMED = "compute"
+"""A compute span's name where no phase was named."""
+
+
+@dataclass(frozen=True)
+class Post:
+    id: int
+    shape: str
+    kind: str
+    post: float
+    sent: tuple[Message, ...] = ()
+    received: tuple[Message, ...] = ()
+    keys: tuple = ()
+    counted: int = 0
+    group: tuple[int, ...] = ()
+    nbytes: int = 0
+    key: tuple = ()
+
+    def op(self, post: float) -> VirtualOp:
+        """The operation, posted anew at ``post``."""
+        return VirtualOp(self.shape, self.kind, post, sent=list(self.sent), received=list(self.received),
+                         group=list(self.group), key=self.key, nbytes=self.nbytes, keys=self.keys,
+                         counted=self.counted)
+
+
+@dataclass(frozen=True)
+class Wait:
+    id: int
+    reached: float
+    done: float
+    resumed: float
+
+
+@dataclass(frozen=True)
+class Span:
+    name: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class EpochWindow:
+    epoch: int
+    start: float
+    end: float
+
+
+Event = Union[Post, Wait, Span, EpochWindow]
+EVENTS: dict[str, type] = {"post": Post, "wait": Wait, "span": Span, "epoch": EpochWindow}
+NAMES = {kind: name for name, kind in EVENTS.items()}
+
+
+def post_of(op: VirtualOp, op_id: int) -> Post:
+    """The trace's record of a posted operation."""
+    return Post(op_id, op.shape, op.kind, op.post, tuple(op.sent), tuple(op.received), tuple(op.keys), op.counted,
+                tuple(op.group), op.nbytes, tuple(op.key))
+
+
+def encode(rank: int, event: Event) -> str:
+    return json.dumps({"r": rank, "ev": NAMES[type(event)], **asdict(event)})
 
 
 class TraceWriter:
@@ -40,30 +114,20 @@ class TraceWriter:
         self.lines: list[str] = []
         self.ops = 0
 
-    def _add(self, event: dict) -> None:
-        self.lines.append(json.dumps({"r": self.rank, **event}))
+    def add(self, event: Event) -> None:
+        self.lines.append(encode(self.rank, event))
 
     def post(self, op: VirtualOp) -> int:
         """Record a posted operation; its id."""
         self.ops += 1
-        event = {"ev": "post", "id": self.ops, "shape": op.shape, "kind": op.kind, "post": op.post,
-                 "sent": op.sent, "received": op.received}
-        if op.shape == "ring":
-            event.update(group=op.group, nbytes=op.nbytes, key=op.key)
-        self._add(event)
+        self.add(post_of(op, self.ops))
         return self.ops
-
-    def wait(self, op_id: int, reached: float, done: float, resumed: float) -> None:
-        self._add({"ev": "wait", "id": op_id, "reached": reached, "done": done, "resumed": resumed})
-
-    def epoch(self, epoch: int, start: float, end: float) -> None:
-        self._add({"ev": "epoch", "epoch": epoch, "start": start, "end": end})
 
     def flush(self) -> None:
         if not self.lines:
             return
         data = ("\n".join(self.lines) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             os.write(fd, data)
         finally:
@@ -71,29 +135,67 @@ class TraceWriter:
         self.lines.clear()
 
 
+def start(path: Path) -> None:
+    """Begin a trace at ``path``: its header alone (rank 0, before any rank's first epoch ends)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, (json.dumps(HEADER) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 def _keyed(value):
     """JSON's lists back into the tuples keys are made of."""
     return tuple(_keyed(v) for v in value) if isinstance(value, list) else value
 
 
-def read(path: Path) -> dict[int, list[dict]]:
-    """Every rank's events, in the order the rank recorded them; keys as tuples."""
-    ranks: dict[int, list[dict]] = defaultdict(list)
+def _messages(value) -> tuple[Message, ...]:
+    return tuple((peer, nbytes, _keyed(key)) for peer, nbytes, key in value)
+
+
+def _decode(line: dict, version: int) -> tuple[int, Event]:
+    rank, name = line.pop("r"), line.pop("ev")
+    kind = EVENTS.get(name)
+    if kind is None:
+        raise ValueError(f"event {name!r}")
+    if kind is Post:
+        line["sent"], line["received"] = _messages(line.get("sent", ())), _messages(line.get("received", ()))
+        line["key"], line["group"] = _keyed(line.get("key", ())), tuple(line.get("group", ()))
+        if version == 1:  # keys from the messages; bytes as sent (the rank's own share unknown)
+            keys = {key for _, _, key in line["sent"] + line["received"]} | ({line["key"]} if line["key"] else set())
+            line["keys"] = tuple(sorted(keys, key=repr))
+            line["counted"] = line["nbytes"] if line["shape"] == "ring" else sum(m[1] for m in line["sent"])
+        else:
+            line["keys"] = _keyed(line["keys"])
+    return rank, kind(**line)
+
+
+def read(path: Path) -> dict[int, list[Event]]:
+    """Every rank's events, in the order the rank recorded them; a trace of a format this
+    gnntrain does not read, or a damaged one, is refused in one line."""
+    ranks: dict[int, list[Event]] = defaultdict(list)
+    version = 1
     with open(path) as fh:
-        for line in fh:
-            event = json.loads(line)
-            for name in ("sent", "received"):
-                if name in event:
-                    event[name] = [(peer, nbytes, _keyed(key)) for peer, nbytes, key in event[name]]
-            if "key" in event:
-                event["key"] = _keyed(event["key"])
-            ranks[event.pop("r")].append(event)
+        for number, text in enumerate(fh, 1):
+            try:
+                line = json.loads(text)
+                if number == 1 and line.get("ev") == "format":
+                    version = line.get("version")
+                    if version not in (1, FORMAT):
+                        raise GnntrainError(f"{path}: trace format {version!r}; valid: 1 to {FORMAT} (a newer "
+                                            "gnntrain wrote it)")
+                    continue
+                rank, event = _decode(line, version)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise GnntrainError(f"{path}:{number}: not a trace event ({exc}); valid: the trace.jsonl a run with "
+                                    "cluster.trace=true wrote") from None
+            ranks[rank].append(event)
     return dict(sorted(ranks.items()))
 
 
-def chrome(ranks: dict[int, list[dict]]) -> dict:
-    """The trace in the Trace Event Format (microseconds): one track per rank, its compute, its
-    epochs and its waits as spans, and every operation as a span from its post to its
+def chrome(ranks: dict[int, list[Event]]) -> dict:
+    """The trace in the Trace Event Format (microseconds): one track per rank, its named compute
+    spans, its epochs and its waits, and every operation as a span from its post to its
     completion on a track of its own below the rank's."""
     events = []
     for rank, trace in ranks.items():
@@ -101,25 +203,29 @@ def chrome(ranks: dict[int, list[dict]]) -> dict:
         events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 0, "args": {"name": "compute and waits"}})
         events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 1, "args": {"name": "transfers in flight"}})
         events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 2, "args": {"name": "epochs"}})
-        posted, last = {}, 0.0
+        posted: dict[int, Post] = {}
+        last = 0.0
         for event in trace:
-            at = event[{"post": "post", "wait": "reached", "epoch": "end"}[event["ev"]]]
-            if at > last:
-                events.append(_span("compute", rank, 0, last, at))
-            if event["ev"] == "post":
-                posted[event["id"]] = event
-                last = max(last, event["post"])
-            elif event["ev"] == "wait":
-                op = posted.pop(event["id"], {"kind": "?", "post": event["reached"], "shape": "?"})
-                if event["resumed"] > event["reached"]:
-                    events.append(_span(f"wait {op['kind']}", rank, 0, event["reached"], event["resumed"]))
-                events.append(_span(f"{op['kind']} ({op['shape']})", rank, 1, op["post"], event["done"],
-                                    {"bytes sent": sum(m[1] for m in op.get("sent", ())),
-                                     "bytes received": sum(m[1] for m in op.get("received", ()))}))
-                last = event["resumed"]
+            at = {Post: "post", Wait: "reached", EpochWindow: "end", Span: "start"}[type(event)]
+            if getattr(event, at) > last:
+                events.append(_span(UNNAMED, rank, 0, last, getattr(event, at)))
+            if isinstance(event, Post):
+                posted[event.id] = event
+                last = max(last, event.post)
+            elif isinstance(event, Span):
+                events.append(_span(event.name, rank, 0, event.start, event.end))
+                last = max(last, event.end)
+            elif isinstance(event, Wait):
+                op = posted.pop(event.id, Post(event.id, "?", "?", event.reached))
+                if event.resumed > event.reached:
+                    events.append(_span(f"wait {op.kind}", rank, 0, event.reached, event.resumed))
+                events.append(_span(f"{op.kind} ({op.shape})", rank, 1, op.post, event.done,
+                                    {"bytes sent": sum(m[1] for m in op.sent),
+                                     "bytes received": sum(m[1] for m in op.received)}))
+                last = event.resumed
             else:
-                events.append(_span(f"epoch {event['epoch']}", rank, 2, event["start"], event["end"]))
-                last = max(last, event["end"])
+                events.append(_span(f"epoch {event.epoch}", rank, 2, event.start, event.end))
+                last = max(last, event.end)
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"clock": "virtual"}}
 
 
@@ -128,3 +234,4 @@ def _span(name: str, pid: int, tid: int, start: float, end: float, args: dict | 
     if args:
         span["args"] = args
     return span
+

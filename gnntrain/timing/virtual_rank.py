@@ -14,7 +14,8 @@ from gnntrain.timing import clock as clocks
 from gnntrain.timing.links import Stamp, Topology
 from gnntrain.timing.virtual_clock import VirtualClock
 from gnntrain.timing.ops import RankLinks, VirtualOp
-from gnntrain.timing.trace import TRACE_FILE, TraceWriter
+from gnntrain.timing import trace
+from gnntrain.timing.trace import TRACE_FILE, UNNAMED, EpochWindow, Span, TraceWriter, Wait
 
 
 COMPUTE_LOCK = ".compute.lock"
@@ -23,7 +24,9 @@ COMPUTE_LOCK = ".compute.lock"
 
 class VirtualRank:
     """One rank's virtual clock, links and trace; its clock becomes the device's
-    (:func:`gnntrain.timing.clock.use`)."""
+    (:func:`gnntrain.timing.clock.use`). Traced, it names its compute: the spans between two
+    events of the trace, or two phase boundaries (:func:`gnntrain.timing.clock.phase`), carry the
+    innermost phase open then."""
 
     def __init__(self, topology: Topology, rank: int, device: torch.device, trace_dir: str | Path | None,
                  alone: Path | None = None) -> None:
@@ -35,16 +38,37 @@ class VirtualRank:
         clocks.use(self.clock)
         self.links = RankLinks(topology, rank)
         self.trace = None
+        self.phases: list[str] = []
+        self.last = 0.0
+        """Where the last traced event or phase boundary left the rank's clock."""
         if trace_dir is not None:
             self.trace = TraceWriter(Path(trace_dir) / TRACE_FILE, rank)
             if rank == 0:  # before any rank's first epoch ends, which needs rank 0's part in it
                 Path(trace_dir).mkdir(parents=True, exist_ok=True)
-                self.trace.path.write_text("")
+                trace.start(self.trace.path)
+            clocks.name_phases(self)
+
+    def _span_until(self, at: float) -> None:
+        """Trace the compute since the last event, up to ``at``, under the open phase."""
+        if at > self.last:
+            self.trace.add(Span(self.phases[-1] if self.phases else UNNAMED, self.last, at))
+        self.last = max(self.last, at)
+
+    def enter(self, name: str) -> None:
+        self._span_until(self.clock.mark())
+        self.phases.append(name)
+
+    def exit(self) -> None:
+        self._span_until(self.clock.mark())
+        self.phases.pop()
 
     def post(self, op: VirtualOp) -> int:
         """Reserve ``op``'s bytes on the links; its trace id (0 untraced)."""
         self.links.posted(op)
-        return self.trace.post(op) if self.trace is not None else 0
+        if self.trace is None:
+            return 0
+        self._span_until(op.post)
+        return self.trace.post(op)
 
     def complete(self, op: VirtualOp, op_id: int, reached: float, stamps: list[Stamp]) -> tuple[float, float]:
         """The rank, at ``reached``, waited for ``op``: when it completed and when the rank went
@@ -52,6 +76,23 @@ class VirtualRank:
         done = self.links.complete(op, stamps)
         resumed = self.clock.wait_until(done)
         if self.trace is not None:
-            self.trace.wait(op_id, reached, done, resumed)
+            self._span_until(reached)
+            self.trace.add(Wait(op_id, reached, done, resumed))
+            self.last = resumed
             self.clock.skip()
         return done, resumed
+
+    def epoch(self, epoch: int, start: float, end: float) -> None:
+        """Trace epoch ``epoch``'s window and write the rank's lines (nothing untraced)."""
+        if self.trace is None:
+            return
+        self.last = max(self.last, start)
+        self._span_until(end)
+        self.trace.add(EpochWindow(epoch, start, end))
+        self.trace.flush()
+
+    def finish(self) -> None:
+        """Write what the trace holds still; no more spans are named after this rank's phases."""
+        if self.trace is not None:
+            self.trace.flush()
+            clocks.name_phases(None)

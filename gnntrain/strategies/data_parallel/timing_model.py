@@ -10,10 +10,10 @@ from __future__ import annotations
 from gnntrain.errors import ConfigError
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.shape import PartitionShape
-from gnntrain.timing.builder import Timeline
+from gnntrain.timing.builder import TraceBuilder
 
 
-def replicas(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def replicas(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     if config.graph_parallel != 1:
         raise ConfigError(f"strategy.graph_parallel={config.graph_parallel}: the predictor models data parallelism "
                           "with whole-graph replicas only; valid: 1")

@@ -80,6 +80,7 @@ from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.stages import PIPE_KINDS, StageLink, stage_boundaries, stage_of_blocks
 from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.gnnpipe.config import GNNPipeConfig
+from gnntrain.timing.clock import phase
 
 
 def pipeline_shape(run: RootConfig, world_size: int) -> tuple[int, int, int]:
@@ -227,7 +228,8 @@ class GNNPipe(Strategy):
                 grads = self.link.receive(False, self.link.outgoing.buffers(view.rows.numel(), self.graph.x))
             roots, root_grads = halo.backward_roots()
             tensors = [(t, g) for t, g in zip(outputs + roots, grads + root_grads) if t.requires_grad]
-            torch.autograd.backward([t for t, _ in tensors], [g for _, g in tensors])
+            with phase("backward"):
+                torch.autograd.backward([t for t, _ in tensors], [g for _, g in tensors])
             if not self.first:
                 h_in, extra_in = inputs
                 leaves = self.link.incoming.pack(h_in, extra_in)
@@ -235,7 +237,8 @@ class GNNPipe(Strategy):
         self.link.flush()
         if self.gp.world_size > 1:
             all_reduce_gradients(self.params, self.gp)
-        self.optimizer.step()
+        with phase("optimizer step"):
+            self.optimizer.step()
         for table in self.tables.values():
             table.end_epoch(epoch % self.refresh_every == 0)
         return loss

@@ -21,10 +21,10 @@ from gnntrain.errors import ConfigError
 from gnntrain.parallel.stages import stage_boundaries, stage_of_blocks
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.shape import PartitionShape
-from gnntrain.timing.builder import Timeline
+from gnntrain.timing.builder import TraceBuilder
 
 
-def pipeline(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def pipeline(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     if config.graph_parallel != 1:
         raise ConfigError(f"strategy.graph_parallel={config.graph_parallel}: the predictor models GNNPipe's pure "
                           "pipeline only; valid: 1")

@@ -42,7 +42,7 @@ from typing import Callable
 from gnntrain.cost.compute import Costs, StepSeconds
 from gnntrain.cost.kernels import count
 from gnntrain.cost.shape import PartitionShape
-from gnntrain.timing.builder import Timeline
+from gnntrain.timing.builder import TraceBuilder
 
 RowBytes = Callable[[int], float]
 """Bytes of one halo row of a layer's input width."""
@@ -58,7 +58,7 @@ def _exchanges(costs: Costs) -> range:
     return range(1 if costs.run.model.precompute_first else 0, costs.layers)
 
 
-def halo_epoch(line: Timeline, costs: Costs, rows: list[list[float]], row_bytes: RowBytes,
+def halo_epoch(line: TraceBuilder, costs: Costs, rows: list[list[float]], row_bytes: RowBytes,
                steps: list[StepSeconds], state: dict | None = None, per_row: Callable[[int], float] | None = None,
                fresh: bool = False) -> None:
     """One epoch of full-graph training with halo exchanges (module docstring): ``rows[r][q]``
@@ -99,12 +99,12 @@ def _whole(shape: PartitionShape, costs: Costs) -> list[StepSeconds]:
     return [costs.step(shape.inner[r], shape.halo[r], shape.in_edges[r]) for r in range(shape.parts)]
 
 
-def synchronous(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def synchronous(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``vanilla``'s epoch."""
     halo_epoch(line, costs, [list(r) for r in shape.rows], _plain_rows(config, costs), _whole(shape, costs))
 
 
-def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict,
+def stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict,
           fresh: bool = False) -> None:
     """``pipegcn``'s epoch: the exchanges of the last epoch waited, this epoch's posted (``fresh``:
     waited where posted)."""
@@ -113,12 +113,12 @@ def stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: in
     halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state, fresh=fresh)
 
 
-def bounded_stale(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def bounded_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``sylvie``'s epoch: ``pipegcn``'s, fresh every ``sync_every``-th epoch."""
     stale(config, shape, costs, line, epoch, state, fresh=epoch % config.sync_every == 0)
 
 
-def broadcast(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def broadcast(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``broadcast``'s epoch, and ``sancus``'s as if it never skipped (an upper bound: how often
     it skips depends on how fast the embeddings change, which no statistic of the graph gives).
     Forward, each layer's broadcast of every rank's inner rows to every peer (``sancus`` with a
@@ -151,7 +151,7 @@ def _keep(name: str, p: float, shape: PartitionShape) -> float:
     return p
 
 
-def sampled(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def sampled(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``bns``, ``bes`` and ``dropedge``'s epoch, in expectation (module docstring)."""
     world, p = shape.parts, config.p
     if p >= 1.0:
@@ -201,7 +201,7 @@ def _sampling(config, shape: PartitionShape, costs: Costs, state: dict, rank: in
     return state["sampling", rank]
 
 
-def quantized(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def quantized(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``adaqp``'s epoch (module docstring)."""
     from gnntrain.comm.quantize import dequantize, quantize, record_bytes
 

@@ -66,6 +66,7 @@ from gnntrain.parallel.mesh import Layout, WorkerContext
 from gnntrain.parallel.pinned import PinnedStaging
 from gnntrain.strategies.base import Strategy, Tallies
 from gnntrain.strategies.minibatch.config import MiniBatchConfig
+from gnntrain.timing.clock import phase
 
 
 def fanouts(run: RootConfig) -> list[int]:
@@ -147,7 +148,8 @@ class MiniBatchTraining(Strategy):
         """The blocks of each group of roots (on the host), drawn on the device in one sampler
         pass per layer (:func:`~gnntrain.data.sampling.sample_groups`)."""
         keys = [sampling_key(self.seed, epoch, iteration, layer) for layer in range(len(self.fanouts))]
-        return sample_groups(self.topology, self.staging.to_device(groups), self.fanouts, keys, self.dtype)
+        with phase("sample"):
+            return sample_groups(self.topology, self.staging.to_device(groups), self.fanouts, keys, self.dtype)
 
     def stage_features(self, ids: torch.Tensor) -> None:
         """Fetch the feature rows of the remote ones of ``ids`` into the store (collective); they count as misses."""
@@ -172,7 +174,8 @@ class MiniBatchTraining(Strategy):
             return self.graph.x.new_zeros(())
         out = self.model.forward_blocks(x, blocks.blocks)
         loss = loss_share(out, y, None, batch_size, self.multilabel)
-        loss.backward()
+        with phase("backward"):
+            loss.backward()
         return loss.detach()
 
     def dropped_input(self, rows: torch.Tensor, ids: torch.Tensor, first_column: int = 0) -> torch.Tensor:
@@ -227,7 +230,8 @@ class MiniBatchTraining(Strategy):
                 self.model.begin_step(step_key(self.model_seed, epoch, i))
                 loss += self.accumulate(epoch, i, batch)
                 all_reduce_gradients(self.synced, self.comm)
-                self.optimizer.step()
+                with phase("optimizer step"):
+                    self.optimizer.step()
         return loss / len(iterations)
 
     @torch.no_grad()

@@ -44,7 +44,7 @@ from gnntrain.errors import ConfigError
 from gnntrain.cost.compute import Costs, StepSeconds
 from gnntrain.cost.kernels import count
 from gnntrain.cost.shape import PartitionShape
-from gnntrain.timing.builder import RankTimeline, Timeline
+from gnntrain.timing.builder import RankTrace, TraceBuilder
 from gnntrain.strategies.minibatch.common import fanouts
 from gnntrain.strategies.minibatch.data_centric import local_batches
 from gnntrain.strategies.minibatch.hopgnn import plan
@@ -60,7 +60,7 @@ ID_BYTES = 8
 class _Epoch:
     """What every mini-batch method's epoch shares: its iterations, its samples and their costs."""
 
-    def __init__(self, config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+    def __init__(self, config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
         if shape.data is None:
             raise ConfigError(f"strategy {config.name}: the predictor samples the graph itself; valid: a dataset it "
                               "can load or a proxy")
@@ -151,12 +151,12 @@ class _Epoch:
         self.line.ring("allreduce", parameters * self.costs.value_bytes)
 
 
-def _train(rank: RankTimeline, steps: list[StepSeconds]) -> None:
+def _train(rank: RankTrace, steps: list[StepSeconds]) -> None:
     rank.compute(sum(s.forward for s in steps))
     rank.compute(sum(s.backward for s in steps))
 
 
-def data_centric(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def data_centric(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``minibatch``'s and ``lo``'s epoch."""
     run = _Epoch(config, shape, costs, line, epoch, state)
 
@@ -180,7 +180,7 @@ def _summed_layer(costs: Costs, name: str):
     return layer
 
 
-def p3(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def p3(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """P3's epoch (module docstring)."""
     run = _Epoch(config, shape, costs, line, epoch, state)
     _summed_layer(costs, "p3")
@@ -211,14 +211,14 @@ def p3(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, 
     run.write(iteration)
 
 
-def _migrate(rank: RankTimeline, shift: int, world: int, nbytes: float, pending: list[int]) -> None:
+def _migrate(rank: RankTrace, shift: int, world: int, nbytes: float, pending: list[int]) -> None:
     """The held model sent ``shift`` ranks on without waiting, the one ``shift`` back received."""
     to, source = (rank.rank + shift) % world, (rank.rank - shift) % world
     pending.append(rank.send("model_migrate", to, nbytes))
     rank.wait(rank.recv("model_migrate", source, nbytes))
 
 
-def naive(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def naive(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """Naive's epoch, its sums path (module docstring)."""
     run = _Epoch(config, shape, costs, line, epoch, state)
     layer = _summed_layer(costs, "naive")
@@ -259,7 +259,7 @@ def naive(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: in
     run.write(iteration)
 
 
-def hopgnn(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def hopgnn(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """HopGNN's epoch (module docstring)."""
     run = _Epoch(config, shape, costs, line, epoch, state)
     world, model_bytes = run.world, 2 * costs.parameters * costs.value_bytes

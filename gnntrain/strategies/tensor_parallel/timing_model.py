@@ -14,7 +14,7 @@ from gnntrain.models.gnn import LinearMessageLayer, transform_first
 from gnntrain.parallel.feature_split import even_blocks
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.shape import PartitionShape
-from gnntrain.timing.builder import Timeline
+from gnntrain.timing.builder import TraceBuilder
 
 
 def transposed_widths(costs: Costs, nodes: int, edges: int) -> list[tuple[int, bool]]:
@@ -29,7 +29,7 @@ def transposed_widths(costs: Costs, nodes: int, edges: int) -> list[tuple[int, b
     return widths
 
 
-def transposed(config, shape: PartitionShape, costs: Costs, line: Timeline, epoch: int, state: dict) -> None:
+def transposed(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     world, layers = len(line.ranks), costs.layers
     rows = even_blocks(shape.nodes, world)
     step = costs.step(shape.nodes, 0, shape.edges).scaled(1 / world)
