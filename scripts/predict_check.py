@@ -50,7 +50,7 @@ from gnntrain.cost.profile import DeviceProfile, profile_for
 from gnntrain.cost.shape import partition_shape, proxy_shape
 from gnntrain.repro.jobs import git_commit, run_job
 from gnntrain.strategies import METHODS, method
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 GRAPHS = {"sparse": ["dataset.num_nodes=8000", "dataset.avg_degree=6"],

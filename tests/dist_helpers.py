@@ -3,7 +3,6 @@ children, which inherit the parent's ``sys.path``)."""
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from pathlib import Path
 
@@ -256,46 +255,6 @@ def exchanges_in_flight(run: RootConfig, ctx: WorkerContext, job: JobData, *, tr
     finally:
         dist.irecv, dist.isend = irecv, isend
     torch.save({"delivered": delivered, "posted": first_posted}, Path(trace_dir) / f"rank{ctx.rank}.pt")
-
-
-def late_one_sided_send(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str, floats: int,
-                        delay_s: float) -> None:
-    """Rank 1 posts a one-sided receive at once; rank 0 sends ``floats`` float32 values
-    ``delay_s`` later. Writes rank 1's blocked seconds to ``<trace_dir>/rank1.pt``."""
-    import time
-
-    comm = Communicator.of_world(ctx, CommMeter())
-    dist.barrier()
-    if ctx.rank == 0:
-        time.sleep(delay_s)
-        comm.send_start(1, [torch.ones(floats)], "pipe_fwd").wait()
-    else:
-        start = time.perf_counter()
-        comm.recv_start(0, [torch.empty(floats)], "pipe_fwd").wait()
-        torch.save({"waited": time.perf_counter() - start}, Path(trace_dir) / "rank1.pt")
-
-
-def timed_transfers(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str, rows_to: list[list[int]],
-                    reduce_floats: int) -> None:
-    """Under the job's network: an all-to-all sending ``rows_to[p][q]`` float32 rows of 1024 from
-    each rank ``p`` to each peer ``q``, then an all-reduce of ``reduce_floats`` floats; writes each one's
-    blocked seconds as the meter has them, and the all-to-all's host times as seen from here (from
-    before its start, and from the call to ``wait``, to its return) to ``<trace_dir>/rank<r>.pt``."""
-    meter = CommMeter()
-    comm = Communicator.of_mesh_axis(ctx, "gp", meter)
-    send_rows = rows_to[ctx.rank]
-    recv_rows = [rows_to[q][ctx.rank] for q in range(ctx.world_size)]
-    dist.barrier()
-    began = time.perf_counter()
-    exchange = comm.all_to_all_start(torch.ones(sum(send_rows), 1024), send_rows, recv_rows, "halo_fwd")
-    reached = time.perf_counter()
-    exchange.wait()
-    resumed = time.perf_counter()
-    dist.barrier()
-    comm.all_reduce(torch.ones(reduce_floats), "allreduce")
-    torch.save({"wait": dict(meter.wait_s), "link_busy": dict(meter.link_busy_s),
-                "exchange_span": resumed - began, "exchange_blocked": resumed - reached},
-               Path(trace_dir) / f"rank{ctx.rank}.pt")
 
 
 def trace_minibatch(run: RootConfig, ctx: WorkerContext, job: JobData, *, trace_dir: str) -> None:

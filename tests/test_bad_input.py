@@ -107,7 +107,8 @@ def test_the_cli_refuses_a_malformed_dataset_before_any_worker_starts(tmp_path) 
     (["dataset.avg_degree=100000"], "dataset.avg_degree=100000.0 is invalid; it must be in (0, dataset.num_nodes - 1 "
                                     "= 1999]"),
     (["cluster.threads_per_worker=-1"],
-     "cluster.threads_per_worker=-1 is invalid; it must be >= 0 (0: cores / local workers)"),
+     "cluster.threads_per_worker=-1 is invalid; it must be >= 0 (0: cores / local workers; one per rank under the "
+     "virtual clock on a CPU)"),
     (["train.lr=inf"], "train.lr=inf is invalid; it must be finite and >= 0"),
     (["cluster.timeout_s=0"], "cluster.timeout_s=0 is invalid; it must be in 1..2147483 seconds (torch's timeouts "
                               "are 32-bit milliseconds)"),

@@ -63,7 +63,7 @@ def _gone(before: set[str], wait_s: float = 10.0) -> set[str]:
     (["network.mode=kernel", "network.gpus_per_node=2", "network.intra_bandwidth_gbps=10"],
      "network.intra_bandwidth_gbps=10.0 is invalid; it must be null"),
     (["network.mode=kernel", "network.bandwidth_gbps=1", "network.calibrate_share=0.5"],
-     "network.calibrate_share=0.5 is invalid; it must be null without an emulated network"),
+     "network.calibrate_share=0.5 is invalid; it must be null without a modelled link"),
 ])
 def test_what_the_kernel_links_cannot_do_is_refused_in_one_line(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
@@ -101,7 +101,7 @@ def test_ranks_on_lossy_kernel_links_train_exactly_as_on_the_plain_transport(tmp
     for a, b in zip(plain, kernel, strict=True):
         assert (a["loss"], a["val_acc"], a["comm_bytes"]) == (b["loss"], b["val_acc"], b["comm_bytes"])
     summary = RunSummary.read(tmp_path / "kernel")
-    assert summary.network == {"emulated": False, "kernel": True, "preset": "none", "bandwidth_gbps": 0.5,
+    assert summary.network == {"modelled": False, "kernel": True, "preset": "none", "bandwidth_gbps": 0.5,
                                   "latency_us": 0.0, "loss": 0.01, "gpus_per_node": None}
     assert not _gone(before)
 

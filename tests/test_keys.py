@@ -59,7 +59,8 @@ def test_calibration_probe_keeps_the_setting_and_resets_the_rest() -> None:
                            "train.checkpoint_every=2", "train.dtype=float64", "fault.rank=1", "fault.epoch=2"),
                   run_dir="/tmp/run")
     probe = calibration.probe_config(run, calibration.probe_strategy(run), 0.5, "preset")
-    assert setting(flatten(plain(probe))) == setting(flatten(plain(run)))
+    traced = {"cluster.trace": True, "cluster.clock": "virtual"}  # the probe is traced, to be replayed
+    assert setting(flatten(plain(probe))) == {**setting(flatten(plain(run))), **traced}
     assert probe.train.lr == 0.01 and probe.train.patience == 0 and probe.train.checkpoint_every == 0
     assert plain(probe.fault) == {"rank": None, "epoch": None, "stop": False, "link_down": False}
     assert probe.train.epochs == probe.train.eval_every == run.network.probe_epochs

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from gnntrain.timing.links import (GBIT, Link, LinkQueues, Topology, exchange_completion, one_sided_arrival,
-                                         ring_completion, wire)
+from gnntrain.timing.cluster import GBIT, Link, Topology, wire
+from gnntrain.timing.links import LinkQueues, exchange_completion, one_sided_arrival, ring_completion
+from gnntrain.timing.ops import RankLinks, VirtualOp
+
+KEY = ((0, 1, 2, 3), -1, -1, (0, 0))
 
 MB = 1_000_000
 ONE = Topology({"inter": Link(1 * GBIT, 10e-6)})
@@ -77,3 +80,18 @@ def test_ideal_links_take_no_time() -> None:
     queues = LinkQueues(ideal)
     egress, ingress = queues.post(0, 1.0, {1: MB}, {1: MB})
     assert exchange_completion(ideal, 0, 1.0, egress, ingress, [(1, MB, (2.0, (2.0, 2.0)))]) == 2.0
+
+
+def test_a_message_costs_the_host_its_levels_o_on_each_end() -> None:
+    """LogGP's o: a rank posting messages spends the send cost on each before they leave, and the
+    rank waiting for them the receive cost on each once they have arrived; a ring pays both on
+    each of its steps, beside the latency."""
+    costly = Topology({"inter": Link(1 * GBIT, 10e-6, 3e-6, 5e-6), "intra": Link(10 * GBIT, 1e-6, 1e-6, 2e-6)},
+                      gpus_per_node=2)
+    links = RankLinks(costly, 0)
+    op = VirtualOp("exchange", "halo_fwd", 1.0, sent=[(1, MB, KEY), (2, MB, KEY), (3, MB, KEY)],
+                   received=[(2, MB, KEY)])
+    assert links.messages(op, "send") == {"intra": 1, "inter": 2}
+    assert links.overhead(op, "send") == pytest.approx(1e-6 + 2 * 3e-6)
+    assert links.overhead(op, "recv") == pytest.approx(5e-6)
+    assert ring_completion(costly, "inter", 4, [2.0]) == pytest.approx(2.0 + 6 * (10e-6 + 3e-6 + 5e-6))

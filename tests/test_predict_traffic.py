@@ -16,7 +16,7 @@ from gnntrain.predict.predictor import predicted, written
 from gnntrain.cost.profile import DeviceProfile
 from gnntrain.cost.shape import partition_shape
 from gnntrain.strategies import METHODS, method
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 
 COMMON = ("dataset.num_nodes=3000", "dataset.avg_degree=8", "train.epochs=6", "train.warmup_epochs=1",
           "model=sage", "model.hidden=16", "model.dropout=0.5", "cluster.world_size=2")

@@ -23,7 +23,7 @@ from gnntrain.job import api
 from gnntrain.predict.predictor import predicted, written
 from gnntrain.strategies import method
 from gnntrain.timing.epoch import EpochTiming
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 from gnntrain.timing import trace
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced

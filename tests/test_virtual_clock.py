@@ -91,7 +91,9 @@ def test_a_slower_link_shows_in_virtual_time_not_in_wall_time(tmp_path: Path) ->
 
 @pytest.mark.parametrize("overrides, line", [
     (["cluster.trace=true"], "cluster.trace=True"),
-    (["cluster.clock=virtual", "cluster.threads_per_worker=2"], "cluster.threads_per_worker=2"),
+    (["cluster.clock=virtual", "cluster.threads_per_worker=2", "cluster.virtual_compute=thread"],
+     "cluster.virtual_compute=thread"),
+    (["network=eth10g", "cluster.clock=wall"], "cluster.clock=wall with network=eth10g"),
     (["cluster.clock=virtual", "network.mode=kernel"], "network.mode=kernel"),
 ])
 def test_bad_clock_settings_are_refused_in_one_line(overrides: list[str], line: str) -> None:

@@ -3,8 +3,6 @@ time accounting (:mod:`gnntrain.comm.meter`).
 
 A communicator is one rank's view of one process group: the whole world, or one axis of the
 job's device mesh (:mod:`gnntrain.parallel.mesh`). Ranks passed to it are ranks *in its group*.
-Under an emulated network (:mod:`gnntrain.comm.network`) every transfer it makes is held back
-to the emulated link's speed; the meter records the link time each one cost.
 
 Times are marks on the device's timeline (:mod:`gnntrain.timing.clock`): on a CPU the host's clock,
 on CUDA events on the current stream, where waiting on a transfer mostly makes the stream wait,
@@ -14,8 +12,8 @@ not the host. A transfer *starts* where its data is ready (the stream reaches th
 work, elsewhere the host time the work finished (its future's callback, or the thread that
 posted a receive-first all-to-all; other gloo point-to-point works have no future: the end of
 the wait).
-Exposed time is reached to resumed; time in flight is start to completion, no earlier than an
-emulated link's completion (:meth:`~gnntrain.comm.meter.CommMeter.record_span`).
+Exposed time is reached to resumed; time in flight is start to completion
+(:meth:`~gnntrain.comm.meter.CommMeter.record_span`).
 
 Point-to-point. NCCL batches a transfer's sends and receives (``batch_isend_irecv``, one NCCL
 group); gloo runs them one by one (its coalescing path takes no CUDA tensors), and since gloo's
@@ -40,19 +38,10 @@ threads cost more than they save (an exchange over loopback took 500-850 us agai
 Every point-to-point transfer posts its receives first. An all-to-all's dtypes are checked as a
 collective's either way, as on NCCL, where it stays one ``all_to_all_single``.
 
-Virtual time (``cluster.clock=virtual``, :mod:`gnntrain.timing`). The data moves as it does
-otherwise; every operation is also posted to the rank's links at its virtual post time, and its
-*stamp* (the post time and when the rank's egress is through) travels beside the data: gathered
-over the group for an all-to-all or an all-reduce, one float64 message after each
-point-to-point message to the same peer. At the wait the rank's clock moves to the completion
-the network model gives from the stamps it needs (:mod:`gnntrain.timing.links`), and every
-mark the meter keeps is virtual. Nothing sleeps, and no real completion is marked.
-
-Emulated links on CUDA. A link starts moving a transfer's bytes when its data is ready, i.e.
-when the stream reaches the transfer, not when the host queues it (the host may be far ahead);
-so under an emulated network the host waits for the stream to reach each transfer before it
-times the link (a synchronisation, :meth:`gnntrain.timing.clock.Clock.host_time`), and queued device
-work cannot hide the link.
+Timing. The communicator times every transfer through its :mod:`~gnntrain.comm.timed` timing:
+on the wall clock, the real transport's completion; on the virtual clock (``cluster.clock=virtual``,
+:mod:`gnntrain.timing`), the completion the described cluster's model gives from every
+participant's post time, whose stamps travel beside the data. Its code does not branch on which.
 """
 
 from __future__ import annotations
@@ -66,11 +55,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 import torch.distributed as dist
 
-from gnntrain.timing.clock import Clock, Mark, clock_of
+from gnntrain.timing.clock import Clock, clock_of
 from gnntrain.comm.dtypes import check_sendable
 from gnntrain.comm.meter import CommMeter, Posting
-from gnntrain.comm.network import EmulatedNetwork, Hold
-from gnntrain.timing.links import LEVELS, Stamp
+from gnntrain.comm.timed import Pending, timing_of
 from gnntrain.timing.ops import VirtualOp
 
 if TYPE_CHECKING:
@@ -101,12 +89,6 @@ def payload_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-@functools.lru_cache(maxsize=None)
-def _watch_stream(device: torch.device) -> torch.cuda.Stream:
-    """A side stream of ``device`` that only waits for transfers, to mark their completion."""
-    return torch.cuda.Stream(device)
-
-
 class Communicator:
     """The rank's view of a process group (the default one unless ``group`` is given). With
     ``world_size == 1`` nothing is sent."""
@@ -118,17 +100,16 @@ class Communicator:
         if ctx.mesh is None:
             return cls(0, 1, ctx.device, None, meter)
         return cls(ctx.mesh.get_local_rank(axis), ctx.mesh[axis].size(), ctx.device, ctx.mesh.get_group(axis),
-                   meter, ctx.network, ctx.over_network, virtual=ctx.virtual)
+                   meter, ctx.over_network, virtual=ctx.virtual)
 
     @classmethod
     def of_world(cls, ctx: WorkerContext, meter: CommMeter) -> Communicator:
         """The communicator over every rank of the job."""
-        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.network, ctx.over_network,
-                   virtual=ctx.virtual)
+        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.over_network, virtual=ctx.virtual)
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
-                 meter: CommMeter | None = None, network: EmulatedNetwork | None = None,
-                 receives_first: bool = False, lane: int = 0, virtual: VirtualRank | None = None) -> None:
+                 meter: CommMeter | None = None, receives_first: bool = False, lane: int = 0,
+                 virtual: VirtualRank | None = None) -> None:
         """``receives_first``: run gloo's all-to-alls as point-to-point transfers, receives posted
         first (the module docstring; for ranks that reach each other over a network). ``lane``:
         0, or which side channel over the same ranks this is (:meth:`keys_of`)."""
@@ -137,13 +118,12 @@ class Communicator:
         self.device = device
         self.group = group
         self.meter = meter if meter is not None else CommMeter()
-        self.network = network
         self.receives_first = receives_first
         self.lane = lane
-        self.virtual = virtual if world_size > 1 else None
-        """The rank under the virtual clock, where the group has peers (None: no transfer to time)."""
-        self.virtual_clock = virtual.clock if virtual is not None else None
-        """The rank's virtual clock under ``cluster.clock=virtual``."""
+        self.virtual = virtual
+        """The rank under the virtual clock (None: the wall clock)."""
+        self.timing = timing_of(self, virtual)
+        """How its transfers are timed (:mod:`gnntrain.comm.timed`)."""
         self.clock: Clock = clock_of(device)
         self.job_backend = str(dist.get_backend()) if dist.is_initialized() else None
         """The job's backend, whose dtypes every transfer is checked against, with peers or not
@@ -154,14 +134,14 @@ class Communicator:
         same meter), so that its operations can be in flight while this one's run. Every rank
         must call it at the same point."""
         if self.world_size == 1:
-            return Communicator(self.rank, 1, self.device, None, self.meter, self.network)
+            return Communicator(self.rank, 1, self.device, None, self.meter, virtual=self.virtual)
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
         self.clock.pause()
         group = dist.new_group(backend=dist.get_backend())
         _SIDE_CHANNELS[0] += 1
-        return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.network,
-                            self.receives_first, _SIDE_CHANNELS[0], self.virtual)
+        return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.receives_first,
+                            _SIDE_CHANNELS[0], self.virtual)
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -210,12 +190,10 @@ class Communicator:
         keys = self.keys_of()
         posting = self.meter.post(kind, keys, self.clock, started, followed=self.world_size > 1)
         row = payload_bytes(send[:1]) if send.shape[0] else 0
-        hold = self._hold_exchange(started, {q: n * row for q, n in enumerate(send_splits)},
-                                   {q: n * row for q, n in enumerate(recv_splits)})
-        virtual = self._virtual_collective(VirtualOp(
+        pending, _, _ = self.timing.stamps(VirtualOp(
             "exchange", posting.kind, started, sent=self._messages([(q, n * row) for q, n in enumerate(send_splits)], keys[:1]),
             received=self._messages([(q, n * row) for q, n in enumerate(recv_splits)], keys[:1]),
-            keys=keys, counted=payload_bytes(send)))
+            keys=keys, counted=payload_bytes(send)), posting, collective=True)
         works, post, landed = [], None, []
         if self.world_size == 1:
             recv.copy_(send)
@@ -228,9 +206,8 @@ class Communicator:
             post, landed = self._point_to_point([(q, sent[q]) for q in peers if send_splits[q]],
                                                 [(q, arriving[q]) for q in peers if recv_splits[q]], kind,
                                                 exchange_tag(keys))
-        self._posted()
-        return InFlight(self, recv, send, works, kind, posting, decode, hold, landed=landed, post=post,
-                        virtual=virtual)
+        self.timing.posted()
+        return InFlight(self, recv, send, works, kind, posting, pending, decode, landed=landed, post=post)
 
     def p2p_start(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                   kind: str) -> InFlight:
@@ -242,101 +219,54 @@ class Communicator:
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([q for q, _ in sends], [q for q, _ in recvs]), self.clock,
                                   started)
-        hold = self._hold_exchange(started, {peer: payload_bytes(t) for peer, t in sends},
-                                   {peer: payload_bytes(t) for peer, t in recvs})
-        virtual, stamp_sends, stamp_recvs = self._virtual_messages(VirtualOp(
+        pending, stamp_sends, stamp_recvs = self.timing.stamps(VirtualOp(
             "exchange", posting.kind, started, sent=self._messages([(q, payload_bytes(t)) for q, t in sends], posting.keys),
             received=self._messages([(q, payload_bytes(t)) for q, t in recvs], posting.keys[len(sends):]),
-            keys=posting.keys, counted=sum(payload_bytes(t) for _, t in sends)))
+            keys=posting.keys, counted=sum(payload_bytes(t) for _, t in sends)), posting, collective=False)
         post, landed = self._point_to_point(sends + stamp_sends, recvs + stamp_recvs, kind)
         works = post()
-        self._posted()
-        return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, posting, hold=hold,
-                        landed=landed, virtual=virtual)
+        self.timing.posted()
+        return InFlight(self, [t for _, t in recvs], [t for _, t in sends], works, kind, posting, pending,
+                        landed=landed)
 
     def send_start(self, peer: int, tensors: list[torch.Tensor], kind: str) -> InFlight:
         """Start sending ``tensors`` to ``peer`` (a rank of this group), one-sided: the peer
         receives them with :meth:`recv_start` whenever it gets there (a pipeline stage's
-        activations). The payload bytes are counted now.
-
-        Under an emulated network the sender's link times the transfer, and the emulated arrival
-        time travels with the payload as one float64 (the emulator's clock, not counted: no
-        real link carries it), so the receiver is held back to it however late it posted its
-        receive. ``perf_counter`` is one clock for every process of a machine, which is where
-        emulated networks run."""
+        activations). The payload bytes are counted now."""
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
         self.meter.record(kind, nbytes)
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([peer]), self.clock, started)
-        hold = self._hold_exchange(started, {peer: nbytes}, {})
-        stamp = [] if hold is None else [torch.tensor([hold.ready_at], dtype=torch.float64, device=self.device)]
-        virtual, stamp_sends, _ = self._virtual_messages(VirtualOp(
+        pending, stamp_sends, _ = self.timing.stamps(VirtualOp(
             "send", posting.kind, started, sent=self._messages([(peer, nbytes)], posting.keys), keys=posting.keys,
-            counted=nbytes))
-        works = self._point_to_point([(peer, t) for t in tensors + stamp] + stamp_sends, [], kind)[0]()
-        self._posted()
-        return InFlight(self, None, tensors + stamp, works, kind, posting, hold=hold, virtual=virtual)
+            counted=nbytes), posting, collective=False)
+        works = self._point_to_point([(peer, t) for t in tensors] + stamp_sends, [], kind)[0]()
+        self.timing.posted()
+        return InFlight(self, None, tensors, works, kind, posting, pending)
 
     def recv_start(self, peer: int, buffers: list[torch.Tensor], kind: str) -> InFlight:
         """Start receiving into ``buffers`` what ``peer`` sends with :meth:`send_start`; waiting
-        returns the buffers (and, under an emulated network, holds until the sender's emulated
-        arrival time)."""
-        stamp = None
-        if self.network is not None and self.world_size > 1:
-            stamp = torch.empty(1, dtype=torch.float64, device=self.device)
+        returns the buffers."""
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([], [peer]), self.clock, started)
-        virtual, _, stamp_recvs = self._virtual_messages(VirtualOp(
+        pending, _, stamp_recvs = self.timing.stamps(VirtualOp(
             "recv", posting.kind, started, received=self._messages([(peer, sum(payload_bytes(t) for t in buffers))],
-                                                           posting.keys), keys=posting.keys))
-        post, landed = self._point_to_point(
-            [], [(peer, t) for t in buffers + ([] if stamp is None else [stamp])] + stamp_recvs, kind)
+                                                           posting.keys), keys=posting.keys), posting, collective=False)
+        post, landed = self._point_to_point([], [(peer, t) for t in buffers] + stamp_recvs, kind)
         works = post()
-        self._posted()
-        return InFlight(self, buffers, None, works, kind, posting, stamp=stamp, landed=landed, virtual=virtual)
+        self.timing.posted()
+        return InFlight(self, buffers, None, works, kind, posting, pending, landed=landed)
 
     def _messages(self, per_peer: list[tuple[int, int]], keys: tuple) -> list[tuple[int, int, tuple]]:
         """An operation's messages for the virtual clock (:mod:`gnntrain.timing.ops`): per peer of
         this group with bytes for it, its world rank, the bytes and the message's key (one key
         for all of a collective's); none to this rank itself."""
-        if self.virtual is None:
+        if self.virtual is None or self.world_size == 1:
             return []
         if len(keys) == 1 and keys[0][1] < 0:
             keys = keys * len(per_peer)
         return [(self._global(q), n, key) for (q, n), key in zip(per_peer, keys) if q != self.rank and n]
-
-    def _virtual_collective(self, op: VirtualOp) -> _VirtualWait | None:
-        """Post ``op`` (a collective) to the rank's links and gather every member's stamp
-        beside it, asynchronously."""
-        if self.virtual is None:
-            return None
-        op_id = self.virtual.post(op)
-        post, egress = op.stamp()
-        gathered = torch.empty(self.world_size * (1 + len(egress)), dtype=torch.float64, device=self.device)
-        work = dist.all_gather_single(gathered, torch.tensor([post, *egress], dtype=torch.float64,
-                                                                  device=self.device), group=self.group, async_op=True)
-        sources = [self.group_rank[peer] for peer, _, _ in op.received]
-        rows = gathered.view(self.world_size, -1)
-        return _VirtualWait(self.virtual, op, op_id, [work], lambda: [_as_stamp(rows[q]) for q in sources])
-
-    def _virtual_messages(self, op: VirtualOp) -> tuple[_VirtualWait | None, list, list]:
-        """Post ``op`` (point-to-point messages) to the rank's links; the stamp sent after each
-        message to its peer and the buffers receiving the stamps of the messages it receives."""
-        if self.virtual is None:
-            return None, [], []
-        op_id = self.virtual.post(op)
-        post, egress = op.stamp()
-        mine = torch.tensor([post, *egress], dtype=torch.float64, device=self.device)
-        sends = [(self.group_rank[peer], mine) for peer, _, _ in op.sent]
-        recvs = [(self.group_rank[peer], torch.empty(1 + len(LEVELS), dtype=torch.float64, device=self.device))
-                 for peer, _, _ in op.received]
-        return _VirtualWait(self.virtual, op, op_id, [], lambda: [_as_stamp(b) for _, b in recvs]), sends, recvs
-
-    def _posted(self) -> None:
-        """Under the virtual clock, forget what posting took (it is communication, not compute)."""
-        if self.virtual is not None:
-            self.virtual.clock.skip()
 
     def _point_to_point(self, sends: list[tuple[int, torch.Tensor]], recvs: list[tuple[int, torch.Tensor]],
                         kind: str, tag: int = 0) -> tuple[Callable[[], list], list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -384,14 +314,6 @@ class Communicator:
         """The rank in this group of each of its world ranks."""
         return {world: q for q, world in enumerate(self.world_ranks)}
 
-    def _hold_exchange(self, started: Mark, sent: dict[int, int], received: dict[int, int]) -> Hold | None:
-        """The emulated completion of a transfer whose data is ready at ``started`` (bytes per
-        peer of this group; this rank's share to itself moves no bytes on a link)."""
-        if self.network is None or self.world_size == 1:
-            return None
-        to_world = lambda per_peer: {self._global(q): n for q, n in per_peer.items() if q != self.rank}  # noqa: E731
-        return self.network.exchange(self.clock.host_time(started), to_world(sent), to_world(received))
-
     def all_reduce(self, t: torch.Tensor, kind: str, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM) -> torch.Tensor:
         """In-place all-reduce; counts the payload this rank contributes (``numel x size``),
         nothing when there is no peer. The rank (its stream) is blocked throughout, so its
@@ -404,34 +326,9 @@ class Communicator:
         posting = self.meter.post(kind, self.keys_of(), self.clock, started)
         self.clock.pause()
         dist.all_reduce(t, op=op, group=self.group)
-        if self.virtual is not None:
-            self._virtual_ring(t, kind, posting)
-            return t
-        not_before = 0.0
-        if self.network is not None:
-            hold = self.network.all_reduce(self.clock.host_time(started), payload_bytes(t), self.world_ranks)
-            hold.wait()
-            not_before = hold.ready_at
-            self.meter.record_link(kind, hold.busy_s, hold.latency_s)
         self.meter.record(kind, payload_bytes(t))
-        self.meter.record_span(posting, started, self.clock.mark(), not_before)
+        self.timing.all_reduced(kind, payload_bytes(t), posting)
         return t
-
-    def _virtual_ring(self, t: torch.Tensor, kind: str, posting: Posting) -> None:
-        """The all-reduce just made, in virtual time: post it as a ring, gather every member's
-        reservation and move the clock to the ring's completion."""
-        ring = VirtualOp("ring", posting.kind, posting.started, group=self.world_ranks, nbytes=payload_bytes(t),
-                         key=posting.keys[0], keys=posting.keys, counted=payload_bytes(t))
-        op_id = self.virtual.post(ring)
-        gathered = torch.empty(self.world_size, dtype=torch.float64, device=self.device)
-        dist.all_gather_single(gathered, torch.tensor([ring.reserved], dtype=torch.float64, device=self.device),
-                                    group=self.group)
-        done, resumed = self.virtual.complete(ring, op_id, posting.started,
-                                              [(0.0, (x,)) for x in gathered.tolist()])
-        posting.completed = done
-        self.meter.record_link(kind, *self.virtual.links.link_cost(ring))
-        self.meter.record(kind, payload_bytes(t))
-        self.meter.record_span(posting, posting.started, resumed, done)
 
     def all_sum(self, t: torch.Tensor, kind: str) -> torch.Tensor:
         """Differentiable sum of ``t`` over ranks (for statistics such as batch norm's): the
@@ -483,58 +380,21 @@ class Communicator:
 
 class InFlight:
     """A transfer started by :meth:`Communicator.all_to_all_start`, :meth:`~Communicator.p2p_start`,
-    :meth:`~Communicator.send_start` or :meth:`~Communicator.recv_start` (the module docstring
-    says how it is timed). ``hold``: the emulated link's completion on the sender's side;
-    ``stamp``: the sender's emulated arrival time on a one-sided receive; ``landed``: host
-    buffers to copy to the device tensors once the works are done."""
+    :meth:`~Communicator.send_start` or :meth:`~Communicator.recv_start`, followed by its
+    communicator's timing (``pending``; the module docstring says how it is timed). ``landed``:
+    host buffers to copy to the device tensors once the works are done; ``post``: a function that
+    posts the works, run by a thread of its own (a receive-first all-to-all on gloo)."""
 
     def __init__(self, comm: Communicator, recv: Any, send: Any, works: list, kind: str, posting: Posting,
-                 decode: Callable[[Any], Any] | None = None, hold: Hold | None = None,
-                 stamp: torch.Tensor | None = None, landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
-                 post: Callable[[], list] | None = None, virtual: _VirtualWait | None = None) -> None:
+                 pending: Pending, decode: Callable[[Any], Any] | None = None,
+                 landed: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                 post: Callable[[], list] | None = None) -> None:
         self.comm, self.recv, self.send, self.works, self.kind = comm, recv, send, works, kind
-        self.virtual = virtual
-        self.posting = posting
-        if hold is not None:
-            posting.not_before = hold.ready_at
-        self.decode, self.hold, self.stamp, self.landed = decode, hold, stamp, landed or []
-        self.waiter: _Waiter | None = None
-        if virtual is not None:  # the model gives the completion, at the wait or the epoch's end
-            posting.resolve = virtual.completion_at_close
-        if post is not None:
-            self.waiter = _Waiter(post, self._mark_completed if virtual is None else _ignore)
-            return
-        if not works or virtual is not None:
-            return
-        if comm.backend == "nccl":
-            watch = _watch_stream(comm.device)
-            with torch.cuda.stream(watch):
-                for work in works:
-                    work.wait()
-                posting.completed = comm.clock.mark()
-            return
-        try:
-            futures = [work.get_future() for work in works]
-        except RuntimeError:  # gloo's point-to-point works have no future
-            return
-        torch.futures.collect_all(futures).then(self._mark_completed)
-
-    def _mark_completed(self, _: Any) -> None:
-        self.posting.completed = time.perf_counter()
-
-    def _held_back(self) -> float:
-        """Under an emulated network, sleep until the link's completion (and a one-sided
-        receive's sender's): that completion (0 without one)."""
-        not_before = 0.0
-        if self.hold is not None:
-            self.hold.wait()
-            not_before = self.hold.ready_at
-            self.comm.meter.record_link(self.kind, self.hold.busy_s, self.hold.latency_s)
-        if self.stamp is not None:
-            arrival = float(self.stamp)
-            Hold(arrival, 0.0, 0.0).wait()
-            not_before = max(not_before, arrival)
-        return not_before
+        self.posting, self.pending = posting, pending
+        self.decode, self.landed = decode, landed or []
+        posting.resolve = pending.completion_at_close
+        completed = comm.timing.follow(posting, [] if post is not None else works)
+        self.waiter = _Waiter(post, completed) if post is not None else None
 
     def wait(self) -> Any:
         """What arrived; counts the time blocked here (the host's, or on CUDA the stream's) as
@@ -549,59 +409,15 @@ class InFlight:
                 work.wait()
         for tensor, buffer in self.landed:
             tensor.copy_(buffer, non_blocking=True)
-        if self.virtual is not None:
-            not_before, resumed = self.virtual.finish(reached)
-            self.posting.completed = not_before
-            self.comm.meter.record_link(self.kind, *self.virtual.rank.links.link_cost(self.virtual.op))
-        else:
-            not_before = self._held_back()
-            if self.comm.virtual_clock is not None:  # nothing moved between ranks: no time passes
-                self.comm.virtual_clock.skip()
-                resumed = reached
-            else:
-                resumed = clock.mark()
-        self.comm.meter.record_span(self.posting, reached, resumed, not_before)
+        completed, resumed = self.pending.finish(reached)
+        if completed is not None:
+            self.posting.completed = completed
+        cost = self.pending.link_cost()
+        if cost is not None:
+            self.comm.meter.record_link(self.kind, *cost)
+        self.comm.meter.record_span(self.posting, reached, resumed)
         self.send = None
         return self.decode(self.recv) if self.decode is not None else self.recv
-
-
-def _ignore(_: Any) -> None:
-    pass
-
-
-def _as_stamp(row: torch.Tensor) -> Stamp:
-    post, *egress = row.tolist()
-    return post, tuple(egress)
-
-
-class _VirtualWait:
-    """What completing an operation in virtual time takes: the works bringing its stamps and a
-    function reading them once they are in (:meth:`gnntrain.timing.ops.VirtualOp.stamp_sources`
-    order)."""
-
-    def __init__(self, rank: VirtualRank, op: VirtualOp, op_id: int, works: list,
-                 stamps: Callable[[], list[Stamp]]) -> None:
-        self.rank, self.op, self.op_id, self.works, self.stamps = rank, op, op_id, works, stamps
-
-    def completion_at_close(self) -> float | None:
-        """The completion of a collective exchange still in flight when the rank's epoch ends
-        (a stale exchange), for the epoch's account: its stamps' gather is waited for, so the
-        account does not depend on how fast the host delivered them. Every member posts the
-        gather where it posts the exchange, in the epoch this rank has finished, which needs
-        nothing more of this rank: the wait cannot close a loop. None for point-to-point
-        messages, whose stamps come with the data, at the wait."""
-        if self.op.shape != "exchange" or not self.works:
-            return None
-        self.rank.clock.pause()
-        for work in self.works:
-            work.wait()
-        return self.rank.links.complete(self.op, self.stamps())
-
-    def finish(self, reached: float) -> tuple[float, float]:
-        """The completion and the time the rank goes on, having reached its wait at ``reached``."""
-        for work in self.works:
-            work.wait()
-        return self.rank.complete(self.op, self.op_id, reached, self.stamps())
 
 
 class _Waiter:

@@ -44,8 +44,10 @@ class Posting:
     reached: Any = None
     resumed: Any = None
     completed: Any = None
-    not_before: float = 0.0
     stamped: bool = False
+    sending: tuple[float, float] | None = None
+    """Under the virtual clock, the span the host spent sending its messages (the described
+    per-message cost), exposed: the rank computes nothing meanwhile."""
     resolve: Any = None
     """Under the virtual clock, a function giving the completion of an operation still in
     flight at an epoch's end where it can be known then, else None."""
@@ -103,14 +105,12 @@ class CommMeter:
             self._open.append(posting)
         return posting
 
-    def record_span(self, posting: Posting, reached: Any, resumed: Any, not_before: float = 0.0) -> None:
+    def record_span(self, posting: Posting, reached: Any, resumed: Any) -> None:
         """The wait on ``posting``: the rank (its stream, on CUDA) reached it at ``reached`` and
-        went on at ``resumed``; the transfer completed no earlier than the host time
-        ``not_before`` (an emulated link's completion). Its exposed time ``reached -> resumed`` is
+        went on at ``resumed``. Its exposed time ``reached -> resumed`` is
         added to :attr:`wait_s` now where every mark is a host time (a CPU), by :meth:`settle`
         otherwise."""
         posting.reached, posting.resumed = reached, resumed
-        posting.not_before = max(posting.not_before, not_before)
         self._unsettled.append(posting)
         if all(isinstance(m, float) for m in (reached, resumed)):
             self.settle()
@@ -150,9 +150,8 @@ class CommMeter:
             if done is None and posting.resolve is not None:
                 done = posting.resolve()
             waited = (clock.host_time(posting.reached), clock.host_time(posting.resumed)) if posting.waited else None
-            if posting.not_before > 0:
-                done = max(posting.not_before, waited[1] if done is None and waited else done or 0.0)
-            operations.append(Operation(posting.kind, posting.keys, clock.host_time(posting.started), waited, done))
+            operations.append(Operation(posting.kind, posting.keys, clock.host_time(posting.started), waited, done,
+                                        posting.sending))
             if not posting.waited:
                 still_open.append(posting)
         self._open = still_open
@@ -171,7 +170,7 @@ class CommMeter:
         return result
 
     def record_link(self, kind: str, busy_s: float, latency_s: float) -> None:
-        """What a transfer cost on an emulated network's links (:mod:`gnntrain.comm.network`):
+        """What a transfer cost on the modelled links (:mod:`gnntrain.timing.links`):
         seconds of bytes on the wire / bandwidth and of latency."""
         key = self._prefix + kind
         self.link_busy_s[key] += busy_s

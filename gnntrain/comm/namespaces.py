@@ -164,7 +164,7 @@ class KernelNetwork:
         missing = [p for p in PROGRAMS if shutil.which(p) is None]
         if missing:
             raise ConfigError(f"network.mode=kernel needs {', '.join(PROGRAMS)} (util-linux, iproute2), and "
-                              f"{', '.join(missing)} not on PATH; valid: install them, or network.mode=emulated")
+                              f"{', '.join(missing)} not on PATH; valid: install them, or network.mode=modelled")
         try:
             self.holders = [self._holder() for _ in range(1 + self.nodes)]
             self._wait_until_held()
@@ -195,7 +195,7 @@ class KernelNetwork:
                     why = holder.stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
                     raise ConfigError("network.mode=kernel needs CAP_SYS_ADMIN and CAP_NET_ADMIN to make network "
                                       f"namespaces ({why[-1] if why else 'unshare failed'}); valid: run as root, or "
-                                      "network.mode=emulated")
+                                      "network.mode=modelled")
                 with contextlib.suppress(OSError):
                     if os.readlink(self._path(holder)) != own:
                         break
@@ -262,7 +262,7 @@ class KernelNetwork:
                 raise
             raise ConfigError(f"network.latency_us={latency_us:g} with network.mode=kernel needs the netem "
                               "queueing discipline, which this kernel lacks; valid: network.latency_us=0, or "
-                              "network.mode=emulated") from None
+                              "network.mode=modelled") from None
 
 
 def nodes_of(network: NetworkConfig, world_size: int) -> list[int]:

@@ -42,9 +42,9 @@ from gnntrain.timing.epoch import EpochTiming
 from gnntrain.cost.profile import measure, profile_for, save, saved_name
 from gnntrain.cost.shape import PartitionShape, partition_shape, proxy_shape
 from gnntrain.commands.replay import bandwidths
-from gnntrain.timing.links import at_bandwidth
+from gnntrain.timing.cluster import at_bandwidth
 from gnntrain.strategies import method
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 
 
 def jobs(overrides: list[str]) -> list[list[str]]:

@@ -19,12 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gnntrain.comm.network import describe, label
+from gnntrain.timing.cluster import at_bandwidth, describe, label
 from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced
 from gnntrain.timing import trace
-from gnntrain.timing.links import at_bandwidth
 
 
 def bandwidths(text: str) -> np.ndarray:

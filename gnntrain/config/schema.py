@@ -46,12 +46,12 @@ Precision = choices("Precision", "float32", "float64", "bfloat16")
 WandbMode = choices("WandbMode", "online", "offline", "disabled")
 Norm = choices("Norm", "none", "layer", "batch")
 Backend = choices("Backend", "gloo", "nccl")
-NetworkMode = choices("NetworkMode", "emulated", "kernel")
+NetworkMode = choices("NetworkMode", "modelled", "kernel")
 SharedTraffic = choices("SharedTraffic", "data", "training")
 Device = choices("Device", "cpu", "cuda")
 PrepareScope = choices("PrepareScope", "node", "job")
-ClockName = choices("ClockName", "wall", "virtual")
-VirtualCompute = choices("VirtualCompute", "thread", "alone")
+ClockName = choices("ClockName", "auto", "wall", "virtual")
+VirtualCompute = choices("VirtualCompute", "auto", "thread", "alone")
 
 
 ROLE = "role"
@@ -248,15 +248,17 @@ class ClusterConfig:
     cache is on a filesystem every node shares)."""
     prepare_timeout_s: int = conduct(3600)
     """How long ranks wait for the data preparation of another process before failing."""
-    clock: ClockName = workload(ClockName.wall)
-    """What every time of the run is measured on: wall (the host's clock, on a GPU the device's;
-    an emulated network holds transfers back in real time) or virtual (each rank's own clock: its
-    compute as if it had a machine to itself, its transfers timed by the network model from the
-    ranks' post times, nothing slept; docs/clusters.md)."""
-    virtual_compute: VirtualCompute = conduct(VirtualCompute.thread)
-    """With clock=virtual on a CPU, what a rank's compute is: thread (its thread's CPU time) or
-    alone (the wall time it computes while the ranks take turns, one at a time: the host to
-    itself; slower, the validation's reference)."""
+    clock: ClockName = workload(ClockName.auto)
+    """What every time of the run is measured on: virtual (each rank's own clock: its compute as if
+    it had a machine to itself, its transfers timed by the described network's model from the
+    ranks' post times), wall (the host's clock, on a GPU the device's: the real transport's time),
+    or auto: virtual where the network describes a link to model (network=eth10g, ...), wall on a
+    real transport (network=none, network.mode=kernel); docs/clusters.md."""
+    virtual_compute: VirtualCompute = conduct(VirtualCompute.auto)
+    """With clock=virtual on a CPU, what a rank's compute is: thread (its thread's CPU time: a rank
+    of one torch thread), alone (the wall time it computes while the ranks take turns, one at a
+    time: the host to itself, every thread of the rank with it; slower, the validation's
+    reference), or auto: thread for ranks of one thread, alone for ranks of more."""
     trace: bool = conduct(False)
     """With clock=virtual, write every rank's compute spans and communication operations to
     trace.jsonl in the run dir (gnntrain-replay reads it)."""
@@ -276,36 +278,46 @@ class ClusterConfig:
         check("cluster.master_port", self.master_port, 0 <= self.master_port <= 65535,
               "in 1..65535, or 0 for any free port")
         check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker >= 0,
-              ">= 0 (0: cores / local workers)")
-        if self.clock == "virtual" and self.device == "cpu":
-            check("cluster.threads_per_worker", self.threads_per_worker, self.threads_per_worker in (0, 1),
-                  "0 or 1 with cluster.clock=virtual on a CPU (a rank's compute is its one thread's CPU time)")
-        check("cluster.virtual_compute", self.virtual_compute,
-              self.virtual_compute == "thread" or (self.clock == "virtual" and self.device == "cpu"),
-              "thread unless cluster.clock=virtual on a CPU (alone: ranks take turns on the host)")
-        check("cluster.trace", self.trace, not self.trace or self.clock == "virtual",
+              ">= 0 (0: cores / local workers; one per rank under the virtual clock on a CPU)")
+        virtual_cpu = self.clock == "virtual" and self.device == "cpu"
+        if virtual_cpu and self.threads_per_worker > 1:
+            check("cluster.virtual_compute", self.virtual_compute, self.virtual_compute != "thread",
+                  f"alone or auto with cluster.threads_per_worker={self.threads_per_worker} (a thread's CPU time "
+                  "counts one thread: a rank of several computes with the host to itself)")
+        check("cluster.virtual_compute", self.virtual_compute, self.virtual_compute in ("auto", "thread") or virtual_cpu,
+              "auto or thread unless cluster.clock=virtual on a CPU (alone: ranks take turns on the host)")
+        check("cluster.trace", self.trace, not self.trace or self.clock != "wall",
               "false with cluster.clock=wall (a trace is in virtual time: set cluster.clock=virtual)")
 
 
 @dataclass
 class NetworkConfig:
-    """The cluster network: emulated per transfer (:mod:`gnntrain.comm.network`) or made by the
-    kernel (:mod:`gnntrain.comm.namespaces`)."""
+    """The cluster's links, the cluster description every timed figure reads
+    (:mod:`gnntrain.timing.cluster`): modelled by the virtual clock, or made by the kernel
+    (:mod:`gnntrain.comm.namespaces`)."""
 
     name: str = "none"
     """The network preset."""
-    mode: NetworkMode = NetworkMode.emulated
-    """How the links are made: emulated (each transfer held back by the rank's link model) or kernel (each node's ranks in a network namespace, joined over virtual Ethernet links that traffic control shapes; root only, spawned jobs)."""
+    mode: NetworkMode = NetworkMode.modelled
+    """How the links are made: modelled (the virtual clock times every transfer on the described links) or kernel (each node's ranks in a network namespace, joined over virtual Ethernet links that traffic control shapes, timed on the wall clock; root only, spawned jobs)."""
     bandwidth_gbps: Optional[float] = None
     """Link bandwidth in Gbit/s between machines (every link without gpus_per_node); null: the real transport."""
     latency_us: float = 0.0
     """Per-message latency of that link in microseconds."""
+    send_overhead_us: float = 0.0
+    """The host's cost of sending one message over that link in microseconds (LogGP's o at the sender; gnntrain-measure-link measures it; the kernel's links, network.mode=kernel, have their real one)."""
+    recv_overhead_us: float = 0.0
+    """The host's cost of receiving one message over that link in microseconds (LogGP's o at the receiver)."""
     gpus_per_node: Optional[int] = None
-    """Workers per machine: ranks r // gpus_per_node share one and talk over the intra_* link."""
+    """Ranks per machine (node): ranks r // gpus_per_node share one and talk over the intra_* link."""
     intra_bandwidth_gbps: Optional[float] = None
     """Bandwidth within a machine in Gbit/s."""
     intra_latency_us: float = 0.0
     """Latency within a machine in microseconds."""
+    intra_send_overhead_us: float = 0.0
+    """The host's cost of sending one message within a machine in microseconds."""
+    intra_recv_overhead_us: float = 0.0
+    """The host's cost of receiving one message within a machine in microseconds."""
     calibrate_share: Optional[float] = None
     """Scale the bandwidths so that the calibration baseline spends this share of its epoch in exposed communication."""
     calibrate_traffic: SharedTraffic = SharedTraffic.data
@@ -327,14 +339,16 @@ class NetworkConfig:
     def validate(self) -> None:
         """Bandwidths, latencies, loss and the calibration's share in their ranges; the second
         level complete where ``gpus_per_node`` asks for one (the kernel's: a node's loopback,
-        unshaped); loss only on the kernel's links; a share only for an emulated link."""
+        unshaped); loss only on the kernel's links; a share only for a modelled link."""
         kernel = self.mode == "kernel"
-        emulated = self.bandwidth_gbps is not None and not kernel
+        modelled = self.bandwidth_gbps is not None and not kernel
         if self.bandwidth_gbps is not None:
             check_finite("network.bandwidth_gbps", self.bandwidth_gbps, self.bandwidth_gbps > 0, "> 0")
-        check_finite("network.latency_us", self.latency_us, self.latency_us >= 0, ">= 0")
+        for key in ("latency_us", "send_overhead_us", "recv_overhead_us", "intra_send_overhead_us",
+                    "intra_recv_overhead_us"):
+            check_finite(f"network.{key}", getattr(self, key), getattr(self, key) >= 0, ">= 0")
         check("network.loss", self.loss, 0.0 <= self.loss < 1.0 and (kernel or self.loss == 0),
-              "in [0, 1) with network.mode=kernel, 0 with the emulated link (it drops nothing)")
+              "in [0, 1) with network.mode=kernel, 0 with a modelled link (it drops nothing)")
         if self.gpus_per_node is not None:
             check("network.gpus_per_node", self.gpus_per_node, self.gpus_per_node >= 1, ">= 1 (or null: one level)")
             if kernel:
@@ -349,9 +363,9 @@ class NetworkConfig:
                 check_finite("network.intra_latency_us", self.intra_latency_us, self.intra_latency_us >= 0, ">= 0")
         share = self.calibrate_share
         if share is not None:
-            check("network.calibrate_share", share, emulated,
-                  "null without an emulated network (pick one: network=eth10g, eth25g, pcie3, ib100, two_level; "
-                  "network.mode=emulated)")
+            check("network.calibrate_share", share, modelled,
+                  "null without a modelled link (pick one: network=eth10g, eth25g, pcie3, ib100, two_level; "
+                  "network.mode=modelled)")
             check("network.calibrate_share", share, 0 < share < 1, "in (0, 1)")
             check("network.probe_epochs", self.probe_epochs, self.probe_epochs >= 2, ">= 2")
 

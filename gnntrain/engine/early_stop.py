@@ -18,8 +18,8 @@ ran out its epochs report alike. ``patience``: the run stops when the last epoch
 patience is ``patience`` or more epochs old. ``target``: the run stops at the first epoch whose
 validation score is ``>= target``, whatever the monitor.
 
-Time to a score is training time: the sum of the epochs' ``epoch_time`` (under an emulated
-network the emulated time, since the links' delays are slept) up to and including the epoch,
+Time to a score is training time: the sum of the epochs' ``epoch_time`` (under a modelled link
+the virtual clock's time) up to and including the epoch,
 evaluation left out. Every rank holds the same reduced record, so all ranks stop after the
 same epoch.
 """

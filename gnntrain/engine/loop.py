@@ -33,8 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gnntrain.timing.clock import clock_of
-from gnntrain.comm import namespaces, network
+from gnntrain.timing.clock import WallRank, clock_of
+from gnntrain.comm import namespaces
+from gnntrain.timing import cluster as network
 from gnntrain.comm.communicator import Communicator
 from gnntrain.comm.meter import EpochLedger
 from gnntrain.timing.accounting import RankAccount
@@ -111,8 +112,9 @@ class EpochLoop:
         self.meter = self.strategy.meter
         self.world = Communicator(ctx.rank, ctx.world_size, ctx.device)
         self.clock = clock_of(ctx.device)
-        self.virtual = ctx.virtual
-        self.clock_offsets = ([0.0] * ctx.world_size if self.virtual is not None  # one virtual time origin
+        self.timing = ctx.virtual if ctx.virtual is not None else WallRank(ctx.device)
+        """The rank's clock as the loop sees it, wall or virtual (one interface)."""
+        self.clock_offsets = ([0.0] * ctx.world_size if self.timing.one_origin
                               else self.world.host_clock_offsets())
 
     def evaluates(self, epoch: int) -> bool:
@@ -131,19 +133,14 @@ class EpochLoop:
         reset_peak_memory(self.ctx.device)
         projected_rows.take()
         self.clock.anchor()
-        virtual = self.virtual.clock if self.virtual is not None else None
-        if virtual is not None:
-            virtual.skip()  # the record round and the resetting before it are not the epoch's
+        self.timing.begin_epoch()
         start = self.clock.mark()
-        counters = ("compute_s", "skipped_s", "compute_cpu_s")
-        before = [getattr(virtual, c) if virtual is not None else 0.0 for c in counters]
+        before = self.timing.cpu_times()
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
-        _, call_time, compute_cpu_time = (
-            [getattr(virtual, c) - b for c, b in zip(counters, before)] if virtual is not None else (None, 0.0, 0.0))
-        if self.virtual is not None:
-            self.virtual.epoch(epoch, start, end)
+        call_time, compute_cpu_time = (a - b for a, b in zip(self.timing.cpu_times(), before))
+        self.timing.epoch(epoch, start, end)
         rows = projected_rows.take()
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
@@ -337,8 +334,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
                     print(stop.describe(), flush=True)
                 break
         loop.strategy.finish()
-        if ctx.virtual is not None:
-            ctx.virtual.finish()
+        loop.timing.finish()
         if recorder is not None:
             with interrupts_deferred():
                 summary = recorder.complete(records, stop.to_dict() if stop else None,

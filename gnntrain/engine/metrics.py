@@ -113,13 +113,13 @@ class EpochRecord:
     eval_comm_bytes: int = 0
     """Bytes sent by evaluation, summed over ranks."""
     link_busy_time: float = 0.0
-    """Under an emulated network: seconds the rank's links spent moving its training bytes
-    (bytes on the wire / bandwidth, :func:`gnntrain.comm.network.wire`), mean over ranks; 0 on
+    """Under a modelled link (the virtual clock): seconds the rank's links spent moving its training bytes
+    (bytes on the wire / bandwidth, :func:`gnntrain.timing.cluster.wire`), mean over ranks; 0 on
     the real transport."""
     link_busy_time_by_category: dict[str, float] = field(default_factory=dict)
     """``link_busy_time`` per training category."""
     link_latency_time: float = 0.0
-    """Under an emulated network: seconds of latency terms of the rank's training transfers,
+    """Under a modelled link: seconds of latency terms of the rank's training transfers,
     mean over ranks."""
     peak_mem_mb: float = 0.0
     """Peak memory in the epoch (evaluation included), max over ranks: CPU, the peak resident

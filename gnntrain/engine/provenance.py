@@ -4,7 +4,7 @@ built from runs is stale only when one of those files changed (``make check-tabl
 A run's rank 0 lists, when the run completes, the modules of ``gnntrain`` its process has
 loaded, joined with those the launcher had loaded when it started the workers (exported in
 :data:`LAUNCHER_CODE`, which spawned workers inherit; under torchrun rank 0 is the launcher).
-Paths are relative to the repository (``gnntrain/comm/network.py``). A module a run imported
+Paths are relative to the repository (``gnntrain/comm/meter.py``). A module a run imported
 but never called counts: an import is what Python can tell, and a changed import-time value
 can move a figure. In a sweep the launcher's list also holds what the jobs before it loaded:
 more files, never fewer. Under submitit the workers do not see the launcher's environment, so only

@@ -55,7 +55,7 @@ class RunSummary:
     mesh: dict[str, int] = field(default_factory=dict)
     """The device mesh: each axis's size (`gp`, `pp`, `dp`)."""
     network: dict[str, Any] = field(default_factory=dict)
-    """The network (:func:`gnntrain.comm.network.describe`): whether it was emulated; preset, bandwidth, latency
+    """The network (:func:`gnntrain.timing.cluster.describe`): whether it was modelled; preset, bandwidth, latency
     and, when calibrated, the calibration."""
     clock: str = "wall"
     """What every time of the run was measured on (`cluster.clock`): `wall`, the host's clock (a GPU's: its

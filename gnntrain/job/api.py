@@ -30,13 +30,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from gnntrain.job.calibration import calibrated
 from gnntrain.job.composition import register_schemas, typed_run
-from gnntrain.comm.network import link_overrides
 from gnntrain.config.schema import NetworkConfig, RootConfig
 from gnntrain.config.schema import check as check_value
 from gnntrain.engine.loop import run_training
 from gnntrain.job.launch.rank import WorkerFn
 from gnntrain.job.launch.start import launch
 from gnntrain.job.validation import check_launcher, job_layout, resolve_world_size, validate
+from gnntrain.timing.cluster import link_overrides
 
 
 @contextmanager

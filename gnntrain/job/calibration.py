@@ -1,4 +1,4 @@
-"""Calibrating an emulated network to a communication share (``network.calibrate_share``).
+"""Calibrating a modelled link to a communication share (``network.calibrate_share``).
 
 CPU compute here is roughly 100x slower than the papers' GPUs, so a physically equal link
 gives the wrong balance between computing and communicating. Calibration picks the link speed
@@ -17,31 +17,29 @@ The share is the *communication share* a paper quotes: by default (``network.cal
 data``) exposed ``data`` communication over the epoch, all-reduces apart (:attr:`EpochRecord.comm_time
 <gnntrain.engine.metrics.EpochRecord.comm_time>`), as PipeGCN, BNS-GCN, AdaQP and HopGNN define
 theirs; with ``training``, every training category's, as GNNPipe's Table 1 counts its baseline's
-communication (below, ``X`` and ``B`` are then those of every category and ``Y = B' = 0``). A probe of ``network.probe_epochs`` epochs (the first excluded) runs
-the baseline in the run's setting (its workload keys, :func:`gnntrain.config.keys.setting`:
-dataset, model, workers, partition, precision and optimizer; every other key at its default)
-under the preset network, and measures per epoch the compute time ``C``, the exposed ``data``
-communication ``X`` and the other categories' ``Y``, and within each the links' busy time
-``B`` and ``B'`` (bytes on the wire / bandwidth); the rest, ``X - B`` and ``Y - B'`` (latency,
-the real transfer, waiting for a slower peer), does not depend on the bandwidth. The baselines
-overlap nothing, so with every bandwidth scaled by ``f`` the epoch is
-``K + (B + B') / f`` with ``K = C + X - B + Y - B'``, and asking ``X - B + B / f`` to be the
-share ``s`` of it gives
+communication.
 
-    f = (B (1 - s) - s B') / (s K - (X - B)).
+One probe of ``network.probe_epochs`` epochs (the first excluded) runs the baseline in the run's
+setting (its workload keys, :func:`gnntrain.config.keys.setting`: dataset, model, workers,
+partition, precision and optimizer; every other key at its default) under the preset's links on
+the virtual clock, traced (:mod:`gnntrain.timing.trace`). Its trace is then replayed
+(:mod:`gnntrain.timing.replay`) with every bandwidth of the cluster scaled by ``f``, and ``f``
+found by bisection on its logarithm where the replayed share is ``s`` (the share falls as the
+links speed up): the very model a run under the scaled link is timed by, so no probe runs again
+under it. The share reached is recorded with the calibration (``network.calibration`` in
+``summary.json``: ``against``, ``share``, ``reached_share``, ``scale``, ``rechecks``, the
+probe's figures). A share that no bandwidth gives (the latency, the host's per-message costs
+and the waits for slower peers already take more; or the all-reduces, which slow down with the
+link too, cap it) is refused in one line.
 
-A probe under the calibrated link measures the share reached; where it misses by more than
-:data:`TOLERANCE`, the bandwidth is solved again from that probe, at most :data:`CORRECTIONS`
-times. The last share reached is printed and recorded with the calibration
-(``network.calibration`` in ``summary.json``: ``against``, ``share``, ``reached_share``,
-``scale``, ``corrections``, ``rechecks``, the first probe's figures). The result is cached per
-setting and machine (``<partition.cache_dir>/calibration/``), so every job of a sweep runs under
-the same link; delete the file to measure from scratch. A machine's speed changes with what
-else it runs, so a cached link is re-checked at the start of every sweep (or single run) that
-uses it: one probe under it, and where the share it reaches is more than :data:`TOLERANCE` off,
-corrections as above, the cache updated; the sweep's other jobs then use it as it is, and so
-does a sweep with ``network.recheck=false`` (a build's method sweeps, after their baseline's
-sweep in the same round has re-checked the link).
+The result is cached per setting and machine (``<partition.cache_dir>/calibration/``), so every
+job of a sweep runs under the same link; delete the file to measure from scratch. A machine's
+speed changes with what else it runs, so a cached link is re-checked at the start of every
+sweep (or single run) that uses it: one probe under it, and where the share it reaches is more
+than :data:`TOLERANCE` off, the bandwidth is solved again from that probe's trace, the cache
+updated; the sweep's other jobs then use it as it is, and so does a sweep with
+``network.recheck=false`` (a build's method sweeps, after their baseline's sweep in the same
+round has re-checked the link).
 """
 
 from __future__ import annotations
@@ -56,13 +54,15 @@ from pathlib import Path
 from typing import Any
 
 from gnntrain.storage.cache import cache_folder
+from gnntrain.timing.cluster import scaled
+from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.config import flatten
 from gnntrain.config.keys import keys_playing, plays, setting
-from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, NetworkConfig, RootConfig, typed
+from gnntrain.config.schema import PLACE, ROLE, WORKLOAD, RootConfig, typed
 from gnntrain.config.typed import plain
 from gnntrain.engine.loop import run_training
-from gnntrain.engine.summary import RunSummary
+from gnntrain.report.traced import Traced
 from gnntrain.errors import ConfigError, first_line, warn
 from gnntrain.job.launch.join import under_torchrun
 from gnntrain.job.launch.start import launch
@@ -71,10 +71,8 @@ from gnntrain.strategies import baseline_of, schema_of
 PROBE_SEED = 0
 """The seed every probe runs at, whatever the run's (model initialisation, dropout, sampling)."""
 TOLERANCE = 0.03
-"""How far from the asked share a probe under the calibrated link may land before a correction."""
-CORRECTIONS = 2
-"""Corrections at most: each solves again from the last probe (the waits that do not scale with the
-bandwidth are measured anew under the slower link)."""
+"""How far from the asked share a re-check's probe under a cached link may land before the link is
+solved again."""
 _CHECKED: set[str] = set()
 """The cached calibrations this process has made or re-checked: the jobs of a sweep after its
 first trust them (Hydra's basic launcher runs a sweep's jobs in one process)."""
@@ -96,26 +94,27 @@ def calibrated(run: RootConfig) -> RootConfig:
     if cached is not None and (str(path) in _CHECKED or not net.recheck):
         result = cached
     elif cached is not None:
-        reached = _probe(run, baseline, cached["scale"], "recheck")
-        print(f"network: the cached link reaches {baseline['name']} communication share {_share(reached, run):.3f} now "
-              f"(target {share:g}){'; calibrating again' if abs(_share(reached, run) - share) > TOLERANCE else ''}",
-              flush=True)
-        result = {**_corrected(run, baseline, cached, reached, "recalibrated"), "rechecks": cached.get("rechecks", 0) + 1}
+        probe = _probe(run, baseline, cached["scale"], "recheck")
+        reached = _share(probe.steady(probe.under(scaled(run.network, cached["scale"]))), run)
+        off = abs(reached - share) > TOLERANCE
+        print(f"network: the cached link reaches {baseline['name']} communication share {reached:.3f} now "
+              f"(target {share:g}){'; calibrating again from its trace' if off else ''}", flush=True)
+        result = {**cached, "reached_share": reached, "rechecks": cached.get("rechecks", 0) + 1}
+        if off:
+            result.update(_solve(probe, run, cached["scale"]))
         _store(path, result)
     else:
         print(f"network: calibrating {net.name} to {baseline['name']} communication share {share:g} "
-              f"({net.probe_epochs}-epoch {baseline['name']} probes)", flush=True)
-        result = _solve(_probe(run, baseline, 1.0, "preset"), run)
-        reached = _probe(run, baseline, result["scale"], "calibrated_0")
-        result = {**_corrected(run, baseline, result, reached, "calibrated"), "against": baseline["name"], "rechecks": 0}
+              f"(a {net.probe_epochs}-epoch traced {baseline['name']} probe, replayed)", flush=True)
+        result = {**_solve(_probe(run, baseline, 1.0, "preset"), run, 1.0), "against": baseline["name"], "rechecks": 0}
         _store(path, result)
     _CHECKED.add(str(path))
-    scaled = _scaled(net, result["scale"])
+    link = scaled(net, result["scale"])
     print(f"network: calibrated to {result['against']} communication share {share:g} (reached "
           f"{result['reached_share']:.3f}): {net.name} bandwidths x {result['scale']:.4g} = "
-          f"{scaled.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
+          f"{link.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
           f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
-    return replace(run, network=replace(scaled, calibration=result))
+    return replace(run, network=replace(link, calibration=result))
 
 
 CACHED_KEYS = ("scale", "reached_share", "against", "compute_s", "link_busy_s")
@@ -136,20 +135,6 @@ def _read_cached(path: Path) -> dict | None:
         warn(f"calibration cache {path} is damaged ({first_line(exc)}); calibrating again")
         return None
     return cached
-
-
-def _corrected(run: RootConfig, baseline: dict, result: dict, reached: RunSummary, name: str) -> dict:
-    """``result`` (a calibration) corrected from ``reached`` (a probe under its link) until a
-    probe lands within :data:`TOLERANCE` of the share, at most :data:`CORRECTIONS` times."""
-    share = run.network.calibrate_share
-    result = dict(result)
-    correction = 0
-    while abs(_share(reached, run) - share) > TOLERANCE and correction < CORRECTIONS:
-        correction += 1
-        result["scale"] *= _solve(reached, run)["scale"]
-        reached = _probe(run, baseline, result["scale"], f"{name}_{correction}")
-    return {**result, "reached_share": _share(reached, run), "check_epoch_s": reached.mean_epoch_time,
-            "corrections": correction}
 
 
 def _store(path: Path, result: dict) -> None:
@@ -179,12 +164,6 @@ def _default(field: dataclasses.Field) -> Any:
     return field.default if field.default is not dataclasses.MISSING else field.default_factory()  # type: ignore[misc]
 
 
-def _scaled(net: NetworkConfig, scale: float) -> NetworkConfig:
-    """``net`` with every bandwidth scaled by ``scale``."""
-    intra = net.intra_bandwidth_gbps * scale if net.gpus_per_node else net.intra_bandwidth_gbps
-    return replace(net, bandwidth_gbps=net.bandwidth_gbps * scale, intra_bandwidth_gbps=intra)
-
-
 def _setting_key(run: RootConfig, baseline: dict) -> str:
     net = {k: v for k, v in plain(run.network).items() if k not in ("calibration", "calibrate_against", "recheck")}
     text = json.dumps({"setting": setting(flatten(plain(run))), "baseline": baseline, "network": net,
@@ -197,9 +176,10 @@ def _counted(run: RootConfig) -> tuple[str, ...]:
     return ("data",) if run.network.calibrate_traffic == "data" else TRAINING_CATEGORIES
 
 
-def _share(summary: RunSummary, run: RootConfig) -> float:
-    """The communication share of a probe's epoch, of the traffic ``network.calibrate_traffic`` names."""
-    return summary.comm_share if run.network.calibrate_traffic == "data" else summary.training_comm_share
+def _share(epoch: EpochTiming, run: RootConfig) -> float:
+    """The communication share of a probe's (replayed) epoch, of the traffic
+    ``network.calibrate_traffic`` names."""
+    return epoch.share(_counted(run))
 
 
 def _kept_or_default(section: Any, prefix: str, kept: tuple[str, ...]) -> Any:
@@ -222,38 +202,45 @@ def probe_config(run: RootConfig, baseline: dict, scale: float, name: str) -> Ro
     epochs = run.network.probe_epochs
     probe = replace(run, **defaults)
     return replace(probe, strategy=typed(schema_of(baseline["name"]), baseline), seed=PROBE_SEED,
-                   network=replace(_scaled(run.network, scale), calibrate_share=None),
+                   cluster=replace(probe.cluster, clock="virtual", trace=True),
+                   network=replace(scaled(run.network, scale), calibrate_share=None),
                    train=replace(probe.train, epochs=epochs, warmup_epochs=1, eval_every=epochs),
                    wandb=replace(probe.wandb, mode="disabled"),
                    run_dir=str(Path(run.run_dir) / "calibration_probe" / name))
 
 
-def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> RunSummary:
-    """Run the baseline's probe (:func:`probe_config`); its summary."""
+def _probe(run: RootConfig, baseline: dict, scale: float, name: str) -> Traced:
+    """Run the baseline's traced probe (:func:`probe_config`) under the preset's links scaled by
+    ``scale``; the traced run."""
     probe = probe_config(run, baseline, scale, name)
     launch(probe, run_training)
-    return RunSummary.read(Path(probe.run_dir))
+    return Traced(Path(probe.run_dir))
 
 
-def _solve(summary: RunSummary, run: RootConfig) -> dict:
+def _solve(probe: Traced, run: RootConfig, probed: float, steps: int = 60) -> dict:
+    """The scale of the preset's bandwidths at which the probe's trace, replayed, spends the
+    share asked (bisection on the scale's logarithm over ``probed`` / 1e6 to x 1e6)."""
     share = run.network.calibrate_share
-    compute, epoch = summary.mean_compute_time, summary.mean_epoch_time
-    exposed, busy = summary.mean_comm_time_by_category, summary.mean_link_busy_time_by_category
-    counted = _counted(run)
-    data_busy = sum(v for k, v in busy.items() if k in counted)
-    other_busy = sum(v for k, v in busy.items() if k not in counted)
-    if data_busy <= 0:
-        raise ConfigError(f"network.calibrate_share={share}: {summary.strategy} moves no bytes in this setting "
-                          f"(cluster.world_size={summary.world_size}); valid: a setting with 2 or more workers")
-    fixed = sum(v for k, v in exposed.items() if k in counted) - data_busy
-    other_fixed = sum(v for k, v in exposed.items() if k not in counted) - other_busy
-    room = share * (compute + fixed + other_fixed) - fixed
-    need = data_busy * (1 - share) - share * other_busy
-    if room <= 0 or need <= 0:
-        raise ConfigError(f"network.calibrate_share={share} is out of reach: communication that does not depend on "
-                          f"the bandwidth (latency, the real transfer, waits) already takes {fixed * 1e3:.2f} ms of a "
-                          f"{epoch * 1e3:.2f} ms epoch, and all-reduces {other_busy * 1e3:.2f} ms of link time; "
-                          "valid: a larger share or a smaller network.latency_us")
-    return {"share": share, "scale": need / room, "compute_s": compute, "link_busy_s": data_busy,
-            "other_link_busy_s": other_busy, "fixed_comm_s": fixed, "preset_bandwidth_gbps": run.network.bandwidth_gbps,
-            "probe_epoch_s": epoch}
+
+    def at(scale: float) -> EpochTiming:
+        return probe.steady(probe.under(scaled(run.network, scale)))
+
+    slow, fast = probed * 1e-6, probed * 1e6
+    most, least = _share(at(slow), run), _share(at(fast), run)
+    if not least < share < most:
+        raise ConfigError(f"network.calibrate_share={share} is out of reach: at any bandwidth {probe.summary.strategy}'s "
+                          f"share stays within {least:.3f}-{most:.3f} in this setting (latency, the host's per-message "
+                          "costs and waits for slower peers do not shrink with the link, and all-reduces slow down "
+                          "with it); valid: a share in that range, or a smaller network.latency_us")
+    for _ in range(steps):
+        middle = (slow * fast) ** 0.5
+        if _share(at(middle), run) > share:
+            slow = middle
+        else:
+            fast = middle
+    scale = (slow * fast) ** 0.5
+    preset, solved = at(probed), at(scale)
+    return {"share": share, "scale": scale, "reached_share": _share(solved, run), "compute_s": preset.compute_time,
+            "link_busy_s": probe.summary.mean_link_busy_time_by_category.get("data", 0.0),
+            "preset_bandwidth_gbps": run.network.bandwidth_gbps, "probe_epoch_s": preset.epoch_time,
+            "epoch_s": solved.epoch_time, "solved_by": "replay"}

@@ -15,6 +15,8 @@ conversion of the composed config into the typed one everything after it reads.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hydra.core.config_store import ConfigStore
 
 from gnntrain.config.schema import (
@@ -24,6 +26,7 @@ from gnntrain.config.typed import run_config
 from gnntrain.data.sources import SOURCES, dataset_source
 from gnntrain.models import MODELS, model_spec
 from gnntrain.strategies import METHODS, method
+from gnntrain.timing.cluster import modelled
 
 
 def register_schemas() -> None:
@@ -59,5 +62,19 @@ def option_schema(group: str, name: str) -> type:
 
 
 def typed_run(cfg: dict | RootConfig) -> RootConfig:
-    """The composed config ``cfg`` (plain, or typed already) as the typed root config."""
-    return run_config(cfg, option_schema)
+    """The composed config ``cfg`` (plain, or typed already) as the typed root config, its
+    ``auto`` clock settings resolved (:func:`resolved_clock`)."""
+    return resolved_clock(run_config(cfg, option_schema))
+
+
+def resolved_clock(run: RootConfig) -> RootConfig:
+    """``cluster.clock=auto`` as the clock it means: virtual where the network describes a link to
+    model, wall on a real transport; ``cluster.virtual_compute=auto``: alone for ranks of more
+    than one thread on a CPU, thread otherwise."""
+    cluster = run.cluster
+    if cluster.clock == "auto":
+        cluster = replace(cluster, clock="virtual" if modelled(run.network) else "wall")
+    if cluster.virtual_compute == "auto":
+        several = cluster.clock == "virtual" and cluster.device == "cpu" and cluster.threads_per_worker > 1
+        cluster = replace(cluster, virtual_compute="alone" if several else "thread")
+    return run if cluster is run.cluster else replace(run, cluster=cluster)

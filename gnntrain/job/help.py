@@ -29,7 +29,7 @@ EXAMPLES = (
     ("gnntrain dataset=cora model=sage cluster.world_size=4 train.epochs=200", ""),
     ("gnntrain strategy=gnnpipe model=gcnii", "2 pipeline stages of GCNII"),
     ("gnntrain strategy=hopgnn model=sage", "HopGNN: models migrate to the features"),
-    ("gnntrain strategy=bns network=eth10g", "over an emulated 10 Gbit/s link"),
+    ("gnntrain strategy=bns network=eth10g", "over a modelled 10 Gbit/s link (the virtual clock)"),
     ("gnntrain -m dataset=cora,citeseer cluster.world_size=2,4", "a sweep: one job per combination"),
     ("gnntrain --config-dir myconf dataset=mygraph", "a dataset declared in myconf/dataset/mygraph.yaml"),
     ("torchrun --nproc-per-node=2 --no-python gnntrain dataset=cora", "join torchrun's world"),

@@ -24,6 +24,7 @@ from gnntrain.job.launch.join import under_torchrun
 from gnntrain.models import build_model, model_spec
 from gnntrain.parallel.mesh import Layout
 from gnntrain.strategies import METHODS, graph_parallel, method, strategy_class
+from gnntrain.timing.cluster import modelled
 
 
 def validate(run: RootConfig) -> None:
@@ -47,8 +48,12 @@ def validate(run: RootConfig) -> None:
         check("network.calibrate_against", against, against in METHODS,
               f"a strategy ({', '.join(sorted(METHODS))}) or null")
     if run.cluster.clock == "virtual":
-        check("network.mode", run.network.mode, run.network.mode == "emulated",
-              "emulated with cluster.clock=virtual (the kernel's links are real: time them with cluster.clock=wall)")
+        check("network.mode", run.network.mode, run.network.mode == "modelled",
+              "modelled with cluster.clock=virtual (the kernel's links are real: time them with cluster.clock=wall)")
+    elif modelled(run.network):
+        raise ConfigError(f"cluster.clock=wall with network={run.network.name} ({run.network.bandwidth_gbps:g} Gbit/s): "
+                          "a described link is timed by the virtual clock, nothing sleeps; valid: cluster.clock=virtual "
+                          "or auto, or a real link: network=none, network.mode=kernel")
     if run.fault.link_down:
         check("fault.link_down", True, run.network.mode == "kernel",
               "false without network.mode=kernel (only the kernel's links can go down)")
@@ -117,4 +122,4 @@ def check_launcher(run: RootConfig) -> None:
     namespaces (``network.mode=kernel``), which only a job gnntrain spawns can."""
     if under_torchrun() and run.network.mode == "kernel":
         raise ConfigError("network.mode=kernel places the workers gnntrain spawns in network namespaces; under "
-                          "torchrun or submitit the launcher places them; valid: network.mode=emulated")
+                          "torchrun or submitit the launcher places them; valid: network.mode=modelled")

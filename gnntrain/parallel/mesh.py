@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.errors import ConfigError
 from gnntrain.timing.virtual_rank import VirtualRank
 
@@ -50,8 +49,6 @@ class WorkerContext:
     device: torch.device
     mesh: DeviceMesh | None = None
     """The job's device mesh (None only in single-process tests, which build no process group)."""
-    network: EmulatedNetwork | None = None
-    """The rank's emulated network links (None: the real transport)."""
     virtual: VirtualRank | None = None
     """The rank under the virtual clock (``cluster.clock=virtual``; None: the wall clock)."""
     over_network: bool = False

@@ -37,7 +37,7 @@ from gnntrain.timing.epoch import EpochTiming
 from gnntrain.config.references import resolve
 from gnntrain.strategies import method
 from gnntrain.strategies.minibatch.common import fanouts
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 
 EPOCHS = 3
 """Epochs written per prediction; the first is left out of the figures."""

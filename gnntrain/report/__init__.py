@@ -12,8 +12,8 @@ datasets, models, worker counts, devices and networks of the runs.
 Time to accuracy (``--target``: a validation score such as ``0.7``, or ``95%``: that fraction of
 the best validation score any run reached): per run, the epochs and the training seconds to
 the first evaluation at or above the target (:func:`gnntrain.engine.early_stop.time_to_target`,
-the rule ``train.target`` stops by; seconds are the epochs' times, under an emulated network
-the emulated time), counted from the start and from the end of epoch 1 (whose start-up cost
+the rule ``train.target`` stops by; seconds are the epochs' times, under a modelled link
+the virtual clock's time), counted from the start and from the end of epoch 1 (whose start-up cost
 can be many steady epochs'), or "not reached". Runs of one setting (they differ only in
 ``seed``) form a group; each group gets the mean and a 95% Student-t interval of its runs'
 figures (:data:`GROUP_COLUMNS`; time and epochs to the target over the runs that reached it,
@@ -30,7 +30,7 @@ import csv
 import json
 from pathlib import Path
 
-from gnntrain.comm import network
+from gnntrain.timing import cluster as network
 from gnntrain.config.keys import keys_playing, plays
 from gnntrain.config.schema import PLACE
 from gnntrain.engine.early_stop import time_to_target
@@ -116,7 +116,7 @@ def run_label(setting: dict, seed, with_seed: bool, run: str) -> str:
 
 def network_label(summary: RunSummary) -> str:
     """The network a run ran under (runs from before the ``network`` key: the real transport)."""
-    return network.label(summary.network or {"emulated": False})
+    return network.label(summary.network or {"modelled": False})
 
 
 def named_figures(figures: dict, scale: float = 1.0) -> str | None:
@@ -137,7 +137,7 @@ def figures(summary: RunSummary) -> dict:
         "compute_ms": ms(summary.mean_compute_time),
         "comm_share": summary.mean_comm_time / summary.mean_epoch_time,
         "comm_split_ms": named_figures(summary.comm_split("data"), 1e3),
-        "link_busy_ms": ms(summary.mean_link_busy_time) if (summary.network or {}).get("emulated") else None,
+        "link_busy_ms": ms(summary.mean_link_busy_time) if network.is_modelled(summary.network or {}) else None,
         "reduce_exposed_ms": ms(summary.mean_reduce_time),
         "MiB_per_epoch": summary.mean_comm_bytes_per_epoch / 2**20,
         "MiB_by_kind": named_figures(summary.mean_comm_bytes_by_kind, 2**-20),
@@ -191,7 +191,7 @@ RUN_COLUMNS = {
                      "no transfer could move, a peer not there yet: imbalance) and `transfer` (blocked while one "
                      "moved) add up to the exposed time; `transfer` and `hidden` (moving while the rank computed) "
                      "to the time in flight (`summary.json`'s `mean_comm_*_time_by_category`).",
-    "link_busy_ms": "Under an emulated network: the links' busy time per epoch, bytes on the wire / bandwidth "
+    "link_busy_ms": "Under a modelled link: the links' busy time per epoch, bytes on the wire / bandwidth "
                     "(`mean_link_busy_time`), ms; empty on the real transport.",
     "reduce_exposed_ms": "Exposed `sync` communication per epoch (`mean_reduce_time`), ms.",
     "MiB_per_epoch": "Training bytes per epoch, all kinds (`mean_comm_bytes_per_epoch`), MiB.",

@@ -10,7 +10,7 @@ from gnntrain.engine.metrics import read_records
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary, steady_records
 from gnntrain.errors import GnntrainError
 from gnntrain.timing import trace
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.replay import replay, steady_mean
 

@@ -26,7 +26,7 @@ import os
 import time
 from pathlib import Path
 
-from gnntrain.comm.network import link_overrides
+from gnntrain.timing.cluster import link_overrides
 from gnntrain.job.api import compose
 from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs

@@ -38,7 +38,7 @@ import numpy as np
 from gnntrain.errors import GnntrainError
 from gnntrain.job.api import compose, network_of
 from gnntrain.report.traced import Traced
-from gnntrain.timing.links import at_bandwidth
+from gnntrain.timing.cluster import at_bandwidth
 from gnntrain.report import markdown
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.report.stats import Ratio

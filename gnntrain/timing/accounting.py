@@ -9,9 +9,8 @@ A rank's operation of one category gives two intervals on its clock:
 * *exposed*: from where the rank (its stream, on CUDA) reached its wait to where it went on;
 * *in flight*: from where the last participant had its data ready (the transfer could not
   move before: the latest start of any rank taking part, as each rank tells the others after
-  the epoch, :meth:`gnntrain.comm.meter.CommMeter.learn`) to where the backend completed it,
-  no earlier than an emulated link's completion; where the completion is unknown (gloo's
-  point-to-point works tell no one), an emulated link's completion, else the end of the wait
+  the epoch, :meth:`gnntrain.comm.meter.CommMeter.learn`) to where the backend (or, under the
+  virtual clock, the link model) completed it, or where the completion is unknown (gloo's point-to-point works tell no one), the end of the wait
   (so a send waited for long after it left counts in flight until then); and the part of the
   wait after that start (the rank blocked on the transfer: copying what arrived is part of
   it).
@@ -113,6 +112,9 @@ class Operation:
     started: float
     waited: tuple[float, float] | None
     done: float | None
+    sending: Interval | None = None
+    """Where the host spent the cluster's per-message cost of sending it (the virtual clock's),
+    blocked: exposed and in flight alike."""
 
     @property
     def category(self) -> str:
@@ -165,6 +167,10 @@ def account(operations: list[Operation], window: Interval, ready: Callable[[Oper
             own[0].append((reached, resumed))
         else:
             moving = [(start, window[1] if op.done is None else op.done)]
+        if op.sending is not None:
+            exposed[op.category].append(op.sending)
+            own[0].append(op.sending)
+            moving.append(op.sending)
         in_flight[op.category] += moving
         own[1].extend(moving)
     blocked = length(union(clipped([i for c in TIMED_CATEGORIES for i in exposed[c]], window)))

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gnntrain.timing.epoch import EpochTiming
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 from gnntrain.timing.replay import replay
-from gnntrain.timing.trace import EpochWindow, Event, Post, Span, Wait
+from gnntrain.timing.trace import EpochWindow, Event, Overhead, Post, Span, Wait
 
 COLLECTIVE = -1
 """A collective's source and destination in its key."""
@@ -36,6 +36,8 @@ class RankTrace:
     events: list[Event] = field(default_factory=list)
     ops: int = 0
     counts: dict[tuple, int] = field(default_factory=dict)
+    receiving: set[int] = field(default_factory=set)
+    """The operations that receive messages, whose waits pay the host's cost of receiving them."""
     epoch_start: float = 0.0
 
     def _key(self, channel: tuple, source: int = COLLECTIVE, destination: int = COLLECTIVE) -> tuple:
@@ -47,6 +49,10 @@ class RankTrace:
         self.ops += 1
         self.events.append(Post(self.ops, shape, kind, self.now, tuple(sent), tuple(received), keys, int(counted),
                                 group, nbytes, keys[0] if shape == "ring" else ()))
+        if sent:
+            self.events.append(Overhead(self.ops, "send", self.now, self.now))
+        if received:
+            self.receiving.add(self.ops)
         return self.ops
 
     def compute(self, seconds: float, name: str = "compute") -> None:
@@ -86,7 +92,11 @@ class RankTrace:
         self.wait(self._post("ring", kind, (key,), [], [], nbytes, tuple(group), int(nbytes)))
 
     def wait(self, op: int) -> None:
+        """Wait for ``op``: replay finds how long, the host's cost of receiving its messages
+        included."""
         self.events.append(Wait(op, self.now, self.now, self.now))
+        if op in self.receiving:
+            self.events.append(Overhead(op, "recv", self.now, self.now))
 
     def start_epoch(self) -> None:
         self.epoch_start = self.now

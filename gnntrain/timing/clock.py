@@ -12,8 +12,8 @@ timer that spans device work takes :meth:`Clock.mark`\\ s:
 
 :meth:`Clock.seconds` of two marks is the time between them on that timeline (for CUDA events
 it waits until the later one has happened). :meth:`Clock.host_time` places a mark on the host's
-``perf_counter`` scale, which every process of a machine shares (an emulated link's
-completion, a callback's time): a CUDA mark is placed from the anchor, an event the host saw
+``perf_counter`` scale, which every process of a machine shares (a callback's time): a CUDA
+mark is placed from the anchor, an event the host saw
 happen at a known host time, taken afresh by :meth:`Clock.anchor` (each epoch, so the two
 clocks cannot drift apart). Where an event cannot serve, e.g. a transfer's start that must be
 known on the host when the transfer starts, :meth:`Clock.host_time` waits for the device to
@@ -146,6 +146,31 @@ def phase(name: str) -> contextlib.AbstractContextManager:
     ``optimizer step``, a strategy's own) in the trace: where a traced rank names its spans,
     else nothing (no clock is read)."""
     return _named(name) if _NAMER else _UNNAMED
+
+
+class WallRank:
+    """A rank on the wall clock, as the epoch loop sees it: the questions a
+    :class:`~gnntrain.timing.virtual_rank.VirtualRank` answers, answered for the real transport."""
+
+    one_origin = False
+    """The ranks' clocks are their hosts': the loop measures their offsets."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.clock = clock_of(device)
+
+    def begin_epoch(self) -> None:
+        """Nothing: the host's clock runs on."""
+
+    def cpu_times(self) -> tuple[float, float]:
+        """The CPU seconds of the rank's communication calls and of its compute (not measured
+        apart on the wall clock: 0, 0)."""
+        return 0.0, 0.0
+
+    def epoch(self, epoch: int, start: Mark, end: Mark) -> None:
+        """Nothing to trace."""
+
+    def finish(self) -> None:
+        """Nothing to write."""
 
 
 class Stopwatch:

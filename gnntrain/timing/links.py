@@ -3,11 +3,16 @@
 virtual post time and the state of its links. Pure arithmetic on seconds and bytes: the same
 functions time a live run and recompute a recorded one under another network.
 
-The links are those the wall clock's emulator holds transfers back to
-(:mod:`gnntrain.comm.network`; defined here, :class:`Link` and :func:`wire`): levels ``inter``
-and, with ``gpus_per_node``, ``intra``, payload bytes on the wire as TCP over Ethernet frames;
-here on both ends of a transfer:
+The links are the cluster description's (:mod:`gnntrain.timing.cluster`): levels ``inter`` and,
+with ``gpus_per_node``, ``intra``, each with a bandwidth, a latency and a host cost per message
+(LogGP's ``o``, on the sending and the receiving end), payload bytes on the wire as TCP over
+Ethernet frames; timed here on both ends of a transfer:
 
+* A rank that posts messages spends its level's send cost on each before they leave (its clock
+  advances by it: the host is busy sending), and, where it waits for messages, its level's
+  receive cost on each once they have arrived (its wait ends that much later). Both are events
+  of the trace of their own (:class:`gnntrain.timing.trace.Overhead`), so a replay under another
+  cluster prices them at its costs.
 * Each rank has per level an *egress* and an *ingress* queue (its full-duplex link's two
   directions). An operation reserves them when the rank posts it, in the order the rank posts,
   from its post time: ``egress done = max(post, egress free) + wire(bytes sent on that level) /
@@ -25,79 +30,20 @@ here on both ends of a transfer:
 * An all-reduce of ``b`` bytes over ``P`` ranks runs as a ring on the slowest level the group
   spans (on a two-level cluster, the one between nodes bounds the ring): each rank reserves
   ``2 (P-1)/P x wire(b) / bandwidth`` on both directions of that level from its post, and the
-  all-reduce completes on every rank at the latest reservation's end plus ``2 (P-1)`` latencies.
+  all-reduce completes on every rank at the latest reservation's end plus ``2 (P-1)`` steps of
+  the level's latency and a message's send and receive cost.
 
 With no link set (``network=none``) every link is ideal: a transfer completes when its last
-participant has posted it. What it leaves out, as the wall-clock emulator does: switch
-contention, the frames' preamble and gap, TCP's acknowledgements, and a late receiver's effect on
-the other messages of its sender (only the message to it waits).
+participant has posted it. What it leaves out: switch contention, the frames' preamble and gap,
+TCP's acknowledgements and its congestion control, and a late receiver's effect on the other
+messages of its sender (only the message to it waits).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-GBIT = 1e9 / 8
-"""Bytes per second in one Gbit/s."""
-SEGMENT_BYTES = 1448
-"""TCP payload in one full-size Ethernet frame: the 1500-byte MTU less 20 bytes of IPv4 header
-and 32 of TCP header (with timestamps, as Linux sends them)."""
-FRAME_BYTES = 1514
-"""What that frame occupies on a link as Linux's traffic control counts it (the MTU and the
-14-byte Ethernet header; a physical link also spends 20 bytes of preamble and gap on it)."""
-
-
-def wire(payload: float) -> float:
-    """The bytes ``payload`` bytes of TCP payload occupy on the link."""
-    return payload * FRAME_BYTES / SEGMENT_BYTES
-
-
-@dataclass(frozen=True)
-class Link:
-    bytes_per_s: float
-    latency_s: float
-
-
-LEVELS = ("inter", "intra")
-"""The link levels, in the order a rank's stamp lists its egress times."""
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Which link joins two ranks, and what it costs. ``links`` is empty for ideal links."""
-
-    links: dict[str, Link] = field(default_factory=dict)
-    gpus_per_node: int | None = None
-
-    @classmethod
-    def of(cls, network) -> Topology:
-        """The links of a typed ``network`` config section (ideal without a bandwidth; the
-        kernel's links are not modelled here)."""
-        if network.bandwidth_gbps is None:
-            return cls()
-        links = {"inter": Link(network.bandwidth_gbps * GBIT, network.latency_us * 1e-6)}
-        if network.gpus_per_node:
-            links["intra"] = Link(network.intra_bandwidth_gbps * GBIT, network.intra_latency_us * 1e-6)
-        return cls(links, network.gpus_per_node)
-
-    def level(self, a: int, b: int) -> str:
-        """The level of the link between world ranks ``a`` and ``b``."""
-        if self.gpus_per_node and a // self.gpus_per_node == b // self.gpus_per_node:
-            return "intra"
-        return "inter"
-
-    def occupancy(self, level: str, nbytes: float) -> float:
-        """Seconds ``nbytes`` of payload occupy a link of ``level``."""
-        link = self.links.get(level)
-        return 0.0 if link is None or nbytes == 0 else wire(nbytes) / link.bytes_per_s
-
-    def latency(self, level: str) -> float:
-        link = self.links.get(level)
-        return 0.0 if link is None else link.latency_s
-
-    def ring_level(self, group: list[int]) -> str:
-        """The slowest level a group of world ranks spans."""
-        return "inter" if any(self.level(group[0], r) == "inter" for r in group[1:]) else "intra"
+from gnntrain.timing.cluster import LEVELS, Topology
 
 
 @dataclass
@@ -144,8 +90,9 @@ def arrival(topology: Topology, level: str, nbytes: float, start: float, sender_
 
 
 def ring_completion(topology: Topology, level: str, size: int, reserved: list[float]) -> float:
-    """When a ring all-reduce completes, from every participant's reservation end."""
-    return max(reserved) + (2 * (size - 1) * topology.latency(level) if size > 1 else 0.0)
+    """When a ring all-reduce completes, from every participant's reservation end: each of its
+    ``2 (P-1)`` steps pays the level's latency and a message's host cost on both ends."""
+    return max(reserved) + (2 * (size - 1) * topology.step(level) if size > 1 else 0.0)
 
 
 Stamp = tuple[float, tuple[float, ...]]
@@ -179,11 +126,3 @@ def one_sided_arrival(topology: Topology, queues: LinkQueues, rank: int, sender:
     level = topology.level(rank, sender)
     ingress = queues.reserve(queues.ingress, their_post, level, nbytes)
     return arrival(topology, level, nbytes, their_post, their_egress[LEVELS.index(level)], ingress)
-
-
-def at_bandwidth(network, gbps: float):
-    """``network`` (a typed network section) with its link between nodes at ``gbps`` Gbit/s; the
-    intra-node link, where there is one, keeps its ratio to it."""
-    scale = gbps / network.bandwidth_gbps
-    return replace(network, bandwidth_gbps=gbps, intra_bandwidth_gbps=(
-        network.intra_bandwidth_gbps * scale if network.intra_bandwidth_gbps else None))

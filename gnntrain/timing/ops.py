@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gnntrain.timing import links as link_model
-from gnntrain.timing.links import LinkQueues, Stamp, Topology
+from gnntrain.timing.cluster import Topology
+from gnntrain.timing.links import LinkQueues, Stamp
 
 Message = tuple[int, int, tuple]
 SHAPES = ("exchange", "send", "recv", "ring")
@@ -53,6 +54,12 @@ class VirtualOp:
     counted: int = 0
     """The payload bytes the meter counted for it on this rank (an all-to-all's send buffer, its
     share to the rank itself included)."""
+    depart: float | None = None
+    """Where its messages leave: its post and the host's cost of sending them (None: at its post)."""
+
+    @property
+    def leaves(self) -> float:
+        return self.post if self.depart is None else self.depart
 
     @property
     def collective(self) -> bool:
@@ -61,7 +68,7 @@ class VirtualOp:
         return any(key[1] < 0 for key in self.keys)
 
     def stamp(self) -> Stamp:
-        return link_model.stamp(self.post, self.egress) if self.shape != "ring" else (self.post, (self.reserved,))
+        return link_model.stamp(self.leaves, self.egress) if self.shape != "ring" else (self.post, (self.reserved,))
 
     def stamp_sources(self) -> list[tuple[tuple, int]]:
         """Where this rank finds the stamps its completion needs: per message received (a ring:
@@ -85,8 +92,23 @@ class RankLinks:
             level = self.topology.ring_level(op.group)
             op.reserved = self.queues.post_ring(op.post, level, op.nbytes, len(op.group))
         elif op.shape != "recv":
-            op.egress, op.ingress = self.queues.post(self.rank, op.post, _per_peer(op.sent), _per_peer(op.received))
+            op.egress, op.ingress = self.queues.post(self.rank, op.leaves, _per_peer(op.sent), _per_peer(op.received))
         return op
+
+    def messages(self, op: VirtualOp, side: str) -> dict[str, int]:
+        """The operation's messages to other ranks per link level, on one ``side``: those it sends
+        (``send``) or receives (``recv``); none for a ring, whose steps
+        :func:`~gnntrain.timing.links.ring_completion` prices."""
+        counts: dict[str, int] = {}
+        if op.shape != "ring":
+            for peer, _, _ in (op.sent if side == "send" else op.received):
+                level = self.topology.level(self.rank, peer)
+                counts[level] = counts.get(level, 0) + 1
+        return counts
+
+    def overhead(self, op: VirtualOp, side: str) -> float:
+        """The host's seconds for the operation's messages on one ``side`` (``send``, ``recv``)."""
+        return self.topology.overhead(side, self.messages(op, side))
 
     def complete(self, op: VirtualOp, stamps: list[Stamp]) -> float:
         """When ``op`` completes on this rank, from the stamps of :meth:`VirtualOp.stamp_sources`."""
@@ -94,11 +116,11 @@ class RankLinks:
             level = self.topology.ring_level(op.group)
             return link_model.ring_completion(self.topology, level, len(op.group), [s[1][0] for s in stamps])
         if op.shape == "send":
-            return max(op.egress.values(), default=op.post)
+            return max(op.egress.values(), default=op.leaves)
         if op.shape == "recv":
             return max([op.post] + [link_model.one_sided_arrival(self.topology, self.queues, self.rank, peer, nbytes, s)
                                     for (peer, nbytes, _), s in zip(op.received, stamps)])
-        return link_model.exchange_completion(self.topology, self.rank, op.post, op.egress, op.ingress,
+        return link_model.exchange_completion(self.topology, self.rank, op.leaves, op.egress, op.ingress,
                                               [(peer, nbytes, s) for (peer, nbytes, _), s in zip(op.received, stamps)])
 
     def link_cost(self, op: VirtualOp) -> tuple[float, float]:

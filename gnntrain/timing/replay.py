@@ -30,9 +30,10 @@ from gnntrain.errors import GnntrainError
 from gnntrain.timing.accounting import Operation, RankAccount, account, latest_start
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.kinds import category
-from gnntrain.timing.links import Stamp, Topology
+from gnntrain.timing.cluster import Topology
+from gnntrain.timing.links import Stamp
 from gnntrain.timing.ops import RankLinks, VirtualOp
-from gnntrain.timing.trace import EpochWindow, Event, Post, Wait
+from gnntrain.timing.trace import EpochWindow, Event, Overhead, Post, Wait
 
 
 class ReplayError(GnntrainError):
@@ -49,6 +50,7 @@ class _Replayed:
     waited_in: int | None = None
     waited: tuple[float, float] | None = None
     done: float | None = None
+    sending: tuple[float, float] | None = None
 
 
 class _Rank:
@@ -66,6 +68,10 @@ class _Rank:
         on linearly from each."""
         self.open: dict[int, _Replayed] = {}
         self.ops: list[_Replayed] = []
+        self.waited_last: _Replayed | None = None
+        """The operation last waited for, whose receive overhead may follow."""
+        self.unreserved: _Replayed | None = None
+        """An operation posted whose send overhead may follow, before its bytes are reserved."""
         self.windows: list[tuple[int, tuple[float, float]]] = []
         """Each epoch's number and window in the new time, in order."""
 
@@ -77,16 +83,27 @@ class _Rank:
         self.now += max(0.0, was - self.was)
         self.was = max(self.was, was)
 
+    def _reserve(self, stamps: dict[tuple, Stamp]) -> None:
+        """Reserve the last posted operation's bytes, from where its messages leave."""
+        op = self.unreserved.op
+        self.links.posted(op)
+        for key in ([op.key] if op.shape == "ring" else {m[2] for m in op.sent}):
+            stamps[(key, self.rank)] = op.stamp()
+        self.unreserved = None
+
     def step(self, stamps: dict[tuple, Stamp]) -> bool:
         """Take the next event; False where it waits on a stamp not yet posted."""
         event = self.events[self.at]
+        if self.unreserved is not None and not (isinstance(event, Overhead) and event.side == "send"):
+            self._reserve(stamps)
         if isinstance(event, Post):
             self._compute_until(event.post)
-            op = self.links.posted(event.op(self.now))
-            self.open[event.id] = _Replayed(op, len(self.windows))
-            self.ops.append(self.open[event.id])
-            for key in ([op.key] if op.shape == "ring" else {m[2] for m in op.sent}):
-                stamps[(key, self.rank)] = op.stamp()
+            self.unreserved = self.open[event.id] = _Replayed(event.op(self.now), len(self.windows))
+            self.ops.append(self.unreserved)
+        elif isinstance(event, Overhead):
+            self._overhead(event)
+            if event.side == "send":
+                self._reserve(stamps)
         elif isinstance(event, Wait):
             replayed = self.open[event.id]
             sources = replayed.op.stamp_sources()
@@ -98,6 +115,7 @@ class _Rank:
             self.now = max(self.now, replayed.done)
             self.was = event.resumed
             replayed.waited, replayed.waited_in = (reached, self.now), len(self.windows)
+            self.waited_last = replayed
             del self.open[event.id]
         elif isinstance(event, EpochWindow):
             self._epoch(event)
@@ -105,7 +123,24 @@ class _Rank:
             self._compute_until(event.end)
         self.anchors.append((self.was, self.now))
         self.at += 1
+        if self.done and self.unreserved is not None:
+            self._reserve(stamps)
         return True
+
+    def _overhead(self, event: Overhead) -> None:
+        """The host's cost of an operation's messages, priced at this cluster's per-message costs:
+        sending, before they leave (exposed); receiving, at the end of its wait."""
+        replayed = self.ops[-1] if event.side == "send" else self.waited_last
+        cost = self.links.overhead(replayed.op, event.side)
+        start = self.now
+        self.now += cost
+        self.was += event.end - event.start
+        if event.side == "send":
+            replayed.op.depart = replayed.op.post + cost
+            if cost:
+                replayed.sending = (start, self.now)
+        else:
+            replayed.waited = (replayed.waited[0], self.now)
 
     def _epoch(self, event: EpochWindow) -> None:
         """An epoch's window. Its start lies after the last event before it with compute only
@@ -132,7 +167,7 @@ class _Rank:
                     counted[r.op.kind] = counted.get(r.op.kind, 0.0) + r.op.counted
                 waited = r.waited if r.waited_in == index else None
                 known = waited is not None or r.op.collective
-                ops.append(Operation(r.op.kind, r.op.keys, r.op.post, waited, r.done if known else None))
+                ops.append(Operation(r.op.kind, r.op.keys, r.op.post, waited, r.done if known else None, r.sending))
             out[epoch] = (account(ops, window, latest_start(started)), counted)
         return out
 

@@ -14,6 +14,10 @@ every other names its rank (``r``) and event (``ev``), one of the :data:`EVENTS`
   ``group``, ``nbytes`` and ``key``;
 * ``wait`` (:class:`Wait`): the rank reached its wait on operation ``id`` at ``reached``, the
   operation completed at ``done`` and the rank went on at ``resumed`` (``max(reached, done)``);
+* ``overhead`` (:class:`Overhead`): the host's cost of operation ``id``'s messages on one
+  ``side`` (``send``: right after its post, before they leave; ``recv``: right after its wait,
+  once they have arrived), ``start`` to ``end`` (the cluster's per-message ``o`` times the
+  messages on each level): replay prices it anew for its cluster from the operation's messages;
 * ``span`` (:class:`Span`): the rank computed from ``start`` to ``end`` in the phase ``name``
   (a model's block: ``forward layer 1``; ``backward``, ``optimizer step``, a strategy's own);
   ``compute`` where no phase was named;
@@ -78,6 +82,14 @@ class Wait:
 
 
 @dataclass(frozen=True)
+class Overhead:
+    id: int
+    side: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
 class Span:
     name: str
     start: float
@@ -91,8 +103,8 @@ class EpochWindow:
     end: float
 
 
-Event = Union[Post, Wait, Span, EpochWindow]
-EVENTS: dict[str, type] = {"post": Post, "wait": Wait, "span": Span, "epoch": EpochWindow}
+Event = Union[Post, Wait, Overhead, Span, EpochWindow]
+EVENTS: dict[str, type] = {"post": Post, "wait": Wait, "overhead": Overhead, "span": Span, "epoch": EpochWindow}
 NAMES = {kind: name for name, kind in EVENTS.items()}
 
 
@@ -206,7 +218,7 @@ def chrome(ranks: dict[int, list[Event]]) -> dict:
         posted: dict[int, Post] = {}
         last = 0.0
         for event in trace:
-            at = {Post: "post", Wait: "reached", EpochWindow: "end", Span: "start"}[type(event)]
+            at = {Post: "post", Wait: "reached", EpochWindow: "end", Span: "start", Overhead: "start"}[type(event)]
             if getattr(event, at) > last:
                 events.append(_span(UNNAMED, rank, 0, last, getattr(event, at)))
             if isinstance(event, Post):
@@ -214,6 +226,11 @@ def chrome(ranks: dict[int, list[Event]]) -> dict:
                 last = max(last, event.post)
             elif isinstance(event, Span):
                 events.append(_span(event.name, rank, 0, event.start, event.end))
+                last = max(last, event.end)
+            elif isinstance(event, Overhead):
+                kind = posted[event.id].kind if event.id in posted else "?"
+                events.append(_span(f"{'send' if event.side == 'send' else 'receive'} overhead {kind}", rank, 0,
+                                    event.start, event.end))
                 last = max(last, event.end)
             elif isinstance(event, Wait):
                 op = posted.pop(event.id, Post(event.id, "?", "?", event.reached))

@@ -137,6 +137,11 @@ class VirtualClock:
         self.now = max(self.now, completion)
         return self.now
 
+    def occupy(self, seconds: float) -> None:
+        """The host spends ``seconds`` on communication for the rank (the described cluster's
+        per-message costs): its clock advances, its compute does not."""
+        self.now += seconds
+
     def seconds(self, start: float, end: float) -> float:
         return end - start
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import torch
 
 from gnntrain.timing import clock as clocks
-from gnntrain.timing.links import Stamp, Topology
+from gnntrain.timing.cluster import Topology
+from gnntrain.timing.links import Stamp
 from gnntrain.timing.virtual_clock import VirtualClock
 from gnntrain.timing.ops import RankLinks, VirtualOp
 from gnntrain.timing import trace
-from gnntrain.timing.trace import TRACE_FILE, UNNAMED, EpochWindow, Span, TraceWriter, Wait
+from gnntrain.timing.trace import TRACE_FILE, UNNAMED, EpochWindow, Overhead, Span, TraceWriter, Wait
 
 
 COMPUTE_LOCK = ".compute.lock"
@@ -63,24 +64,51 @@ class VirtualRank:
         self.phases.pop()
 
     def post(self, op: VirtualOp) -> int:
-        """Reserve ``op``'s bytes on the links; its trace id (0 untraced)."""
+        """Spend the host's cost of sending ``op``'s messages (its clock advances by it) and
+        reserve their bytes on the links from there; its trace id (0 untraced)."""
+        sends = self.links.overhead(op, "send")
+        if sends:
+            self.clock.occupy(sends)
+        op.depart = op.post + sends
         self.links.posted(op)
         if self.trace is None:
             return 0
         self._span_until(op.post)
-        return self.trace.post(op)
+        op_id = self.trace.post(op)
+        if self.links.messages(op, "send"):
+            self.trace.add(Overhead(op_id, "send", op.post, op.depart))
+            self.last = op.depart
+        return op_id
 
     def complete(self, op: VirtualOp, op_id: int, reached: float, stamps: list[Stamp]) -> tuple[float, float]:
         """The rank, at ``reached``, waited for ``op``: when it completed and when the rank went
         on (its clock moved there)."""
         done = self.links.complete(op, stamps)
-        resumed = self.clock.wait_until(done)
+        arrived = self.clock.wait_until(done)
+        receives = self.links.overhead(op, "recv")
+        if receives:
+            self.clock.occupy(receives)
         if self.trace is not None:
             self._span_until(reached)
-            self.trace.add(Wait(op_id, reached, done, resumed))
-            self.last = resumed
+            self.trace.add(Wait(op_id, reached, done, arrived))
+            if self.links.messages(op, "recv"):
+                self.trace.add(Overhead(op_id, "recv", arrived, arrived + receives))
+            self.last = arrived + receives
             self.clock.skip()
-        return done, resumed
+        return done, arrived + receives
+
+    one_origin = True
+    """Every rank's virtual clock starts at 0: no offsets between them."""
+
+    def begin_epoch(self) -> None:
+        """The record round and the resetting before the epoch are not the epoch's."""
+        self.clock.skip()
+
+    def cpu_times(self) -> tuple[float, float]:
+        """The rank's thread CPU seconds so far in its communication calls (what :meth:`skip
+        <gnntrain.timing.virtual_clock.VirtualClock.skip>` forgot: a diagnostic, not virtual time)
+        and in its compute spans."""
+        return self.clock.skipped_s, self.clock.compute_cpu_s
 
     def epoch(self, epoch: int, start: float, end: float) -> None:
         """Trace epoch ``epoch``'s window and write the rank's lines (nothing untraced)."""

@@ -1,5 +1,6 @@
 """Starting one rank of a job in this process: threads, memory, device, process group, device
-mesh and emulated network, then the worker function (:func:`run_rank`)."""
+mesh and, under the virtual clock, the rank's clock and links, then the worker function
+(:func:`run_rank`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ import torch
 import torch.distributed as dist
 
 from gnntrain.job.launch.allocator import keep_freed_memory
-from gnntrain.comm.network import EmulatedNetwork
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
-from gnntrain.timing.links import Topology
+from gnntrain.timing.cluster import Topology
 from gnntrain.timing.virtual_rank import COMPUTE_LOCK, VirtualRank
 
 WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
@@ -26,10 +26,10 @@ WorkerFn = Callable[[RootConfig, WorkerContext, JobData], Any]
 
 
 def _threads_per_worker(run: RootConfig, local_workers: int) -> int:
-    if run.cluster.clock == "virtual" and run.cluster.device == "cpu":
-        return 1  # a rank's virtual compute is its one thread's CPU time (gnntrain.timing.virtual_clock)
     if run.cluster.threads_per_worker > 0:
         return run.cluster.threads_per_worker
+    if run.cluster.clock == "virtual" and run.cluster.device == "cpu":
+        return 1  # a rank's virtual compute is its one thread's CPU time (gnntrain.timing.virtual_clock)
     return max(1, len(os.sched_getaffinity(0)) // local_workers)
 
 
@@ -125,9 +125,8 @@ def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: 
     if run.cluster.clock == "virtual":
         virtual = VirtualRank(Topology.of(run.network), rank, device, run.run_dir if run.cluster.trace else None,
                               Path(run.run_dir) / COMPUTE_LOCK if run.cluster.virtual_compute == "alone" else None)
-    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend),
-                        None if virtual else EmulatedNetwork.from_config(run.network, rank),
-                        over_network=run.network.mode == "kernel" or local_workers < world_size, virtual=virtual)
+    ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend), virtual=virtual,
+                        over_network=run.network.mode == "kernel" or local_workers < world_size)
     result = fn(run, ctx, job)
     if virtual is not None:
         virtual.clock.pause()
