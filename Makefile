@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench network-check virtual-check predict-check scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
+.PHONY: install run test test-slow test-all bench measure-links virtual-check predict-check scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -42,10 +42,14 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
 
-# The emulated link against the kernel-shaped one, side by side (results/network_check.json;
-# needs root and iproute2: network namespaces; docs/testing.md).
-network-check: install
-	WANDB_MODE=disabled $(BIN)/python scripts/network_check.py
+# The links the virtual clock's validation runs on, measured and written as network presets
+# (conf/network/measured_*.yaml: ping-pong and streams over torch.distributed; the kernel-shaped
+# ones need root and iproute2; docs/clusters.md). Commit them before make virtual-check.
+measure-links: install
+	WANDB_MODE=disabled $(BIN)/gnntrain-measure-link network=none --name measured_loopback
+	WANDB_MODE=disabled $(BIN)/gnntrain-measure-link network.mode=kernel network.bandwidth_gbps=0.2 --name measured_tcp_0g2
+	WANDB_MODE=disabled $(BIN)/gnntrain-measure-link network.mode=kernel network.bandwidth_gbps=1 --name measured_tcp_1g
+	WANDB_MODE=disabled $(BIN)/gnntrain-measure-link network.mode=kernel network.bandwidth_gbps=1 network.gpus_per_node=2 cluster.world_size=4 --name measured_tcp_two_level
 
 # The virtual clock against its references: uncontended wall clock, ranks taking turns, TCP over
 # kernel-shaped links, BNS-GCN p=0's all-reduce (results/virtual_clock.json; the TCP rows need root

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="the link, as gnntrain takes it (network.mode=kernel ...)")
     parser.add_argument("--name", required=True, help="the preset's name (network=NAME)")
     parser.add_argument("--out", type=Path, default=CONF, help="the config folder to write network/NAME.yaml into")
-    parser.add_argument("--rounds", type=int, default=300, help="ping-pong round trips (default 300)")
+    parser.add_argument("--rounds", type=int, default=2000, help="ping-pong round trips (default 2000)")
     parser.add_argument("--streams", type=int, default=5, help="streams (default 5)")
     parser.add_argument("--seconds", type=float, default=0.3, help="about how long a stream lasts (default 0.3)")
     args = parser.parse_args(argv)
