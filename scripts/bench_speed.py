@@ -4,8 +4,8 @@
    ``--codec-dim`` float32 values at 2 bits) against reading the message twice from memory (two
    copies of it), with the stochastic-rounding noise drawn alone as the generator's floor.
 2. **AdaQP at 2 bits vs vanilla.** The bench graph on ``--workers`` workers, mean epoch time of
-   fixed 2-bit AdaQP over vanilla's, with no emulated network and over an emulated 10 Gbit/s
-   link (``network=eth10g``).
+   fixed 2-bit AdaQP over vanilla's, on the real loopback (wall clock) and on a described
+   10 Gbit/s link (``network=eth10g``, the virtual clock).
 3. **Adaptive bit assignment.** AdaQP's adaptive widths reassigned every ``--period`` epochs:
    the assignment time per reassignment, its share of training time at the paper's period 50
    (``a / (50 t + a)`` with ``t`` the epoch time without assignment), the slowest solve against

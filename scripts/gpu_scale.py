@@ -12,7 +12,7 @@ ogbn-products: 3-layer GraphSAGE, 128 hidden, dropout 0.5. Sections:
    ``edge_index``, ``results/bench_gpu.json``; the ``edge_index`` way's messages would take
    ~50 GB here): epochs alternating, each timed by CUDA events, with its peak device memory.
 2. ``ranks``: vanilla, pipegcn, bns (p=0.1, as BNS-GCN's Table 5 on ogbn-products), adaqp and gnnpipe on 4
-   gloo ranks sharing the GPU under an emulated 10 Gbit/s link (``network=eth10g``) and the
+   gloo ranks sharing the GPU on a described 10 Gbit/s link (``network=eth10g``) and the
    virtual clock (``cluster.clock=virtual``: each rank's compute by CUDA events, the transfers
    by the link model; 4 ranks on one GPU take turns on it, and the virtual clock charges each
    only its own kernels). GNNPipe runs 2 stages x 2 graph-parallel ranks (3 layers allow at
@@ -111,7 +111,7 @@ def single_rank(args, device: torch.device) -> dict:
 
 
 def ranks(args, keep) -> dict:
-    """Section 2: each method on ``args.workers`` gloo ranks sharing the GPU, virtual clock, emulated 10 Gbit/s."""
+    """Section 2: each method on ``args.workers`` gloo ranks sharing the GPU, virtual clock, a described 10 Gbit/s link."""
     print(f"[2] {', '.join(args.strategies)} on {args.workers} gloo ranks sharing the device, eth10g, virtual clock",
           flush=True)
     epochs = args.warmup + args.epochs

@@ -20,6 +20,10 @@ committed before this runs; nothing here is fitted to it).
   the nodes' loopback within), likewise.
 * ``busy``: vanilla's virtual epoch (2 ranks, measured loopback) alone against beside two busy
   processes spinning on this host's cores, within 3%.
+* ``host``: what a message costs this host when its cores are busy, as they are while ranks
+  compute: the loopback's half round trip (``gnntrain-measure-link``'s ping-pong) idle and beside
+  two spinning processes, interleaved. Not a check of the model and not fed to it: a measurement
+  of the cause the wall-clock references carry and the descriptions, measured idle, do not.
 
 Every pair of runs is repeated, interleaved (reference, virtual, reference, ...); a row gives
 the mean of the per-repeat ratios (virtual / reference epoch) with its 95% Student-t interval.
@@ -35,20 +39,26 @@ Usage: ``python scripts/virtual_clock_check.py [--sections ...] [--repeats 3] [-
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from gnntrain.job import api
 from gnntrain.report.runs import Run
 from gnntrain.report.stats import interval
 from gnntrain.repro.jobs import bench_overrides, bench_parser, bench_setting, describe_bench, git_commit, run_job
 from gnntrain.strategies import METHODS
+from gnntrain.timing.cluster import Topology
+from gnntrain.timing.links import ring_completion
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "virtual_clock.json"
 TARGET = 0.10
@@ -65,7 +75,7 @@ OWN = {"gnnpipe": lambda workers: [f"strategy.graph_parallel={max(workers // 2, 
 p=0.1. AdaQP (its widths from profiled link speeds) and HopGNN (its merge count from timed
 iterations) decide on timings, which differ between the two clocks of a pair: fixed 4-bit widths
 and no merging here, so both runs of a pair do the same work."""
-SECTIONS = ("uncontended", "contended", "tcp", "two_level", "busy")
+SECTIONS = ("uncontended", "contended", "tcp", "two_level", "busy", "host")
 
 
 def own(strategy: str, workers: int) -> list[str]:
@@ -73,10 +83,14 @@ def own(strategy: str, workers: int) -> list[str]:
 
 
 def figures(run: Run) -> dict:
-    """A run's mean epoch, compute and exposed communication (its clock's, its own accounting)."""
+    """A run's mean epoch, compute and exposed communication, in all and per kind (its clock's,
+    its own accounting)."""
     s = run.summary
+    kinds = sorted(set(s.mean_comm_wait_time_by_kind) | set(s.mean_comm_transfer_time_by_kind))
     return {"epoch_s": s.mean_epoch_time, "compute_s": s.mean_compute_time,
-            "exposed_s": s.mean_epoch_time - s.mean_compute_time, "clock": s.clock}
+            "exposed_s": s.mean_epoch_time - s.mean_compute_time, "clock": s.clock,
+            "exposed_by_kind_s": {k: s.mean_comm_wait_time_by_kind.get(k, 0.0) + s.mean_comm_transfer_time_by_kind.get(k, 0.0)
+                                  for k in kinds}}
 
 
 def verdict(ratios: list[float], target: float) -> dict:
@@ -102,10 +116,16 @@ def settled(reference: Callable[[], Run], measured: Callable[[], Run], args, tar
         terms = {part: statistics.fmean(m[f"{part}_s"] - r[f"{part}_s"] for r, m in pairs)
                  for part in ("compute", "exposed")}
         cause = max(terms, key=lambda t: abs(terms[t]))
-        row["cause"] = {"difference_s": terms, "larger": cause,
-                        "said": f"{'compute' if cause == 'compute' else 'exposed communication'} "
-                                f"{terms[cause] * 1e3:+.2f} ms of the epoch's "
-                                f"{sum(terms.values()) * 1e3:+.2f} ms (virtual less reference)"}
+        kinds = sorted({k for r, m in pairs for k in (*r["exposed_by_kind_s"], *m["exposed_by_kind_s"])})
+        by_kind = {k: statistics.fmean(m["exposed_by_kind_s"].get(k, 0.0) - r["exposed_by_kind_s"].get(k, 0.0)
+                                       for r, m in pairs) for k in kinds}
+        said = (f"{'compute' if cause == 'compute' else 'exposed communication'} {terms[cause] * 1e3:+.2f} ms of "
+                f"the epoch's {sum(terms.values()) * 1e3:+.2f} ms (virtual less reference)")
+        if cause == "exposed" and by_kind:
+            kind = max(by_kind, key=lambda k: abs(by_kind[k]))
+            said += f", most of it {kind} {by_kind[kind] * 1e3:+.2f} ms"
+        row["cause"] = {"difference_s": terms, "exposed_by_kind_difference_s": by_kind, "larger": cause,
+                        "said": said}
     return row
 
 
@@ -173,18 +193,73 @@ def busy(args, base: list[str]) -> list[dict]:
     """Two processes spinning beside a virtual run (2 ranks on 2 cores: each core shared)."""
     common = [*base, "strategy=vanilla", "cluster.world_size=2", LOOPBACK]
 
-    def beside_spinners() -> Run:
-        spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-        try:
-            return run_job(common)
-        finally:
-            for spinner in spinners:
-                spinner.kill()
-                spinner.wait()
-
-    row = {"strategy": "vanilla", "spinners": 2, **settled(lambda: run_job(common), beside_spinners, args, BUSY_TARGET)}
+    row = {"strategy": "vanilla", "spinners": 2,
+           **settled(lambda: run_job(common), lambda: spinning(lambda: run_job(common)), args, BUSY_TARGET)}
     print(line("busy vanilla beside 2 spinners", row), flush=True)
     return [row]
+
+
+def spinning(work: Callable[[], object], processes: int = 2):
+    """``work()`` beside ``processes`` processes spinning on this host's cores."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        return work()
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def host(args, base: list[str]) -> list[dict]:
+    """The loopback's half round trip of 64-byte messages idle and beside two spinners (median of
+    2000 round trips each, ``--repeats`` interleaved pairs); and gloo's all-reduce of 100 KB and
+    1 MB over it between two idle ranks against the ring the measured loopback describes."""
+    from gnntrain.commands.measure_link import _measured
+
+    settings = argparse.Namespace(rounds=2000, streams=3, seconds=0.1)
+    link = ["network=none", "cluster.world_size=2", "cluster.threads_per_worker=1"]
+    idle, loaded = [], []
+    for _ in range(args.repeats):
+        idle.append(_measured(link, settings)[1]["inter"]["half_round_trip_s"])
+        loaded.append(spinning(lambda: _measured(link, settings)[1]["inter"]["half_round_trip_s"]))
+    row = {"idle_half_round_trip_s": idle, "loaded_half_round_trip_s": loaded,
+           "ratio": statistics.fmean(loaded) / statistics.fmean(idle)}
+    print(f"host: loopback half round trip idle {statistics.fmean(idle) * 1e6:.0f} us, beside two spinners "
+          f"{statistics.fmean(loaded) * 1e6:.0f} us ({row['ratio']:.1f}x; wall clock)", flush=True)
+    rows = [row]
+    topology = Topology.of(api.check(api.compose([LOOPBACK])).network)
+    with tempfile.TemporaryDirectory() as folder:
+        api.run(api.check(api.compose([*link, "dataset.num_nodes=64"], run_dir=folder)),
+                partial(all_reduces, sizes=ALL_REDUCE_BYTES))
+        measured = json.loads((Path(folder) / "all_reduce.json").read_text())
+    for nbytes in ALL_REDUCE_BYTES:
+        model = ring_completion(topology, "inter", 2, [topology.occupancy("inter", nbytes)])
+        rows.append({"all_reduce_bytes": nbytes, "gloo_s": measured[str(nbytes)], "model_s": model,
+                     "ratio": measured[str(nbytes)] / model})
+        print(f"host: gloo all-reduce of {nbytes / 1e3:.0f} KB on 2 idle ranks {measured[str(nbytes)] * 1e3:.3f} ms "
+              f"(median of 50, wall clock) against {model * 1e3:.3f} ms the measured loopback's ring", flush=True)
+    return rows
+
+
+ALL_REDUCE_BYTES = (100_000, 1_000_000)
+
+
+def all_reduces(run, ctx, job, *, sizes: tuple[int, ...]) -> None:
+    """Each rank: all-reduces of ``sizes`` bytes after a barrier each; rank 0 writes the medians."""
+    import torch
+    import torch.distributed as dist
+
+    medians = {}
+    for nbytes in sizes:
+        t, times = torch.ones(nbytes // 4), []
+        for i in range(60):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(t)
+            times.append(time.perf_counter() - start)
+        medians[str(nbytes)] = statistics.median(times[10:])
+    if ctx.rank == 0:
+        (Path(run.run_dir) / "all_reduce.json").write_text(json.dumps(medians))
 
 
 def main() -> None:

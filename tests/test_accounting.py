@@ -57,7 +57,7 @@ def test_under_the_wall_clock_the_table_says_the_parts_add_up_by_definition() ->
 
 
 def test_a_virtual_clock_run_adds_up_per_rank_within_one_percent(tmp_path: Path) -> None:
-    """A real PipeGCN run under the virtual clock on an emulated link: every rank's compute (its
+    """A real PipeGCN run under the virtual clock on a described link: every rank's compute (its
     clock's) plus its exposed communication (the meter's) is its epoch within 1%."""
     records = train_records(tmp_path, "strategy=pipegcn", "dataset.num_nodes=600", "train.epochs=4",
                             "cluster.world_size=2", "cluster.clock=virtual", "network=eth10g")

@@ -18,7 +18,7 @@ machine (docs/testing.md). Every case is a real job, launched as ``gnntrain`` la
   CUDA's index_add and cuSPARSE's products otherwise sum in a varying order); a bfloat16 model
   trains near its float32 run on a graph whose degrees exceed 256 (the degrees' own precision
   is checked exactly in ``tests/test_device_rules.py``); the device sampler draws the CPU's
-  blocks; an emulated link on CUDA; ``cluster.deterministic`` repeats
+  blocks; a described link on CUDA; ``cluster.deterministic`` repeats
   a run bit for bit, and the sparse products it replaces repeat on their own; AdaQP's cost
   model on the GPU is a transfer time.
 
@@ -164,9 +164,9 @@ def test_a_bfloat16_model_on_the_gpu_trains_as_float32_does(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name", ["vanilla", "pipegcn", "gnnpipe"])
-def test_an_emulated_link_on_the_gpu_holds_transfers_from_when_their_data_is_ready(name: str, tmp_path) -> None:
-    """At 0.2 Gbit/s the link dominates; a synchronous exchange exposes all of it (the host
-    waits for the stream to reach a transfer before it times the link), a stale one hides it."""
+def test_a_described_link_on_the_gpu_times_transfers_from_when_their_data_is_ready(name: str, tmp_path) -> None:
+    """At 0.2 Gbit/s the link dominates; a synchronous exchange exposes all of it (the virtual
+    clock posts a transfer where the stream reaches it), a stale one hides it."""
     records = train_records(tmp_path, *COMMON, "model=sage", f"strategy={name}", *GPU_GLOO, "network=eth10g",
                             "network.bandwidth_gbps=0.2", "train.epochs=4")
     for r in records[1:]:

@@ -102,6 +102,21 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
     assert replayed > 2 * run.steady(run.under(network_of(run.summary.network, []))).epoch_time
 
 
+def test_a_preset_given_to_replay_describes_the_cluster_as_for_a_run(traced: dict[str, Path], tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """``gnntrain-replay RUN network=measured_tcp_0g2``: the preset's own links, not the run's
+    10 Gbit/s (so the label and the figures are the preset's), equal to a fresh virtual run under
+    that preset within 3% (at 0.2 Gbit/s the link dominates the epoch)."""
+    out = tmp_path / "replayed.json"
+    replay_main([str(traced["vanilla"]), "network=measured_tcp_0g2", "--json", str(out)])
+    assert "modelled measured_tcp_0g2: 0.1994 Gbit/s" in capsys.readouterr().out
+    replayed = json.loads(out.read_text())["replayed"]["epoch_time"]
+    rerun = train_records(tmp_path / "rerun", *(c for c in COMMON if not c.startswith("network=")),
+                          *METHODS["vanilla"], "network=measured_tcp_0g2")
+    steady = [r["epoch_time"] for r in rerun if r["epoch"] > 2]
+    assert replayed == pytest.approx(sum(steady) / len(steady), rel=0.03)
+
+
 def test_the_trace_opens_in_perfetto_as_one_track_per_rank(traced: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
     replay_main([str(traced["vanilla"]), "--chrome", str(out)])

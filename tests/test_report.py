@@ -81,7 +81,7 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
         assert float(row["saved_for_backward_mb"]) == pytest.approx(metrics["saved_for_backward_mb"])
         assert metrics["projected_rows"] > 0
         assert named(row["strategy_metrics"])["projected_rows"] == pytest.approx(metrics["projected_rows"], rel=1e-3)
-        assert row["link_busy_ms"] == "", "no emulated link: nothing was busy"
+        assert row["link_busy_ms"] == "", "no modelled link: nothing was busy"
     text = (sweep / "report.md").read_text()
     assert "4 run(s); dataset: synthetic; model: gcn; workers: 2; device: cpu; network: none" in text
     assert "| run | setting | seed | strategy |" in text and "link_busy_ms" not in text, \
@@ -89,12 +89,15 @@ def test_table_cells_are_the_runs_summaries(sweep: Path) -> None:
     assert (sweep / "curves.png").stat().st_size > 0
 
 
-def test_the_links_busy_time_is_reported_under_an_emulated_network(sweep: Path) -> None:
+def test_the_links_busy_time_is_reported_under_a_modelled_link(sweep: Path) -> None:
     summary = RunSummary.read(sweep / "0")
     assert report.figures(summary)["link_busy_ms"] is None
-    emulated = replace(summary, mean_link_busy_time=0.0025,
-                       network={"emulated": True, "preset": "eth10g", "bandwidth_gbps": 10.0, "latency_us": 20.0})
-    assert report.figures(emulated)["link_busy_ms"] == pytest.approx(2.5)
+    modelled = replace(summary, mean_link_busy_time=0.0025,
+                       network={"modelled": True, "preset": "eth10g", "bandwidth_gbps": 10.0, "latency_us": 20.0})
+    assert report.figures(modelled)["link_busy_ms"] == pytest.approx(2.5)
+    written_before = replace(modelled, network={**modelled.network, "emulated": True})
+    del written_before.network["modelled"]
+    assert report.figures(written_before)["link_busy_ms"] == pytest.approx(2.5), "a summary of the emulator's days"
 
 
 def test_interpolations_read_as_their_values(sweep: Path, tmp_path: Path) -> None:

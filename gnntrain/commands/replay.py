@@ -89,6 +89,12 @@ def main(argv: list[str] | None = None) -> None:
         if bad:
             raise GnntrainError(f"override {bad[0]}: replay changes the network only; valid: network=<preset> and "
                                 "network.<key>=<value>")
+        real = [o for o in args.overrides if o.split("=", 1)[0] in ("network.mode", "network.calibrate_share",
+                                                                    "network.calibrate_against", "network.loss")]
+        if real:
+            raise GnntrainError(f"override {real[0]}: replay times a trace on a described cluster; valid: "
+                                "network=<preset> and the link keys (network.bandwidth_gbps, latency_us, "
+                                "send_overhead_us, recv_overhead_us, gpus_per_node, intra_*)")
         run = Traced(args.run)
         if args.chrome is not None:
             args.chrome.write_text(json.dumps(trace.chrome(run.ranks)))

@@ -51,11 +51,11 @@ class EpochRecord:
     one is due (and then the ranks pooling their records), so a transfer in flight across the
     boundary has no untimed gap to move in."""
     compute_time: float
-    """Compute, mean over ranks (``per_rank`` has each rank's). Under the wall clock, the rank's
-    own epoch less its exposed communication of every category; under the virtual clock
-    (``cluster.clock=virtual``) measured on its own, the rank's compute spans
-    (:mod:`gnntrain.timing.virtual_clock`), and ``compute_time + exposed_time`` is the rank's epoch
-    (``per_rank``)."""
+    """Compute, mean over ranks (``per_rank`` has each rank's): the rank's own epoch less the time
+    it was blocked on communication of every timed category (:mod:`gnntrain.timing.accounting`,
+    one accounting for both clocks). Under the virtual clock (``cluster.clock=virtual``) that is
+    the rank's compute spans as its clock measured them (:mod:`gnntrain.timing.virtual_clock`),
+    and ``compute_time + exposed_time`` is the rank's epoch (``per_rank``)."""
     comm_time: float
     """Exposed ``data`` communication, the traffic a method moves to compute (halo rows, stage
     activations; their gradients), mean over ranks: seconds a rank was blocked on it (on a CPU

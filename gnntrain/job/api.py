@@ -78,8 +78,13 @@ def check(cfg: dict | RootConfig) -> RootConfig:
 
 def network_of(described: dict, overrides: list[str]) -> NetworkConfig:
     """The typed network a finished run ran on (``described``: its ``summary.json``'s
-    ``network``), with ``overrides`` applied: a later run, or a replay, under exactly that link."""
-    return check(compose(link_overrides(described) + overrides)).network
+    ``network``) with ``overrides`` applied, composed as a run composes them: a preset among them
+    (``network=eth25g``) describes the cluster on its own, its keys and no longer the run's, then
+    the ``network.*`` overrides; without one, the run's own link is the base. A replay or a later
+    run under exactly that cluster."""
+    preset = any(o.split("=", 1)[0] in ("network", "+network") for o in overrides)
+    return check(compose((["network.calibrate_share=null"] if preset else link_overrides(described))
+                         + overrides)).network
 
 
 def calibrate(cfg: dict | RootConfig) -> RootConfig:
