@@ -103,13 +103,13 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
 
 
 def test_a_preset_given_to_replay_describes_the_cluster_as_for_a_run(traced: dict[str, Path], tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture) -> None:
+                                                                      capfd: pytest.CaptureFixture) -> None:
     """``gnntrain-replay RUN network=measured_tcp_0g2``: the preset's own links, not the run's
     10 Gbit/s (so the label and the figures are the preset's), equal to a fresh virtual run under
     that preset within 3% (at 0.2 Gbit/s the link dominates the epoch)."""
     out = tmp_path / "replayed.json"
     replay_main([str(traced["vanilla"]), "network=measured_tcp_0g2", "--json", str(out)])
-    assert "modelled measured_tcp_0g2: 0.1994 Gbit/s" in capsys.readouterr().out
+    assert "modelled measured_tcp_0g2: 0.1994 Gbit/s" in capfd.readouterr().out
     replayed = json.loads(out.read_text())["replayed"]["epoch_time"]
     rerun = train_records(tmp_path / "rerun", *(c for c in COMMON if not c.startswith("network=")),
                           *METHODS["vanilla"], "network=measured_tcp_0g2")
