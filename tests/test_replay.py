@@ -23,7 +23,8 @@ from gnntrain.job import api
 from gnntrain.predict.predictor import predicted, written
 from gnntrain.strategies import method
 from gnntrain.timing.epoch import EpochTiming
-from gnntrain.timing.cluster import Topology
+from gnntrain.timing.cluster import Link, Topology
+from gnntrain.timing.replay import replay
 from gnntrain.timing import trace
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced
@@ -104,15 +105,17 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
 
 def test_a_preset_given_to_replay_describes_the_cluster_as_for_a_run(traced: dict[str, Path], tmp_path: Path,
                                                                       capfd: pytest.CaptureFixture) -> None:
-    """``gnntrain-replay RUN network=measured_tcp_0g2``: the preset's own links, not the run's
-    10 Gbit/s (so the label and the figures are the preset's), equal to a fresh virtual run under
-    that preset within 3% (at 0.2 Gbit/s the link dominates the epoch)."""
+    """``gnntrain-replay RUN network=measured_tcp_0g2 network.bandwidth_gbps=0.02``: the preset's own
+    links (its latency and host costs, not the run's eth10g ones), then the override, so the label
+    and the figures are the preset's; equal to a fresh virtual run given the same within 3% (at
+    0.02 Gbit/s the link dominates the epoch)."""
+    cluster = ["network=measured_tcp_0g2", "network.bandwidth_gbps=0.02"]
     out = tmp_path / "replayed.json"
-    replay_main([str(traced["vanilla"]), "network=measured_tcp_0g2", "--json", str(out)])
-    assert "modelled measured_tcp_0g2: 0.1994 Gbit/s" in capfd.readouterr().out
+    replay_main([str(traced["vanilla"]), *cluster, "--json", str(out)])
+    assert "modelled measured_tcp_0g2: 0.02 Gbit/s, 10.56 us, o 26/26 us" in capfd.readouterr().out
     replayed = json.loads(out.read_text())["replayed"]["epoch_time"]
     rerun = train_records(tmp_path / "rerun", *(c for c in COMMON if not c.startswith("network=")),
-                          *METHODS["vanilla"], "network=measured_tcp_0g2")
+                          *METHODS["vanilla"], *cluster)
     steady = [r["epoch_time"] for r in rerun if r["epoch"] > 2]
     assert replayed == pytest.approx(sum(steady) / len(steady), rel=0.03)
 
@@ -217,3 +220,34 @@ def test_a_curve_replays_the_headlines_own_traced_runs(tmp_path: Path) -> None:
     assert traced_runs(curve, sweeps, tmp_path, 2) == own
     with pytest.raises(GnntrainError, match="0 jobs of sweep speed compose as"):
         traced_jobs(curve, {"speed": ["dataset.num_nodes=300", "strategy=bns"]})
+
+
+def _format_1_trace(path: Path) -> Path:
+    """Two ranks exchanging one message each way in one epoch, as gnntrain before the timing
+    package wrote it (no header, no keys, no host costs)."""
+    lines = []
+    for rank, peer in ((0, 1), (1, 0)):
+        key = [[0, 1], -1, -1, [0, 0]]
+        lines += [{"r": rank, "ev": "post", "id": 1, "shape": "exchange", "kind": "halo_fwd", "post": 0.001,
+                   "sent": [[peer, 1000, key]], "received": [[peer, 1000, key]]},
+                  {"r": rank, "ev": "wait", "id": 1, "reached": 0.002, "done": 0.002, "resumed": 0.002},
+                  {"r": rank, "ev": "epoch", "epoch": 1, "start": 0.0, "end": 0.003}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_format_1_trace_replays_and_its_messages_pay_a_clusters_host_costs(tmp_path: Path) -> None:
+    ranks = trace.read(_format_1_trace(tmp_path / "trace.jsonl"))
+    costless = Topology({"inter": Link(1e12, 0.0)})
+    costly = Topology({"inter": Link(1e12, 0.0, 0.5e-3, 0.25e-3)})
+    (plain,), (priced,) = replay(ranks, costless), replay(ranks, costly)
+    assert plain.epoch_time == pytest.approx(0.003)
+    assert priced.epoch_time == pytest.approx(0.003 + 0.5e-3 + 0.25e-3), "one message sent, one received"
+    assert priced.exposed("halo_fwd") == pytest.approx(plain.exposed("halo_fwd") + 0.75e-3)
+
+
+def test_a_trace_without_a_complete_epoch_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    trace.start(path)
+    with pytest.raises(GnntrainError, match="the trace holds no epoch every rank completed"):
+        replay(trace.read(path), Topology())

@@ -41,7 +41,9 @@ collective's either way, as on NCCL, where it stays one ``all_to_all_single``.
 Timing. The communicator times every transfer through its :mod:`~gnntrain.comm.timed` timing:
 on the wall clock, the real transport's completion; on the virtual clock (``cluster.clock=virtual``,
 :mod:`gnntrain.timing`), the completion the described cluster's model gives from every
-participant's post time, whose stamps travel beside the data. Its code does not branch on which.
+participant's post time, whose stamps travel beside the data. It asks its timing the same
+questions whichever it is; only what it tells the network model of an operation's messages
+(:meth:`Communicator._messages`) is left out on the wall clock, which has no model.
 """
 
 from __future__ import annotations

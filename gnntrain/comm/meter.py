@@ -157,12 +157,13 @@ class CommMeter:
         self._open = still_open
         return EpochLedger(window, tuple(operations), stamps)
 
-    def account(self, ledger: EpochLedger) -> RankAccount:
+    def account(self, ledger: EpochLedger, measured_compute: float | None = None) -> RankAccount:
         """The rank's account of the ledger's epoch (:func:`gnntrain.timing.accounting.account`),
         every operation's transfer placed from the latest start of any rank taking part. Call after
         :meth:`learn` has had the peers' stamps of the ledger's epoch, for the ledgers in the order
         of their epochs."""
-        result = accounting.account(list(ledger.operations), ledger.window, latest_start(self._peer_started))
+        result = accounting.account(list(ledger.operations), ledger.window, latest_start(self._peer_started),
+                                    measured_compute)
         for op in ledger.operations:
             if op.waited is not None:
                 for key in op.keys:

@@ -68,8 +68,6 @@ class WallPending(Pending):
 class WallTiming:
     """The real transport's time (module docstring)."""
 
-    virtual = False
-
     def __init__(self, comm: Communicator) -> None:
         self.comm = comm
 
@@ -163,8 +161,6 @@ def _ignore(_: Any) -> None:
 
 class VirtualTiming:
     """The described cluster's time (module docstring)."""
-
-    virtual = True
 
     def __init__(self, comm: Communicator, rank: VirtualRank) -> None:
         self.comm, self.rank = comm, rank

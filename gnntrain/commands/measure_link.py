@@ -16,10 +16,12 @@ rank 0 and a rank of another node (and, with ``network.gpus_per_node``, one of i
   (:func:`gnntrain.timing.cluster.wire`).
 
 LogGP's ``o`` is the host's part of the half round trip: the same ping-pong over this host's
-loopback (a second job on ``network=none``, unless the link measured is the loopback itself),
-where no wire adds time; split evenly between sending and receiving (a ping-pong cannot tell
-the two ends apart: a choice, stated in the description). The link's latency is the rest of its
-half round trip. Each figure is the median over ``--rounds`` (ping-pong) and ``--streams``
+loopback (a second job on ``network=none``, unless the link measured is the loopback itself, or
+``--overhead-from NAME`` takes it from a description already measured so, which a job under
+torchrun must: it cannot start a local one), where no wire adds time; split evenly between sending
+and receiving (a ping-pong cannot tell the two ends apart: a choice, stated in the description).
+The link's latency is the rest of its half round trip. A described link (``network=eth10g``) is
+refused: it is a model, not a link to measure. Each figure is the median over ``--rounds`` (ping-pong) and ``--streams``
 (streams) repeats, with its spread in the file's comment.
 
 The description is written to ``CONF_DIR/network/NAME.yaml`` (default ``CONF_DIR``: this
@@ -47,8 +49,9 @@ from gnntrain.data.job import JobData
 from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.storage.files import write_atomically
 from gnntrain.job import api
+from gnntrain.job.launch.join import under_torchrun
 from gnntrain.parallel.mesh import WorkerContext
-from gnntrain.timing.cluster import FRAME_BYTES, SEGMENT_BYTES
+from gnntrain.timing.cluster import FRAME_BYTES, SEGMENT_BYTES, modelled
 
 SMALL_BYTES = 64
 """A ping-pong's message: 16 float32 values."""
@@ -61,9 +64,9 @@ FIGURES = "link.json"
 """What the probe's rank 0 writes into its run dir."""
 
 
-def _ping_pong(me: int, peer: int, first: bool, rounds: int) -> list[float]:
+def _ping_pong(me: int, peer: int, first: bool, rounds: int, device: torch.device) -> list[float]:
     """Half round trips of small messages between ``me`` and ``peer`` (``first`` sends first)."""
-    out, back = torch.ones(SMALL_BYTES // 4), torch.empty(SMALL_BYTES // 4)
+    out, back = torch.ones(SMALL_BYTES // 4, device=device), torch.empty(SMALL_BYTES // 4, device=device)
     halves = []
     for i in range(WARMUP + rounds):
         start = time.perf_counter()
@@ -73,16 +76,18 @@ def _ping_pong(me: int, peer: int, first: bool, rounds: int) -> list[float]:
         else:
             dist.recv(back, peer)
             dist.send(out, peer)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         if i >= WARMUP and first:
             halves.append((time.perf_counter() - start) / 2)
     return halves
 
 
-def _streams(me: int, peer: int, first: bool, messages: int, repeats: int) -> list[float]:
+def _streams(me: int, peer: int, first: bool, messages: int, repeats: int, device: torch.device) -> list[float]:
     """Seconds of ``messages`` large messages from ``me`` to ``peer``, back to back, each stream
     acknowledged by one small message (the sender's clock)."""
-    data = torch.ones(STREAM_BYTES // 4)
-    ack = torch.ones(SMALL_BYTES // 4)
+    data = torch.ones(STREAM_BYTES // 4, device=device)
+    ack = torch.ones(SMALL_BYTES // 4, device=device)
     times = []
     for i in range(1 + repeats):
         dist.barrier()
@@ -91,6 +96,8 @@ def _streams(me: int, peer: int, first: bool, messages: int, repeats: int) -> li
             for work in [dist.isend(data, peer) for _ in range(messages)]:
                 work.wait()
             dist.recv(ack, peer)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             if i >= 1:
                 times.append(time.perf_counter() - start)
         else:
@@ -102,10 +109,11 @@ def _streams(me: int, peer: int, first: bool, messages: int, repeats: int) -> li
 
 
 def probe(run: RootConfig, ctx: WorkerContext, job: JobData, *, rounds: int, streams: int,
-          seconds: float) -> None:
+          seconds: float) -> dict | None:
     """Every rank's part of the measurement (module docstring); rank 0 writes the figures per
     level, its partner on another node (``inter``) and, with ``network.gpus_per_node``, on its
-    own (``intra``), to :data:`FIGURES` in the run dir."""
+    own (``intra``), to :data:`FIGURES` in the run dir, and returns them."""
+    device = ctx.device
     per_node = run.network.gpus_per_node or 1
     pairs = {"inter": per_node}
     if per_node > 1:
@@ -117,22 +125,23 @@ def probe(run: RootConfig, ctx: WorkerContext, job: JobData, *, rounds: int, str
                                 f"link with; valid: cluster.world_size >= {partner + 1}")
         dist.barrier()
         taking_part = ctx.rank in (0, partner)
-        halves = _ping_pong(ctx.rank, partner if ctx.rank == 0 else 0, ctx.rank == 0, rounds) if taking_part else []
+        halves = (_ping_pong(ctx.rank, partner if ctx.rank == 0 else 0, ctx.rank == 0, rounds, device)
+                  if taking_part else [])
         half = statistics.median(halves) if halves else 0.0
         # a first stream sizes the measured ones to about ``seconds`` each
-        size = torch.tensor([1.0])
+        size = torch.tensor([1.0], device=device)
         if ctx.rank == 0:
-            trial = _streams(0, partner, True, 2, 1)[0]
+            trial = _streams(0, partner, True, 2, 1, device)[0]
             size[0] = max(2, min(256, round(seconds * 2 / max(trial, 1e-6))))
         elif taking_part:
-            _streams(partner, 0, False, 2, 1)
+            _streams(partner, 0, False, 2, 1, device)
         else:
             dist.barrier()
             dist.barrier()
         dist.broadcast(size, 0)
         messages = int(size[0])
         if taking_part:
-            times = _streams(ctx.rank, partner if ctx.rank == 0 else 0, ctx.rank == 0, messages, streams)
+            times = _streams(ctx.rank, partner if ctx.rank == 0 else 0, ctx.rank == 0, messages, streams, device)
         else:
             for _ in range(1 + streams):
                 dist.barrier()
@@ -142,15 +151,24 @@ def probe(run: RootConfig, ctx: WorkerContext, job: JobData, *, rounds: int, str
             rates = [payload / max(t - half, 1e-9) for t in times]
             figures[level] = {"half_round_trips_s": halves, "stream_s": times, "stream_bytes": payload,
                               "half_round_trip_s": half, "payload_bytes_per_s": statistics.median(rates)}
-    if ctx.rank == 0:
-        write_atomically(Path(run.run_dir) / FIGURES, json.dumps(figures))
+    if ctx.rank != 0:
+        return None
+    write_atomically(Path(run.run_dir) / FIGURES, json.dumps(figures))
+    return figures
 
 
-def _measured(overrides: list[str], args: argparse.Namespace) -> tuple[RootConfig, dict]:
+def _measured(overrides: list[str], args: argparse.Namespace) -> tuple[RootConfig, dict | None]:
+    """The measurement's run and rank 0's figures (None on the other ranks of a torchrun job)."""
     with tempfile.TemporaryDirectory(prefix="gnntrain-measure-link-") as folder:
         run = api.check(api.compose([*overrides, "dataset.num_nodes=64", "train.epochs=1", "wandb.mode=disabled"],
                                     run_dir=folder))
-        api.run(run, partial(probe, rounds=args.rounds, streams=args.streams, seconds=args.seconds))
+        if modelled(run.network):
+            raise GnntrainError(f"network={run.network.name}: a described link is a model, not a link to measure; "
+                                "valid: network=none (this host's loopback, or the machines' network under "
+                                "torchrun), network.mode=kernel network.bandwidth_gbps=<rate>")
+        returned = api.run(run, partial(probe, rounds=args.rounds, streams=args.streams, seconds=args.seconds))
+        if under_torchrun():
+            return run, returned
         return run, json.loads((Path(folder) / FIGURES).read_text())
 
 
@@ -158,12 +176,12 @@ def _spread(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1e6:.1f} us, range {min(values) * 1e6:.1f}-{max(values) * 1e6:.1f}"
 
 
-def description(name: str, run: RootConfig, link: dict, host: dict) -> tuple[str, list[str]]:
-    """The preset's YAML and its overrides, from the link's figures and the loopback's (``host``)."""
+def description(name: str, run: RootConfig, link: dict, o: float, said: str) -> tuple[str, list[str]]:
+    """The preset's YAML and its overrides, from the link's figures and the host's cost of a
+    message at each end, ``o`` (seconds; ``said``: where it comes from)."""
     keys, comment = {}, []
     for level, figures in link.items():
         prefix = "" if level == "inter" else "intra_"
-        o = host["inter"]["half_round_trip_s"] / 2
         latency = max(0.0, figures["half_round_trip_s"] - 2 * o)
         keys[f"{prefix}bandwidth_gbps"] = round(figures["payload_bytes_per_s"] * FRAME_BYTES / SEGMENT_BYTES * 8 / 1e9, 4)
         keys[f"{prefix}latency_us"] = round(latency * 1e6, 2)
@@ -172,13 +190,12 @@ def description(name: str, run: RootConfig, link: dict, host: dict) -> tuple[str
                        f"over {len(figures['half_round_trips_s'])}; streams of {figures['stream_bytes'] / 2**20:.0f} MiB "
                        f"{statistics.median(figures['stream_s']):.3f} s (median of {len(figures['stream_s'])}): "
                        f"{figures['payload_bytes_per_s'] * 8 / 1e9:.4g} Gbit/s of payload")
-    comment.append(f"o: half of this host's loopback half round trip ({_spread(host['inter']['half_round_trips_s'])}), "
-                   "split evenly between sending and receiving")
+    comment.append(f"o: {said}, split evenly between sending and receiving")
     if run.network.gpus_per_node:
         keys = {**{k: v for k, v in keys.items() if not k.startswith("intra_")}, "gpus_per_node": run.network.gpus_per_node,
                 **{k: v for k, v in keys.items() if k.startswith("intra_")}}
     where = (f"network.mode=kernel at {run.network.bandwidth_gbps:g} Gbit/s" if run.network.mode == "kernel"
-             else "this host's loopback" if run.network.bandwidth_gbps is None else run.network.name)
+             else "the machines' network (torchrun)" if under_torchrun() else "this host's loopback")
     header = [f"# Measured by gnntrain-measure-link on {socket.gethostname()} at "
               f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC: {where}, {run.cluster.world_size} ranks.",
               *(f"# {line}" for line in comment)]
@@ -196,6 +213,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2000, help="ping-pong round trips (default 2000)")
     parser.add_argument("--streams", type=int, default=5, help="streams (default 5)")
     parser.add_argument("--seconds", type=float, default=0.3, help="about how long a stream lasts (default 0.3)")
+    parser.add_argument("--overhead-from", default=None, metavar="NAME",
+                        help="take o from this loopback description instead of measuring the loopback again "
+                             "(needed under torchrun)")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-measure-link"):
         if not args.name.replace("_", "").isalnum():
@@ -203,11 +223,23 @@ def main(argv: list[str] | None = None) -> None:
         if min(args.rounds, args.streams) < 3 or not 0 < args.seconds <= 10:
             raise GnntrainError(f"--rounds {args.rounds} --streams {args.streams} --seconds {args.seconds}: valid: "
                                 "at least 3 rounds and streams, 0 < seconds <= 10")
+        if under_torchrun() and args.overhead_from is None:
+            raise GnntrainError("under torchrun o cannot come from a local loopback job; valid: --overhead-from NAME, "
+                                "a description of one machine's loopback (gnntrain-measure-link network=none --name NAME "
+                                "run there first)")
         run, link = _measured(list(args.overrides), args)
-        loopback = run.network.bandwidth_gbps is None and run.network.mode != "kernel"
-        host = link if loopback else _measured([o for o in args.overrides if not o.startswith("network")]
-                                               + ["network=none"], args)[1]
-        text, overrides = description(args.name, run, link, host)
+        if link is None:  # another rank of a torchrun job: rank 0 writes
+            return
+        if args.overhead_from is not None:
+            given = api.check(api.compose([f"network={args.overhead_from}"])).network
+            o, said = given.send_overhead_us * 1e-6, f"from the description {args.overhead_from}"
+        else:
+            loopback = run.network.bandwidth_gbps is None and run.network.mode != "kernel"
+            host = link if loopback else _measured([o for o in args.overrides if not o.startswith("network")]
+                                                   + ["network=none"], args)[1]
+            o = host["inter"]["half_round_trip_s"] / 2
+            said = f"half of this host's loopback half round trip ({_spread(host['inter']['half_round_trips_s'])})"
+        text, overrides = description(args.name, run, link, o, said)
         path = args.out / "network" / f"{args.name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, text)

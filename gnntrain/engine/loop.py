@@ -75,6 +75,9 @@ class KeptEpoch:
     link_busy: dict[str, float]
     link_latency: float
     tallies: Tallies
+    compute_time: float | None = None
+    """Under the virtual clock, the compute its clock measured in the epoch (None: the wall clock,
+    which measures none apart)."""
     call_time: float = 0.0
     """Under the virtual clock, the thread CPU time its communication calls took (not virtual
     time; 0 elsewhere)."""
@@ -135,18 +138,19 @@ class EpochLoop:
         self.clock.anchor()
         self.timing.begin_epoch()
         start = self.clock.mark()
-        before = self.timing.cpu_times()
+        before = self.timing.counters()
         loss = self.strategy.train_epoch(epoch)
         end = self.clock.mark()
         epoch_time = self.clock.seconds(start, end)
-        call_time, compute_cpu_time = (a - b for a, b in zip(self.timing.cpu_times(), before))
+        spent = {name: value - before[name] for name, value in self.timing.counters().items()}
         self.timing.epoch(epoch, start, end)
         rows = projected_rows.take()
         self.meter.settle()
         ledger = self.meter.close((self.clock.host_time(start), self.clock.host_time(end)))
         return KeptEpoch(epoch=epoch, loss=float(loss), epoch_time=epoch_time, ledger=ledger,
-                         projected_rows=rows, call_time=call_time,
-                         compute_cpu_time=compute_cpu_time,
+                         projected_rows=rows, compute_time=spent.get("compute_time"),
+                         call_time=spent.get("comm_call_time", 0.0),
+                         compute_cpu_time=spent.get("compute_cpu_time", 0.0),
                          link_busy=by_category(self.meter.link_busy_s, TRAINING_CATEGORIES),
                          link_latency=sum(by_category(self.meter.link_latency_s, TRAINING_CATEGORIES).values()),
                          tallies=self.strategy.epoch_tallies())
@@ -182,7 +186,7 @@ class EpochLoop:
     def rank_share(self, kept: KeptEpoch) -> RankShare:
         """This rank's part of one epoch's record; its communication times split with the
         peers' starts learned (call for the kept epochs in order)."""
-        account = self.meter.account(kept.ledger)
+        account = self.meter.account(kept.ledger, kept.compute_time)
         figures = {"epoch_time": kept.epoch_time, "comm_call_time": kept.call_time,
                    "compute_cpu_time": kept.compute_cpu_time,
                    **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},

@@ -7,7 +7,7 @@ the ranks pool their figures, after every evaluated epoch, every checkpointed on
 before it. The epoch's time is the maximum over
 ranks (seconds), its parts (compute, communication) the mean over ranks, bytes the sum over
 ranks of payload bytes sent, memory the maximum over ranks.
-Communication is reported per category (:mod:`gnntrain.comm.meter`: ``data``, ``sync``,
+Communication is reported per category (:mod:`gnntrain.timing.kinds`: ``data``, ``sync``,
 ``control``), with the same meaning for every strategy. For multilabel datasets the
 ``*_acc`` fields hold F1-micro.
 """

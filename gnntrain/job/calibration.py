@@ -99,7 +99,8 @@ def calibrated(run: RootConfig) -> RootConfig:
         off = abs(reached - share) > TOLERANCE
         print(f"network: the cached link reaches {baseline['name']} communication share {reached:.3f} now "
               f"(target {share:g}){'; calibrating again from its trace' if off else ''}", flush=True)
-        result = {**cached, "reached_share": reached, "rechecks": cached.get("rechecks", 0) + 1}
+        result = {"probe_scale": cached["scale"], **cached, "reached_share": reached,
+                  "rechecks": cached.get("rechecks", 0) + 1}
         if off:
             result.update(_solve(probe, run, cached["scale"]))
         _store(path, result)
@@ -112,8 +113,8 @@ def calibrated(run: RootConfig) -> RootConfig:
     link = scaled(net, result["scale"])
     print(f"network: calibrated to {result['against']} communication share {share:g} (reached "
           f"{result['reached_share']:.3f}): {net.name} bandwidths x {result['scale']:.4g} = "
-          f"{link.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, "
-          f"link busy {result['link_busy_s'] * 1e3:.2f} ms at the preset; {path})", flush=True)
+          f"{link.bandwidth_gbps:.4g} Gbit/s (probe: compute {result['compute_s'] * 1e3:.1f} ms, link busy "
+          f"{result['link_busy_s'] * 1e3:.2f} ms under its link, x {result['probe_scale']:.4g}; {path})", flush=True)
     return replace(run, network=replace(link, calibration=result))
 
 
@@ -239,8 +240,8 @@ def _solve(probe: Traced, run: RootConfig, probed: float, steps: int = 60) -> di
         else:
             fast = middle
     scale = (slow * fast) ** 0.5
-    preset, solved = at(probed), at(scale)
-    return {"share": share, "scale": scale, "reached_share": _share(solved, run), "compute_s": preset.compute_time,
-            "link_busy_s": probe.summary.mean_link_busy_time_by_category.get("data", 0.0),
-            "preset_bandwidth_gbps": run.network.bandwidth_gbps, "probe_epoch_s": preset.epoch_time,
+    probe_epoch, solved = at(probed), at(scale)
+    return {"share": share, "scale": scale, "reached_share": _share(solved, run), "compute_s": probe_epoch.compute_time,
+            "link_busy_s": probe.summary.mean_link_busy_time_by_category.get("data", 0.0), "probe_scale": probed,
+            "preset_bandwidth_gbps": run.network.bandwidth_gbps, "probe_epoch_s": probe_epoch.epoch_time,
             "epoch_s": solved.epoch_time, "solved_by": "replay"}

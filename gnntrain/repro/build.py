@@ -9,8 +9,8 @@ ours, the setting and the git commit), PNG figures, ``runs.csv`` (every run's fi
 ``runs.tar.gz`` (the files of the runs it read, :mod:`gnntrain.repro.archive`: ``--tables-only
 --runs <them unpacked>`` rebuilds the table from them).
 
-``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: links
-emulated and calibrated to the paper's communication share; accuracy on Cora);
+``--scale small`` (default) uses the CPU-sized presets (``conf/experiment/<table>.yaml``: described
+links, timed on the virtual clock and calibrated to the paper's communication share; accuracy on Cora);
 ``--scale paper`` the paper-sized ones (``<table>_paper.yaml``) on a GPU cluster, where the
 accuracy columns come from the same runs. ``runs.csv`` gives each job's wall time (``wall_s``);
 ``--dry-run`` lists the sweeps, their jobs and the wall time those records suggest, and starts
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gnntrain.timing.cluster import link_overrides
 from gnntrain.job.api import compose
+from gnntrain.job.composition import typed_run
 from gnntrain.report import markdown, write_csv
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.repro import CHECKOUT, use_shared_data
@@ -93,8 +94,8 @@ def planned(paper: Paper, scale: str, only: list[str] | None, tables_only: bool)
 
 
 def on_virtual_clock(overrides: list[str]) -> bool:
-    """Whether a sweep's jobs run on the virtual clock (its first job's composed config)."""
-    return compose(expand(overrides)[0])["cluster"]["clock"] == "virtual"
+    """Whether a sweep's jobs run on the virtual clock (its first job's config, ``auto`` resolved)."""
+    return typed_run(compose(expand(overrides)[0])).cluster.clock == "virtual"
 
 
 def trusted(holds: bool) -> list[str]:

@@ -78,7 +78,7 @@ def _fetched(run: Run) -> float:
 
 
 def _off_link(run: Run, start: int) -> float:
-    """The mean epoch from epoch ``start`` on less the emulated links' busy and latency time
+    """The mean epoch from epoch ``start`` on less the modelled links' busy and latency time
     (computing, sampling, waiting for peers)."""
     return mean(r.epoch_time - r.link_busy_time - r.link_latency_time for r in run.records if r.epoch >= start)
 

@@ -93,7 +93,7 @@ class Method:
     timing_model: Optional[Reference] = None
     """How one epoch of the method runs, for the predictor (:mod:`gnntrain.predict`): a function
     (or ``"module:function"``) ``timing_model(config, shape, costs, line, epoch, state)`` that writes
-    epoch ``epoch`` of every rank onto ``line`` (:class:`~gnntrain.timing.builder.Timeline`):
+    epoch ``epoch`` of every rank onto ``line`` (:class:`~gnntrain.timing.builder.TraceBuilder`):
     its compute, from ``costs`` (:class:`~gnntrain.cost.compute.Costs`), and the operations it
     posts and waits for, with their bytes, from the partition's ``shape``
     (:class:`~gnntrain.cost.shape.PartitionShape`); ``state`` lasts from one epoch to the next.

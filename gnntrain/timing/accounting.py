@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from gnntrain.timing.kinds import TIMED_CATEGORIES, TRAINING_CATEGORIES, category
+from gnntrain.timing.kinds import TIMED_CATEGORIES, category
 
 Interval = tuple[float, float]
 
@@ -123,14 +123,19 @@ class Operation:
 
 @dataclass(frozen=True)
 class RankAccount:
-    """One rank's epoch: its window, its compute (the window less the union of its exposed
-    communication of every timed category) and, per timed category and per kind of those
-    categories, its :class:`Split` (a category's split is not the sum of its kinds' where their
-    transfers overlap)."""
+    """One rank's epoch: its window, per timed category and per kind of those categories its
+    :class:`Split` (a category's split is not the sum of its kinds' where their transfers
+    overlap), and its compute: as its clock measured it where one did (the virtual clock's
+    compute spans, independently of the operations), else the window less the time the rank was
+    blocked on any timed operation."""
 
     window: Interval
     categories: dict[str, Split]
     kinds: dict[str, Split] = field(default_factory=dict)
+    blocked: float = 0.0
+    """Seconds the rank was blocked on any timed operation in the window (the union)."""
+    measured_compute: float | None = None
+    """The compute the rank's clock measured (the virtual clock's); None: not measured apart."""
 
     @property
     def epoch_time(self) -> float:
@@ -138,20 +143,20 @@ class RankAccount:
 
     @property
     def exposed_time(self) -> float:
-        return sum(self.categories[c].exposed for c in TRAINING_CATEGORIES if c in self.categories)
+        """Exposed communication of every timed category (``diag`` included)."""
+        return sum(split.exposed for split in self.categories.values())
 
     @property
     def compute_time(self) -> float:
-        return self.epoch_time - self.blocked
-
-    blocked: float = 0.0
-    """Seconds the rank was blocked on any timed operation in the window (the union)."""
+        return self.epoch_time - self.blocked if self.measured_compute is None else self.measured_compute
 
 
-def account(operations: list[Operation], window: Interval, ready: Callable[[Operation], float]) -> RankAccount:
+def account(operations: list[Operation], window: Interval, ready: Callable[[Operation], float],
+            measured_compute: float | None = None) -> RankAccount:
     """Split a rank's epoch (module docstring): ``operations`` those waited in ``window`` or in
     flight at its end, ``ready(op)`` where the last participant of ``op`` had its data ready (the
-    latest start over every rank taking part; at least ``op.started``)."""
+    latest start over every rank taking part; at least ``op.started``); ``measured_compute``: the
+    compute the rank's clock measured, where it did."""
     exposed: dict[str, list[Interval]] = {c: [] for c in TIMED_CATEGORIES}
     in_flight: dict[str, list[Interval]] = {c: [] for c in TIMED_CATEGORIES}
     kinds: dict[str, tuple[list[Interval], list[Interval]]] = {}
@@ -175,7 +180,7 @@ def account(operations: list[Operation], window: Interval, ready: Callable[[Oper
         own[1].extend(moving)
     blocked = length(union(clipped([i for c in TIMED_CATEGORIES for i in exposed[c]], window)))
     return RankAccount(window, {c: split(exposed[c], in_flight[c], window) for c in TIMED_CATEGORIES},
-                       {k: split(e, f, window) for k, (e, f) in sorted(kinds.items())}, blocked)
+                       {k: split(e, f, window) for k, (e, f) in sorted(kinds.items())}, blocked, measured_compute)
 
 
 def latest_start(started: dict[tuple, float]) -> Callable[[Operation], float]:

@@ -27,6 +27,11 @@ COLLECTIVE = -1
 """A collective's source and destination in its key."""
 
 
+def _message(peer: int, nbytes: float, key: tuple) -> list:
+    """A message to or from ``peer``, none where it carries no bytes (the communicator sends none)."""
+    return [(peer, int(nbytes), key)] if int(nbytes) else []
+
+
 @dataclass
 class RankTrace:
     """One rank's trace being written."""
@@ -72,17 +77,17 @@ class RankTrace:
     def send(self, kind: str, peer: int, nbytes: float) -> int:
         """Post a one-sided send (a pipeline stage's rows, a migrating model)."""
         key = self._key(("p2p", kind), self.rank, peer)
-        return self._post("send", kind, (key,), [(peer, int(nbytes), key)], [], nbytes)
+        return self._post("send", kind, (key,), _message(peer, nbytes, key), [], nbytes)
 
     def swap(self, kind: str, to: int, nbytes: float, source: int, arriving: float) -> int:
         """Post point-to-point messages sent and received together (``p2p_start``)."""
         out, into = self._key(("p2p", kind), self.rank, to), self._key(("p2p", kind), source, self.rank)
-        return self._post("exchange", kind, (out, into), [(to, int(nbytes), out)], [(source, int(arriving), into)],
+        return self._post("exchange", kind, (out, into), _message(to, nbytes, out), _message(source, arriving, into),
                           nbytes)
 
     def recv(self, kind: str, peer: int, nbytes: float) -> int:
         key = self._key(("p2p", kind), peer, self.rank)
-        return self._post("recv", kind, (key,), [], [(peer, int(nbytes), key)], 0)
+        return self._post("recv", kind, (key,), [], _message(peer, nbytes, key), 0)
 
     def ring(self, kind: str, group: list[int], nbytes: float) -> None:
         """An all-reduce over ``group`` (world ranks), waited at once."""

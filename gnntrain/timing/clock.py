@@ -161,10 +161,9 @@ class WallRank:
     def begin_epoch(self) -> None:
         """Nothing: the host's clock runs on."""
 
-    def cpu_times(self) -> tuple[float, float]:
-        """The CPU seconds of the rank's communication calls and of its compute (not measured
-        apart on the wall clock: 0, 0)."""
-        return 0.0, 0.0
+    def counters(self) -> dict[str, float]:
+        """What the rank's clock counts apart, so far (nothing on the wall clock)."""
+        return {}
 
     def epoch(self, epoch: int, start: Mark, end: Mark) -> None:
         """Nothing to trace."""

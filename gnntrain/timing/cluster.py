@@ -11,8 +11,9 @@ a prediction (:mod:`gnntrain.predict`) and calibration all build theirs with :me
 so the same cluster is timed by one model whoever times it.
 
 A described link selects the virtual clock (``cluster.clock=auto``); a run on a real transport
-(``network=none``, ``network.mode=kernel``, torchrun across machines) is timed on the wall clock,
-and its ``network`` section says what the links are, not a model of them (docs/clusters.md).
+(``network=none``, ``network.mode=kernel``; torchrun across machines with ``network=none``) is
+timed on the wall clock, and its ``network`` section says what the links are, not a model of them
+(docs/clusters.md).
 """
 
 from __future__ import annotations

@@ -18,9 +18,6 @@ from gnntrain.timing.kinds import TRAINING_CATEGORIES, category
 
 PARTS = ("wait", "transfer", "hidden")
 """How communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
-CLOCKS = ("wall", "virtual", "replayed", "predicted")
-"""What an epoch was timed on: a live run's wall or virtual clock, a replay of a trace, a
-prediction's written trace replayed."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +26,8 @@ class EpochTiming:
 
     epoch: int
     clock: str
+    """What it was timed on: a live run's ``wall`` or ``virtual`` clock, a replay of a trace
+    (``replayed``), a prediction's written trace replayed (``predicted``)."""
     epoch_time: float
     """The slowest rank's epoch."""
     compute_time: float

@@ -65,7 +65,7 @@ def category(kind: str) -> str:
             return name
     if kind not in KIND_CATEGORIES:
         raise KeyError(f"communication kind {kind!r} has no category; declare it with the method that sends it "
-                       "(Method.kinds) or in gnntrain.comm.meter")
+                       "(Method.kinds) or in gnntrain.timing.kinds")
     return KIND_CATEGORIES[kind]
 
 

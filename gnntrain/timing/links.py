@@ -15,15 +15,16 @@ Ethernet frames; timed here on both ends of a transfer:
   cluster prices them at its costs.
 * Each rank has per level an *egress* and an *ingress* queue (its full-duplex link's two
   directions). An operation reserves them when the rank posts it, in the order the rank posts,
-  from its post time: ``egress done = max(post, egress free) + wire(bytes sent on that level) /
-  bandwidth``, likewise ingress with the bytes received. A transfer posted while the link is
+  from where its messages leave (its post, after the host's cost of sending them: ``depart``):
+  ``egress done = max(depart, egress free) + wire(bytes sent on that level) / bandwidth``,
+  likewise ingress with the bytes received. A transfer posted while the link is
   busy queues behind it (PipeGCN's stale exchange and its synchronous one share the link).
 * A message of ``b`` bytes from ``q`` to ``r`` arrives at
   ``max(egress done of q, ingress done of r, start + wire(b) / bandwidth) + latency``: it
   leaves no earlier than ``q``'s queue lets it, enters no earlier than ``r``'s does, and moves
-  no earlier than both ends are ready (``start``: the later of the two posts for a two-sided
-  transfer, an all-to-all or an exchange of point-to-point messages; the sender's post for a
-  one-sided send, as a pipeline's pre-posted receive takes it, whose receiver reserves its
+  no earlier than both ends are ready (``start``: the later of the two ends' departures for a
+  two-sided transfer, an all-to-all or an exchange of point-to-point messages; the sender's
+  departure for a one-sided send, as a pipeline's pre-posted receive takes it, whose receiver reserves its
   ingress from the sender's post when it learns it).
 * An operation completes on a rank when its own sends have left (its egress is done) and every
   message to it has arrived.

@@ -194,7 +194,10 @@ def replay(ranks: dict[int, list[Event]], topology: Topology, clock: str = "repl
             for key in r.op.keys:
                 started[key] = max(started.get(key, r.op.post), r.op.post)
     accounts = {r: walker.accounts(started) for r, walker in walkers.items()}
-    epochs = sorted(set.intersection(*(set(a) for a in accounts.values())))
+    epochs = sorted(set.intersection(*(set(a) for a in accounts.values()))) if accounts else []
+    if not epochs:
+        raise ReplayError("the trace holds no epoch every rank completed (a run stopped in its first epoch?); "
+                          "valid: the trace.jsonl of a run that completed an epoch")
     timings = []
     for epoch in epochs:
         per_rank = [accounts[r][epoch] for r in sorted(walkers)]

@@ -1,8 +1,8 @@
 """A run's trace (``cluster.trace=true``, ``trace.jsonl`` in the run dir): per rank, in order,
-every communication operation it posted and waited for, every named compute span and every
-epoch's window, in virtual seconds. A rank's clock advances only by compute and by waits
-(:mod:`gnntrain.timing.virtual_clock`), so the compute before an event is its time less the
-time the rank's previous event left it at; the spans name it.
+every communication operation it posted and waited for, the host's cost of its messages, every
+named compute span and every epoch's window, in virtual seconds. A rank's clock advances only by
+compute, by waits and by those costs (:mod:`gnntrain.timing.virtual_clock`), so the compute before
+an event is its time less the time the rank's previous event left it at; the spans name it.
 
 One JSON object per line. The first is the format's header, ``{"ev": "format", "version": 2}``;
 every other names its rank (``r``) and event (``ev``), one of the :data:`EVENTS`:
@@ -27,8 +27,9 @@ Each rank appends its lines at the end of every epoch in one write to a file ope
 appending, so the ranks' lines interleave by epoch, never within one; :func:`read` sorts them
 out. Rank 0 writes the header when the run starts, so a resumed run's trace holds the epochs it
 ran itself (its clocks start again at 0). A trace of format 1 (no header, no keys, no counted
-bytes, no spans: gnntrain before the timing package) is read as far as it goes, its keys taken
-from its messages; a later format is refused in one line. :func:`chrome` turns a trace into the
+bytes, no spans, no host costs: gnntrain before the timing package) is read as far as it goes,
+its keys taken from its messages and its messages' host costs added as events that took no time
+(its run charged none); a later format is refused in one line. :func:`chrome` turns a trace into the
 Trace Event Format that Perfetto and ``chrome://tracing`` open.
 """
 
@@ -182,6 +183,24 @@ def _decode(line: dict, version: int) -> tuple[int, Event]:
     return rank, kind(**line)
 
 
+def _with_overheads(events: list[Event]) -> list[Event]:
+    """A format-1 trace's events with the host's costs of its messages as events of their own
+    (none was charged when it ran: each takes no time), so that replay prices them on a cluster
+    that describes some."""
+    out: list[Event] = []
+    receiving: set[int] = set()
+    for event in events:
+        out.append(event)
+        if isinstance(event, Post):
+            if event.sent and event.shape != "ring":
+                out.append(Overhead(event.id, "send", event.post, event.post))
+            if event.received and event.shape != "ring":
+                receiving.add(event.id)
+        elif isinstance(event, Wait) and event.id in receiving:
+            out.append(Overhead(event.id, "recv", event.resumed, event.resumed))
+    return out
+
+
 def read(path: Path) -> dict[int, list[Event]]:
     """Every rank's events, in the order the rank recorded them; a trace of a format this
     gnntrain does not read, or a damaged one, is refused in one line."""
@@ -202,6 +221,8 @@ def read(path: Path) -> dict[int, list[Event]]:
                 raise GnntrainError(f"{path}:{number}: not a trace event ({exc}); valid: the trace.jsonl a run with "
                                     "cluster.trace=true wrote") from None
             ranks[rank].append(event)
+    if version == 1:
+        ranks = {rank: _with_overheads(events) for rank, events in ranks.items()}
     return dict(sorted(ranks.items()))
 
 
@@ -216,6 +237,7 @@ def chrome(ranks: dict[int, list[Event]]) -> dict:
         events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 1, "args": {"name": "transfers in flight"}})
         events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": 2, "args": {"name": "epochs"}})
         posted: dict[int, Post] = {}
+        waited: dict[int, Post] = {}
         last = 0.0
         for event in trace:
             at = {Post: "post", Wait: "reached", EpochWindow: "end", Span: "start", Overhead: "start"}[type(event)]
@@ -228,12 +250,13 @@ def chrome(ranks: dict[int, list[Event]]) -> dict:
                 events.append(_span(event.name, rank, 0, event.start, event.end))
                 last = max(last, event.end)
             elif isinstance(event, Overhead):
-                kind = posted[event.id].kind if event.id in posted else "?"
+                op = posted.get(event.id) or waited.pop(event.id, None)
+                kind = op.kind if op is not None else "?"
                 events.append(_span(f"{'send' if event.side == 'send' else 'receive'} overhead {kind}", rank, 0,
                                     event.start, event.end))
                 last = max(last, event.end)
             elif isinstance(event, Wait):
-                op = posted.pop(event.id, Post(event.id, "?", "?", event.reached))
+                op = waited[event.id] = posted.pop(event.id, Post(event.id, "?", "?", event.reached))
                 if event.resumed > event.reached:
                     events.append(_span(f"wait {op.kind}", rank, 0, event.reached, event.resumed))
                 events.append(_span(f"{op.kind} ({op.shape})", rank, 1, op.post, event.done,

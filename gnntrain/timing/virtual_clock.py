@@ -1,6 +1,6 @@
 """A rank's virtual clock: the time the rank would have reached had it a machine of its own.
 
-Virtual time advances in two ways only:
+Virtual time advances in three ways only:
 
 * by *compute*, the rank's own work between two communication points, as if it had its cores
   to itself. On a CPU that is the CPU time of the rank's thread (``time.thread_time``): a rank
@@ -14,6 +14,8 @@ Virtual time advances in two ways only:
 * by *waiting*: where the rank waits for a transfer, its clock moves to
   ``max(clock, completion)``, the completion that the network model gives from every
   participant's virtual post time (:mod:`gnntrain.timing.links`).
+* by the host's cost of the messages the rank sends and receives, the described cluster's
+  per-message ``o`` (:meth:`VirtualClock.occupy`: communication, not compute).
 
 The communication calls themselves (their bookkeeping, the real transfer through gloo or NCCL,
 the wait for a peer that is late in wall-clock time) advance nothing: :meth:`VirtualClock.skip`

@@ -104,11 +104,13 @@ class VirtualRank:
         """The record round and the resetting before the epoch are not the epoch's."""
         self.clock.skip()
 
-    def cpu_times(self) -> tuple[float, float]:
-        """The rank's thread CPU seconds so far in its communication calls (what :meth:`skip
-        <gnntrain.timing.virtual_clock.VirtualClock.skip>` forgot: a diagnostic, not virtual time)
-        and in its compute spans."""
-        return self.clock.skipped_s, self.clock.compute_cpu_s
+    def counters(self) -> dict[str, float]:
+        """What the rank's clock counts apart, so far: its compute (virtual seconds, measured
+        independently of the operations), the thread CPU seconds of its compute spans and of its
+        communication calls (what :meth:`skip <gnntrain.timing.virtual_clock.VirtualClock.skip>`
+        forgot: a diagnostic, not virtual time)."""
+        return {"compute_time": self.clock.compute_s, "compute_cpu_time": self.clock.compute_cpu_s,
+                "comm_call_time": self.clock.skipped_s}
 
     def epoch(self, epoch: int, start: float, end: float) -> None:
         """Trace epoch ``epoch``'s window and write the rank's lines (nothing untraced)."""
