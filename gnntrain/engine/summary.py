@@ -17,14 +17,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
+from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.engine.early_stop import selected
 from gnntrain.engine.metrics import EpochRecord, share
 from gnntrain.storage.files import write_atomically
 
 SUMMARY_FILE = "summary.json"
-COMM_SPLIT_PARTS = ("wait", "transfer", "hidden")
-"""How a category's communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
 PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
                       "comm_total_time_by_category", "comm_wait_time_by_category", "comm_transfer_time_by_category",
                       "comm_hidden_time_by_category", "comm_wait_time_by_kind", "comm_transfer_time_by_kind",
@@ -217,12 +216,17 @@ class RunSummary:
         return replace(self.with_records(records, warmup_epochs), status=status, error=error,
                        error_file=error_file or self.error_file)
 
-    def comm_split(self, category: str) -> dict[str, float]:
-        """The mean seconds of ``category``'s communication waiting, in transfer and hidden
-        (:data:`COMM_SPLIT_PARTS`), 0 where the summary has none."""
-        means = {"wait": self.mean_comm_wait_time_by_category, "transfer": self.mean_comm_transfer_time_by_category,
-                 "hidden": self.mean_comm_hidden_time_by_category}
-        return {part: means[part].get(category, 0.0) for part in COMM_SPLIT_PARTS}
+    def timing(self) -> EpochTiming:
+        """The run's mean steady epoch as the one timing result (:class:`~gnntrain.timing.epoch.EpochTiming`)
+        that a replay and a prediction give too, so a report reads the three alike (its ranks'
+        figures are not kept in the summary)."""
+        return EpochTiming(
+            epoch=0, clock=self.clock, epoch_time=self.mean_epoch_time or 0.0, compute_time=self.mean_compute_time or 0.0,
+            wait_by_category=dict(self.mean_comm_wait_time_by_category),
+            transfer_by_category=dict(self.mean_comm_transfer_time_by_category),
+            hidden_by_category=dict(self.mean_comm_hidden_time_by_category),
+            wait_by_kind=dict(self.mean_comm_wait_time_by_kind), transfer_by_kind=dict(self.mean_comm_transfer_time_by_kind),
+            hidden_by_kind=dict(self.mean_comm_hidden_time_by_kind), bytes_by_kind=dict(self.mean_comm_bytes_by_kind))
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as ``summary.json`` holds it: every field but those of

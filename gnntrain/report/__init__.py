@@ -130,13 +130,14 @@ def figures(summary: RunSummary) -> dict:
     """The summary figures of one run, in table units (ms, MiB)."""
     ms = lambda s: None if s is None else s * 1e3  # noqa: E731
     strategy_metrics = dict(summary.mean_strategy_metrics)
+    timing = summary.timing()
     return {
         "strategy": summary.strategy, "model": summary.model, "dataset": summary.dataset,
         "workers": summary.world_size, "network": network_label(summary), "clock": summary.clock,
-        "epoch_ms": ms(summary.mean_epoch_time),
-        "compute_ms": ms(summary.mean_compute_time),
+        "epoch_ms": ms(timing.epoch_time) if summary.mean_epoch_time is not None else None,
+        "compute_ms": ms(timing.compute_time) if summary.mean_compute_time is not None else None,
         "comm_share": summary.mean_comm_time / summary.mean_epoch_time,
-        "comm_split_ms": named_figures(summary.comm_split("data"), 1e3),
+        "comm_split_ms": named_figures(timing.split("data"), 1e3),
         "link_busy_ms": ms(summary.mean_link_busy_time) if network.is_modelled(summary.network or {}) else None,
         "reduce_exposed_ms": ms(summary.mean_reduce_time),
         "MiB_per_epoch": summary.mean_comm_bytes_per_epoch / 2**20,

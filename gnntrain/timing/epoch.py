@@ -97,6 +97,10 @@ class EpochTiming:
                        per_rank_epoch=[v * factor for v in self.per_rank_epoch],
                        per_rank_compute=[v * factor for v in self.per_rank_compute])
 
+    def split(self, category: str) -> dict[str, float]:
+        """A training category's seconds waiting, in transfer and hidden (0 where it has none)."""
+        return {part: getattr(self, f"{part}_by_category").get(category, 0.0) for part in PARTS}
+
     def exposed(self, name: str) -> float:
         """Exposed seconds (wait plus transfer) of a training category or a kind."""
         if name in self.wait_by_category:
