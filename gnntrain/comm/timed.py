@@ -20,6 +20,7 @@ all-reduce ends (:meth:`all_reduced`).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -213,14 +214,10 @@ class VirtualTiming:
         comm.meter.record_span(posting, posting.started, resumed)
 
 
+@functools.lru_cache(maxsize=None)
 def _watch_stream(device: torch.device) -> torch.cuda.Stream:
     """A side stream of ``device`` that only waits for transfers, to mark their completion."""
-    if device not in _WATCH_STREAMS:
-        _WATCH_STREAMS[device] = torch.cuda.Stream(device)
-    return _WATCH_STREAMS[device]
-
-
-_WATCH_STREAMS: dict[torch.device, torch.cuda.Stream] = {}
+    return torch.cuda.Stream(device)
 
 
 def timing_of(comm: Communicator, rank: VirtualRank | None) -> WallTiming | VirtualTiming:

@@ -18,6 +18,9 @@ from gnntrain.timing.kinds import TRAINING_CATEGORIES, category
 
 PARTS = ("wait", "transfer", "hidden")
 """How communication time splits (:class:`gnntrain.timing.accounting.Split`)."""
+FIGURES = ("wait_by_category", "transfer_by_category", "hidden_by_category", "wait_by_kind", "transfer_by_kind",
+           "hidden_by_kind", "bytes_by_kind")
+"""The per-category and per-kind figures of an :class:`EpochTiming`."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,8 @@ class EpochTiming:
             return fmean(figure(r) for r in ranks)
 
         kinds = sorted({k for r in ranks for k in r.kinds if category(k) in TRAINING_CATEGORIES})
-        parts = {part: ({c: mean(lambda r, c=c: getattr(r.categories[c], part)) for c in TRAINING_CATEGORIES},
-                        {k: mean(lambda r, k=k: getattr(r.kinds[k], part) if k in r.kinds else 0.0) for k in kinds})
+        parts = {part: ({c: mean(lambda r, c=c, p=part: getattr(r.categories[c], p)) for c in TRAINING_CATEGORIES},
+                        {k: mean(lambda r, k=k, p=part: getattr(r.kinds[k], p) if k in r.kinds else 0.0) for k in kinds})
                  for part in PARTS}
         return cls(epoch=epoch, clock=clock, epoch_time=max(r.epoch_time for r in ranks),
                    compute_time=mean(lambda r: r.compute_time),
@@ -77,9 +80,7 @@ class EpochTiming:
         ranks = len(epochs[0].per_rank_epoch)
         return cls(epoch=0, clock=epochs[0].clock, epoch_time=fmean(e.epoch_time for e in epochs),
                    compute_time=fmean(e.compute_time for e in epochs),
-                   **{name: average(name) for name in (
-                       "wait_by_category", "transfer_by_category", "hidden_by_category", "wait_by_kind",
-                       "transfer_by_kind", "hidden_by_kind", "bytes_by_kind")},
+                   **{name: average(name) for name in FIGURES},
                    per_rank_epoch=[fmean(e.per_rank_epoch[r] for e in epochs) for r in range(ranks)],
                    per_rank_compute=[fmean(e.per_rank_compute[r] for e in epochs) for r in range(ranks)])
 
@@ -91,9 +92,7 @@ class EpochTiming:
             return {k: v * factor for k, v in values.items()}
 
         return replace(self, epoch_time=self.epoch_time * factor, compute_time=self.compute_time * factor,
-                       **{name: times(getattr(self, name)) for name in (
-                           "wait_by_category", "transfer_by_category", "hidden_by_category", "wait_by_kind",
-                           "transfer_by_kind", "hidden_by_kind", "bytes_by_kind")},
+                       **{name: times(getattr(self, name)) for name in FIGURES},
                        per_rank_epoch=[v * factor for v in self.per_rank_epoch],
                        per_rank_compute=[v * factor for v in self.per_rank_compute])
 
