@@ -18,13 +18,14 @@ SETTING = ["dataset.num_nodes=600", "cluster.world_size=2", "network=eth10g"]
 
 def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     main(["strategy=vanilla,pipegcn,minibatch", *SETTING, "--plot", str(tmp_path / "p.png"),
-          "--json", str(tmp_path / "p.json"), "--bandwidths", "0.5:50:3"])
+          "--json", str(tmp_path / "p.json"), "--bandwidths", "0.5:50:3", "--compute", "counted"])
     out = capsys.readouterr().out
-    assert "gnntrain-predict: 2 ranks, 1 per node; device cpu" in out
+    assert "gnntrain-predict: 2 ranks, 1 per node; device cpu" in out and "compute counted" in out
     for name in ("vanilla", "pipegcn", "minibatch"):
         assert f"  {name}: exposed ms: " in out
-    assert [line.split()[0] for line in out.splitlines() if line.strip()[:1].isdigit() and "  yes" in line] == \
-        ["1", "2", "3"]
+    ranked = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [row[0] for row in ranked] == ["1", "2", "3"]
+    assert f"predicted fastest: {ranked[0][1]}" in out
     figures = json.loads((tmp_path / "p.json").read_text())
     assert {p["strategy"] for p in figures["predictions"]} == {"vanilla", "pipegcn", "minibatch"}
     assert all(len(points) == 3 for points in figures["curves"].values())
@@ -37,12 +38,32 @@ def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.
 def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
     main(["strategy=vanilla", "cluster.world_size=2", "network=eth10g", "--nodes", "50000", "--edges", "500000",
-          "--features", "16", "--classes", "4", "--proxy-nodes", "5000", "--json", str(tmp_path / "p.json"),
+          "--features", "16", "--classes", "4", "--proxy-nodes", "5000", "--compute", "counted", "--json", str(tmp_path / "p.json"),
           "--plot", str(tmp_path / "p.png")])
     assert "graph of 50000 nodes, 500000 edges through a proxy of 5000" in capsys.readouterr().out
     vanilla = json.loads((tmp_path / "p.json").read_text())["predictions"][0]
     features_and_hidden = (16 + 16) * 4
     assert 0 < vanilla["bytes_by_kind"]["halo_fwd"] < 50000 * features_and_hidden
+
+
+def test_a_method_that_does_not_fit_a_node_is_listed_apart(capsys: pytest.CaptureFixture) -> None:
+    main(["strategy=vanilla,pipegcn", *SETTING, "--compute", "counted", "--node-memory-gib", "0.25",
+          "--plot", "/dev/null"])
+    out = capsys.readouterr().out
+    assert "predicted fastest: none fits a node" in out
+    assert out.count("does not fit: 1 x") == 2 and "not ranked" in out
+
+
+def test_the_answer_states_the_published_error(tmp_path: Path) -> None:
+    published = {"commit": "abc1234", "summary": {"full_graph_median_error": 0.05, "full_graph_worst_error": 0.2,
+                                                  "minibatch_median_error": 0.03, "by_regime": {
+                                                      "compute-bound": {"full_graph_median_error": 0.04,
+                                                                        "full_graph_worst_error": 0.1, "cells": 8}}}}
+    (tmp_path / "check.json").write_text(json.dumps(published))
+    line = predict_cli.stated_error(tmp_path / "check.json")
+    assert line.startswith("stated error (make predict-check at abc1234") and "median 5.0%, worst 20.0%" in line
+    assert "compute-bound cells: median 4.0%" in line
+    assert "none published" in predict_cli.stated_error(tmp_path / "missing.json")
 
 
 def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture,

@@ -36,6 +36,7 @@ from gnntrain.config.typed import plain
 from gnntrain.errors import ConfigError, GnntrainError, command_errors
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
+from gnntrain.job.step_profile import step_fit
 from gnntrain.cost.compute import Costs
 from gnntrain.predict.predictor import peak_mb, predicted, written
 from gnntrain.timing.epoch import EpochTiming
@@ -110,15 +111,21 @@ class Predicted:
 
 
 def table(setting: str, predictions: list[Predicted], ranks_per_node: int, node_mb: float) -> str:
-    """The setting's methods, ranked by epoch time."""
+    """The setting's methods that fit a node, ranked by epoch time, the fastest named; those that
+    do not, listed apart."""
     lines = [f"\n{setting}", f"  {'rank':>4}  {'strategy':<14}{'epoch ms':>10}{'compute':>10}{'exposed':>10}"
-                             f"{'MiB/epoch':>11}{'peak GiB':>10}  fits"]
+                             f"{'MiB/epoch':>11}{'peak GiB':>10}"]
     ranked = sorted(predictions, key=lambda p: p.timing.epoch_time)
-    for place, p in enumerate(ranked, 1):
-        peak, e = max(p.peak_mb, default=0.0), p.timing
-        fits = "yes" if peak * ranks_per_node <= node_mb else f"no ({ranks_per_node} x {peak / 1024:.1f} GiB)"
+    fitting = [p for p in ranked if max(p.peak_mb, default=0.0) * ranks_per_node <= node_mb]
+    for place, p in enumerate(fitting, 1):
+        e = p.timing
         lines.append(f"  {place:>4}  {p.strategy:<14}{_ms(e.epoch_time):>10}{_ms(e.compute_time):>10}"
-                     f"{_ms(e.exposed_time):>10}{e.comm_bytes / 2**20:>11.4g}{peak / 1024:>10.3g}  {fits}")
+                     f"{_ms(e.exposed_time):>10}{e.comm_bytes / 2**20:>11.4g}{max(p.peak_mb) / 1024:>10.3g}")
+    for p in ranked:
+        if p not in fitting:
+            lines.append(f"     -  {p.strategy:<14}does not fit: {ranks_per_node} x "
+                         f"{max(p.peak_mb) / 1024:.3g} GiB per node, {node_mb / 1024:.3g} GiB there; not ranked")
+    lines.append(f"  predicted fastest: {fitting[0].strategy}" if fitting else "  predicted fastest: none fits a node")
     for p in ranked:
         e = p.timing
         exposed = {k: e.exposed(k) for k in e.wait_by_kind}
@@ -126,6 +133,27 @@ def table(setting: str, predictions: list[Predicted], ranks_per_node: int, node_
                      f"hidden ms: {_kinds(e.hidden_by_kind, lambda v: v * 1e3, '{:.3g}'.format)}; "
                      f"MiB: {_kinds(e.bytes_by_kind, lambda v: v / 2**20, '{:.4g}'.format)}")
     return "\n".join(lines)
+
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "predict_check.json"
+"""The predictor's error, published by ``make predict-check``."""
+
+
+def stated_error(path: Path = PUBLISHED) -> str:
+    """The predictor's published error (``make predict-check``) in one line, per regime."""
+    try:
+        check = json.loads(path.read_text())
+        figures = check["summary"]
+        regimes = "; ".join(f"{regime} cells: median {v['full_graph_median_error']:.1%}, worst "
+                            f"{v['full_graph_worst_error']:.1%} ({v['cells']})"
+                            for regime, v in figures.get("by_regime", {}).items())
+        return (f"stated error (make predict-check at {check['commit']}, epoch predicted against run): full-graph "
+                f"median {figures['full_graph_median_error']:.1%}, worst {figures['full_graph_worst_error']:.1%}"
+                + (f"; {regimes}" if regimes else "")
+                + (f"; mini-batch median {figures['minibatch_median_error']:.1%}"
+                   if figures.get("minibatch_median_error") is not None else ""))
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"stated error: none published ({path} not found or unreadable: run make predict-check)"
 
 
 def _plot(curves: dict[str, list[tuple[float, float]]], path: Path, title: str) -> None:
@@ -151,6 +179,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="overrides as gnntrain takes them; a,b,c sweeps a key")
     parser.add_argument("--device", default="cpu", help="cpu (this machine, measured once) or a committed profile")
     parser.add_argument("--cores", type=int, default=1, help="CPU cores per rank (default 1)")
+    parser.add_argument("--compute", choices=("profiled", "counted"), default="profiled",
+                        help="profiled (default with --device cpu): each method's steps run on three proxies here "
+                             "and fitted, cached; counted: kernel counts priced by the device profile alone (what "
+                             "a device not at hand gets)")
+    parser.add_argument("--reprofile", action="store_true", help="measure the step profiles again, not from the cache")
     parser.add_argument("--node-memory-gib", type=float, default=None, help="memory of a node (default: the device's)")
     parser.add_argument("--bandwidths", default="0.1:100:13", help="LO:HI:N Gbit/s for the plot (default 0.1:100:13)")
     parser.add_argument("--plot", type=Path, default=Path("predict.png"), help="the plot (default predict.png)")
@@ -172,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         points = bandwidths(args.bandwidths)
         settings = jobs(list(args.overrides) + graph_overrides(args))
         shapes: dict = {}
+        profiled = args.compute == "profiled" and args.device == "cpu"
         results, curves = [], {}
         varying = _varying(settings)
         refused = []
@@ -180,7 +214,9 @@ def main(argv: list[str] | None = None) -> None:
                 run = api.check(api.compose(overrides))
                 profile = profile_for(args.device, run.partition.cache_dir)
                 shape = shape_for(run, args, shapes)
-                line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores))
+                fitted = (step_fit(overrides, run, shape, profile, args.reprofile) if profiled else None)
+                line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores),
+                               step_fit=fitted)
             except ConfigError as exc:
                 if len(settings) == 1:
                     raise
@@ -200,11 +236,17 @@ def main(argv: list[str] | None = None) -> None:
             available_mb() if args.device == "cpu" else profile.memory_gib * 1024)
         ranks = ("ranks as each setting says" if any(o.startswith("cluster.world_size=") for o in varying)
                  else f"{run.cluster.world_size} ranks")
+        compute = ("compute from each method's steps profiled here" if profiled else
+                   f"compute counted, priced by the {args.device} profile"
+                   + ("" if args.device == "cpu" else " (no step of a method profiled on it)"))
         where = (f"{ranks}, {ranks_per_node} per node; device {args.device}"
                  f"{f' ({args.cores} core(s) per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
+                 f"; {compute}"
                  + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
                     f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
         print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")
+        print(stated_error() if profiled else "stated error: predict-check publishes the profiled compute's only; "
+              "counted compute was a median 23% low there before steps were profiled")
         for setting, group in itertools.groupby(sorted(results, key=lambda r: r.setting), key=lambda r: r.setting):
             print(table(setting or "(defaults)", list(group), ranks_per_node, node_mb))
         for line_refused in refused:

@@ -51,10 +51,12 @@ from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models import build_model
 from gnntrain.parallel.activation_memory import SavedActivations
 
-RUNTIME_MB = {"forked": 280.0, "started": 360.0}
+RUNTIME_MB = {"forked": 350.0, "started": 360.0}
 """A worker's resident memory before its data: Python, torch, gnntrain. ``forked``: a spawned
 job's worker, forked from the fork server that imported them (:mod:`gnntrain.job.launch.fork_server`;
-measured on this project's CPU workers: 277-279 MiB); ``started``: a process that imports them
+measured on this project's CPU workers at 277-279 MiB under torch 2.4-2.6; under torch 2.13 the
+peaks of ``make predict-check``'s small-graph runs came out 66-82 MiB above the estimate made with
+that figure, so 70 more); ``started``: a process that imports them
 itself (torchrun's or submitit's ranks; 325-395 MiB). SciPy, which AdaQP's adaptive bit
 assignment imports when it first solves, adds about 40 MiB to either."""
 BYTES_PER_EDGE = 100.0

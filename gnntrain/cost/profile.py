@@ -199,8 +199,10 @@ def profile_for(device: str, cache_dir: str) -> DeviceProfile:
         return load(path)
     known = committed_profiles()
     if device not in known:
-        raise ConfigError(f"device {device!r} has no profile; valid: cpu (measured here) or one of {sorted(known)} "
-                          f"(results/device_profiles/, measured where that device was lent)")
+        committed = (f"one of {', '.join(sorted(known))} (results/device_profiles/, measured where that device was lent)"
+                     if known else "no other: none is committed under results/device_profiles/ (measure one with "
+                     "gnntrain-predict --measure-profile cluster.device=cuda where the device is)")
+        raise ConfigError(f"device {device!r} has no profile; valid: cpu (measured here) or {committed}")
     return load(known[device])
 
 

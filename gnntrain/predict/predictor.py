@@ -7,7 +7,9 @@ Four parts, each where its knowledge lives:
 * the method's epoch, written as a trace by its registration's timing model (:attr:`Method.timing_model
   <gnntrain.strategies.registry.Method.timing_model>`): what each rank computes and which bytes it
   posts and waits for; its traffic is what it posts;
-* compute from the model's kernel counts priced by a device profile (:mod:`gnntrain.cost.compute`);
+* compute from the model's kernel counts priced by a device profile (:mod:`gnntrain.cost.compute`),
+  each span repriced by the method's own measured steps where they were profiled
+  (:mod:`gnntrain.predict.step_fit`);
 * the network model of the virtual clock and its accounting, through replay (:mod:`gnntrain.timing.builder`).
 
 :func:`written` writes :data:`EPOCHS` epochs; :func:`predicted` replays them under the network and
@@ -32,6 +34,7 @@ from gnntrain.errors import ConfigError
 from gnntrain.cost.memory import DTYPE_BYTES, RUNTIME_MB, estimate_rank, estimate_ranks
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.shape import PartitionShape
+from gnntrain.predict.step_fit import StepFit
 from gnntrain.timing.builder import TraceBuilder
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.config.references import resolve
@@ -43,14 +46,16 @@ EPOCHS = 3
 """Epochs written per prediction; the first is left out of the figures."""
 
 
-def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = EPOCHS) -> TraceBuilder:
-    """``epochs`` epochs of the run's method on every rank, written as a trace."""
+def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = EPOCHS,
+            step_fit: StepFit | None = None) -> TraceBuilder:
+    """``epochs`` epochs of the run's method on every rank, written as a trace; each compute span
+    at its counted seconds, or priced by ``step_fit`` (the method's measured steps)."""
     declared = method(run.strategy.name)
     if declared.timing_model is None:
         raise ConfigError(f"strategy {run.strategy.name} declares no timing model (Method.timing_model), so the "
                           "predictor cannot predict it")
     timing_model = resolve(declared.timing_model)
-    line, state = TraceBuilder(run.cluster.world_size), {}
+    line, state = TraceBuilder(run.cluster.world_size, step_fit.price if step_fit else float), {}
     for epoch in range(1, epochs + 1):
         line.start_epoch()
         timing_model(run.strategy, shape, costs, line, epoch, state)

@@ -17,11 +17,12 @@ the same sequence, so both ends of a message, and every member of a collective, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.cluster import Topology
 from gnntrain.timing.replay import replay
-from gnntrain.timing.trace import EpochWindow, Event, Overhead, Post, Span, Wait
+from gnntrain.timing.trace import EpochWindow, Event, Overhead, Post, Span, Wait, epoch_compute
 
 COLLECTIVE = -1
 """A collective's source and destination in its key."""
@@ -44,6 +45,9 @@ class RankTrace:
     receiving: set[int] = field(default_factory=set)
     """The operations that receive messages, whose waits pay the host's cost of receiving them."""
     epoch_start: float = 0.0
+    price: Callable[[float], float] = float
+    """A written span's seconds from the seconds its timing model gave (a fitted step profile's
+    dispatch and rate, :mod:`gnntrain.predict.step_fit`; unchanged by default)."""
 
     def _key(self, channel: tuple, source: int = COLLECTIVE, destination: int = COLLECTIVE) -> tuple:
         n = self.counts[(channel, source, destination)] = self.counts.get((channel, source, destination), -1) + 1
@@ -61,8 +65,9 @@ class RankTrace:
         return self.ops
 
     def compute(self, seconds: float, name: str = "compute") -> None:
-        """``seconds`` of compute in the phase ``name``."""
+        """``seconds`` of compute in the phase ``name``, priced (:attr:`price`)."""
         if seconds > 0:
+            seconds = self.price(seconds)
             self.events.append(Span(name, self.now, self.now + seconds))
             self.now += seconds
 
@@ -113,8 +118,8 @@ class RankTrace:
 class TraceBuilder:
     """Every rank's trace being written."""
 
-    def __init__(self, world: int) -> None:
-        self.ranks = [RankTrace(r) for r in range(world)]
+    def __init__(self, world: int, price: Callable[[float], float] = float) -> None:
+        self.ranks = [RankTrace(r, price=price) for r in range(world)]
         self.repeats = 1.0
         """How many times the written epoch stands for: a method whose epoch is many alike
         iterations writes some of them and says how many times over the epoch runs them."""
@@ -145,6 +150,10 @@ class TraceBuilder:
     def end_epoch(self, epoch: int) -> None:
         for rank in self.ranks:
             rank.end_epoch(epoch)
+
+    def epoch_compute(self) -> dict[tuple[int, int], tuple[int, float]]:
+        """Per (rank, epoch) written, its compute spans: how many and their seconds."""
+        return epoch_compute({rank.rank: rank.events for rank in self.ranks})
 
     def replayed(self, topology: Topology) -> list[EpochTiming]:
         """Every epoch written, timed under ``topology`` (clock ``predicted``)."""

@@ -115,6 +115,17 @@ def post_of(op: VirtualOp, op_id: int) -> Post:
                 tuple(op.group), op.nbytes, tuple(op.key))
 
 
+def epoch_compute(ranks: dict[int, list[Event]]) -> dict[tuple[int, int], tuple[int, float]]:
+    """Per (rank, epoch), the compute spans inside the epoch's window: how many and their seconds."""
+    out = {}
+    for rank, events in ranks.items():
+        spans = [e for e in events if isinstance(e, Span)]
+        for window in (e for e in events if isinstance(e, EpochWindow)):
+            inside = [s.end - s.start for s in spans if window.start <= s.start < window.end]
+            out[rank, window.epoch] = (len(inside), sum(inside))
+    return out
+
+
 def encode(rank: int, event: Event) -> str:
     return json.dumps({"r": rank, "ev": NAMES[type(event)], **asdict(event)})
 
