@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench measure-links virtual-check predict-check scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
+.PHONY: install run test test-slow test-all bench measure-links virtual-check predict-check predict-choose scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -61,6 +61,12 @@ virtual-check: install
 # graphs (results/predict_check.json, results/predict_check.png; docs/usage.md).
 predict-check: install
 	WANDB_MODE=disabled $(BIN)/python scripts/predict_check.py
+
+# Does the predictor pick the measured best method? 24 settings on the virtual clock, 6 on
+# kernel-shaped TCP (root); the regret of its pick beside always vanilla
+# (results/predict_choose.json, results/predict_choose.png; docs/testing.md).
+predict-choose: install
+	WANDB_MODE=disabled $(BIN)/python scripts/predict_choose.py
 
 # The cost ladder from 100k nodes to ogbn-products' size (results/scale.json, results/scale.png;
 # about an hour on 2 cores, at most ~22 GiB in use).

@@ -66,6 +66,13 @@ def test_the_answer_states_the_published_error(tmp_path: Path) -> None:
     assert "none published" in predict_cli.stated_error(tmp_path / "missing.json")
 
 
+def test_a_device_not_at_hand_is_priced_from_its_spec_sheet_and_says_so(capsys: pytest.CaptureFixture) -> None:
+    main(["strategy=vanilla", *SETTING, "--device", "h100", "--plot", "/dev/null"])
+    out = capsys.readouterr().out
+    assert "device h100" in out and "(spec sheet: NVIDIA H100 datasheet" in out
+    assert "no step of a method profiled on it" in out and "predicted fastest: vanilla" in out
+
+
 def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     canned = profile.DeviceProfile("NVIDIA Test GPU", 1e-6, (1e-12,) * 4, (1e-11,) * 4, 1e-12, 2e-12, 80.0)
@@ -78,7 +85,8 @@ def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, cap
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--device", "tpu-v9"], "gnntrain-predict: error: device 'tpu-v9' has no profile; valid: cpu"),
+    (["--device", "tpu-v9"], "gnntrain-predict: error: device 'tpu-v9' has no profile; valid: cpu (measured here); "
+                             "spec sheets: v100, a100, rtx-2080-ti, rtx-a6000, h100; "),
     (["--nodes", "1000"], "gnntrain-predict: error: --nodes, --edges, --features and --classes describe a graph"),
     (["--bandwidths", "5"], "gnntrain-predict: error: --bandwidths 5: valid: LO:HI:N"),
 ])

@@ -76,3 +76,42 @@ def test_a_device_without_a_profile_is_refused_in_one_line(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="device 'tpu-v9' has no profile; valid: cpu") as refused:
         profile.profile_for("tpu-v9", str(tmp_path))
     assert "\n" not in str(refused.value)
+
+
+def test_a_cached_profile_of_another_version_is_measured_again(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    canned = profile.DeviceProfile("cpu", 1e-6, (1e-11,) * 4, (1e-10,) * 4, 1e-10, 2e-10, 8.0)
+    monkeypatch.setattr(profile, "measure", lambda device: canned)
+    folder = tmp_path / "device_profile"
+    folder.mkdir(mode=0o700)
+    old = {k: v for k, v in json.loads(profile._dumped(canned)).items() if k != "version"}
+    for host_file in ("x-cpu.json",):
+        (folder / host_file).write_text(json.dumps({**old, "per_op": 5.0}))
+    monkeypatch.setattr(profile.socket, "gethostname", lambda: "x")
+    assert profile.profile_for("cpu", str(tmp_path)) == canned
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"per_op": float("nan")}, "per_op=nan; valid: finite numbers >= 0"),
+    ({"per_byte": -1e-10}, "per_byte=-1e-10; valid: finite numbers >= 0"),
+    ({"per_flop": [1e-11, float("inf"), 1e-11, 1e-11]}, "per_flop=inf"),
+    ({"per_flop": [1e-11]}, "per_flop and per_product need 4 width classes each"),
+    ({"version": 7}, "version 7; valid: 2"),
+])
+def test_a_bad_profile_file_is_refused_in_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    canned = profile.DeviceProfile("NVIDIA X", 1e-6, (1e-11,) * 4, (1e-10,) * 4, 1e-10, 2e-10, 8.0)
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({**json.loads(profile._dumped(canned)), **change}))
+    with pytest.raises(ConfigError) as refused:
+        profile.load(path)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_spec_sheet_profiles_are_rooflines_stated_as_such() -> None:
+    h100, v100 = profile.SPEC_SHEETS["h100"].profile(), profile.SPEC_SHEETS["v100"].profile()
+    assert h100.source.startswith("spec sheet: NVIDIA H100 datasheet")
+    assert h100.per_byte == pytest.approx(1 / (3350e9 * profile.STREAM_EFFICIENCY))
+    assert h100.per_flop[-1] == pytest.approx(1 / (66.9e12 * profile.DENSE_EFFICIENCY))
+    assert h100.per_flop[0] > h100.per_flop[-1]  # a narrow product is bound by memory
+    work = KernelCounts(ops=10, dense_flops=(0.0, 0.0, 0.0, 1e12), bytes=1e9)
+    assert v100.seconds(work) > h100.seconds(work)

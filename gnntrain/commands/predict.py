@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gnntrain-predict", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="overrides as gnntrain takes them; a,b,c sweeps a key")
-    parser.add_argument("--device", default="cpu", help="cpu (this machine, measured once) or a committed profile")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu (this machine, measured once), a spec sheet (v100, a100, rtx-2080-ti, rtx-a6000, "
+                             "h100) or a committed profile")
     parser.add_argument("--cores", type=int, default=1, help="CPU cores per rank (default 1)")
     parser.add_argument("--compute", choices=("profiled", "counted"), default="profiled",
                         help="profiled (default with --device cpu): each method's steps run on three proxies here "
@@ -237,8 +239,8 @@ def main(argv: list[str] | None = None) -> None:
         ranks = ("ranks as each setting says" if any(o.startswith("cluster.world_size=") for o in varying)
                  else f"{run.cluster.world_size} ranks")
         compute = ("compute from each method's steps profiled here" if profiled else
-                   f"compute counted, priced by the {args.device} profile"
-                   + ("" if args.device == "cpu" else " (no step of a method profiled on it)"))
+                   f"compute counted, priced by the {args.device} profile ({profile.source})"
+                   + ("" if args.device == "cpu" else "; no step of a method profiled on it"))
         where = (f"{ranks}, {ranks_per_node} per node; device {args.device}"
                  f"{f' ({args.cores} core(s) per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
                  f"; {compute}"

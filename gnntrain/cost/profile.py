@@ -28,6 +28,10 @@ virtual clock runs each rank on one torch thread; a CPU rank of ``cores`` cores 
 ``cores`` times these rates but for ``per_op``, which no core shortens: a stated assumption of
 perfect scaling); on a GPU CUDA events.
 
+A device nobody here has is priced from its spec sheet (:class:`SpecSheet`, :data:`SPEC_SHEETS`:
+V100, A100, RTX 2080 Ti, RTX A6000, H100), stated as such (:attr:`DeviceProfile.source`) in every
+prediction that uses it.
+
 A CPU profile is measured on first use and cached per machine like a link calibration
 (``<partition.cache_dir>/device_profile/<host>-cpu.json``; delete it to measure again); a GPU's
 is measured where one is lent (``gnntrain-predict --measure-profile cluster.device=cuda`` on it)
@@ -48,6 +52,8 @@ from pathlib import Path
 import torch
 
 from gnntrain.storage.cache import cache_folder
+from gnntrain.storage.files import write_atomically
+from gnntrain.storage.json_file import read_checked
 from gnntrain.errors import ConfigError
 from gnntrain.cost.kernels import WIDTHS, KernelCounts, count
 from gnntrain.rng.random16 import dropout
@@ -73,6 +79,9 @@ class DeviceProfile:
     per_indexed_byte: float
     memory_gib: float
     """The device's memory (a CPU: the machine's)."""
+    source: str = "measured"
+    """Where the prices come from: ``measured`` (micro-benchmarks on the device) or the spec
+    sheet a :class:`SpecSheet` read them from."""
 
     def seconds(self, counts: KernelCounts, cores: int = 1) -> float:
         """The time ``counts`` take on this device, with ``cores`` cores where it is a CPU."""
@@ -181,29 +190,61 @@ def committed_profiles() -> dict[str, Path]:
     return {path.stem: path for path in sorted(COMMITTED.glob("*.json"))}
 
 
+FORMAT = 2
+"""The profile file's version (1: no version field, before its checks)."""
+FIELDS = {"version", "device", "per_op", "per_flop", "per_product", "per_byte", "per_indexed_byte", "memory_gib"}
+COSTS = FIELDS - {"version", "device"}
+
+
 def load(path: Path) -> DeviceProfile:
-    """A profile file (JSON of its fields; nothing in it runs)."""
-    fields = json.loads(path.read_text())
-    return DeviceProfile(str(fields["device"]), float(fields["per_op"]), tuple(map(float, fields["per_flop"])),
-                         tuple(map(float, fields["per_product"])), float(fields["per_byte"]),
-                         float(fields["per_indexed_byte"]), float(fields["memory_gib"]))
+    """A profile file: JSON of its fields, read as :func:`~gnntrain.storage.json_file.read_checked`
+    reads a file from someone else (a regular file under 1 MiB, version :data:`FORMAT`, every
+    cost finite and >= 0; nothing in it runs)."""
+    fields = read_checked(path, "device profile", FORMAT, FIELDS, COSTS)
+    try:
+        flops, products = tuple(map(float, fields["per_flop"])), tuple(map(float, fields["per_product"]))
+        if len(flops) != len(WIDTHS) or len(products) != len(WIDTHS):
+            raise ValueError(f"per_flop and per_product need {len(WIDTHS)} width classes each")
+        return DeviceProfile(str(fields["device"]), float(fields["per_op"]), flops, products, float(fields["per_byte"]),
+                             float(fields["per_indexed_byte"]), float(fields["memory_gib"]),
+                             str(fields.get("source", "measured")))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"device profile {path}: {exc}; valid: the fields gnntrain-predict --measure-profile "
+                          "writes") from None
+
+
+def _dumped(profile: DeviceProfile) -> str:
+    return json.dumps({"version": FORMAT, **asdict(profile)}, indent=2) + "\n"
 
 
 def profile_for(device: str, cache_dir: str) -> DeviceProfile:
-    """``device``: ``cpu`` (this machine's, measured on first use and cached) or the name of a
-    committed profile; ConfigError naming the valid ones otherwise."""
+    """``device``: ``cpu`` (this machine's, measured on first use and cached; a cached file of
+    another version measured again), the name of a committed profile, or of a spec sheet
+    (:data:`SPEC_SHEETS`); ConfigError naming the valid ones in one line otherwise."""
     if device == "cpu":
         path = cache_folder(cache_dir, "device_profile") / f"{_file_name(socket.gethostname())}-cpu.json"
-        if not path.exists():
-            path.write_text(json.dumps(asdict(measure(torch.device("cpu"))), indent=2) + "\n")
+        if not path.exists() or _version(path) != FORMAT:
+            write_atomically(path, _dumped(measure(torch.device("cpu"))))
         return load(path)
     known = committed_profiles()
-    if device not in known:
-        committed = (f"one of {', '.join(sorted(known))} (results/device_profiles/, measured where that device was lent)"
-                     if known else "no other: none is committed under results/device_profiles/ (measure one with "
-                     "gnntrain-predict --measure-profile cluster.device=cuda where the device is)")
-        raise ConfigError(f"device {device!r} has no profile; valid: cpu (measured here) or {committed}")
-    return load(known[device])
+    if device in known:
+        return load(known[device])
+    if device in SPEC_SHEETS:
+        return SPEC_SHEETS[device].profile()
+    committed = (f"committed (measured where the device was lent): {', '.join(sorted(known))}" if known else
+                 "none committed under results/device_profiles/ yet (gnntrain-predict --measure-profile "
+                 "cluster.device=cuda where the device is)")
+    raise ConfigError(f"device {device!r} has no profile; valid: cpu (measured here); spec sheets: "
+                      f"{', '.join(SPEC_SHEETS)}; {committed}")
+
+
+def _version(path: Path) -> object:
+    """The version a cached file claims (None: none, or no JSON object)."""
+    try:
+        fields = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return fields.get("version") if isinstance(fields, dict) else None
 
 
 def saved_name(device: torch.device) -> str:
@@ -216,5 +257,50 @@ def save(profile: DeviceProfile) -> Path:
     folder = COMMITTED
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_file_name(profile.device)}.json"
-    path.write_text(json.dumps(asdict(profile), indent=2) + "\n")
+    write_atomically(path, _dumped(profile))
     return path
+
+
+@dataclass(frozen=True)
+class SpecSheet:
+    """A device nobody here has, priced from its spec sheet by a roofline, with efficiencies of
+    our choosing (stated, not measured): dense products at :data:`DENSE_EFFICIENCY` of the FP32
+    peak or, where narrow, bound by memory (a product whose narrowest dimension is ``w`` moves
+    about ``2 / w`` bytes per flop); streaming passes at :data:`STREAM_EFFICIENCY` of the memory
+    bandwidth, gathers, scatters and sparse aggregations (4 bytes of a gathered row per product
+    and 8 of index and value per nonzero, ``4 + 8 / w`` per unit) at :data:`GATHER_EFFICIENCY`;
+    ``launch_us`` per operation, the eager-mode dispatch and launch of a kernel (no spec sheet
+    gives it)."""
+
+    name: str
+    fp32_tflops: float
+    memory_gbs: float
+    """Memory bandwidth, GB/s."""
+    memory_gib: float
+    sheet: str
+    launch_us: float = 10.0
+
+    def profile(self) -> DeviceProfile:
+        peak, stream = self.fp32_tflops * 1e12 * DENSE_EFFICIENCY, self.memory_gbs * 1e9 * STREAM_EFFICIENCY
+        gather = self.memory_gbs * 1e9 * GATHER_EFFICIENCY
+        return DeviceProfile(self.name, self.launch_us * 1e-6, tuple(max(1 / peak, 2 / w / stream) for w in WIDTHS),
+                             tuple((4 + 8 / w) / gather + 2 / peak for w in WIDTHS), 1 / stream, 1 / gather,
+                             self.memory_gib, f"spec sheet: {self.sheet}")
+
+
+DENSE_EFFICIENCY = 0.7
+STREAM_EFFICIENCY = 0.8
+GATHER_EFFICIENCY = 0.4
+SPEC_SHEETS = {
+    "v100": SpecSheet("NVIDIA V100 SXM2 32GB", 15.7, 900, 32, "NVIDIA Tesla V100 datasheet (SXM2: 15.7 TFLOPS FP32, "
+                      "900 GB/s HBM2)"),
+    "a100": SpecSheet("NVIDIA A100 SXM4 80GB", 19.5, 2039, 80, "NVIDIA A100 datasheet (SXM4 80GB: 19.5 TFLOPS FP32, "
+                      "2,039 GB/s HBM2e)"),
+    "rtx-2080-ti": SpecSheet("NVIDIA GeForce RTX 2080 Ti", 13.45, 616, 11, "NVIDIA Turing whitepaper (13.4 TFLOPS "
+                             "FP32, 616 GB/s GDDR6)"),
+    "rtx-a6000": SpecSheet("NVIDIA RTX A6000", 38.7, 768, 48, "NVIDIA RTX A6000 datasheet (38.7 TFLOPS FP32, "
+                           "768 GB/s GDDR6)"),
+    "h100": SpecSheet("NVIDIA H100 SXM5 80GB", 66.9, 3350, 80, "NVIDIA H100 datasheet (SXM5: 66.9 TFLOPS FP32, "
+                      "3.35 TB/s HBM3)"),
+}
+"""The spec sheets ``--device`` knows by name."""
