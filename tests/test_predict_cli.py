@@ -89,9 +89,40 @@ def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, cap
                              "spec sheets: v100, a100, rtx-2080-ti, rtx-a6000, h100; "),
     (["--nodes", "1000"], "gnntrain-predict: error: --nodes, --edges, --features and --classes describe a graph"),
     (["--bandwidths", "5"], "gnntrain-predict: error: --bandwidths 5: valid: LO:HI:N"),
+    (["--bandwidths", "nan:10:3"], "gnntrain-predict: error: --bandwidths nan:10:3: valid: LO:HI:N with finite"),
+    (["--bandwidths", "100:0.1:5"], "gnntrain-predict: error: --bandwidths 100:0.1:5: valid"),
+    (["--bandwidths", "0.1:10:100000"], "gnntrain-predict: error: --bandwidths 0.1:10:100000: valid: LO:HI:N with "
+                                        "finite 0 < LO < HI and 2 <= N <= 200"),
+    (["--nodes", "10", "--edges", "10", "--features", "10", "--classes", "2", "--proxy-nodes", "0"],
+     "gnntrain-predict: error: --proxy-nodes 0: valid: a positive count"),
+    (["--nodes", "10000000000", "--edges", "100000000000", "--features", "100", "--classes", "2",
+      "--proxy-nodes", "10000000000"], "gnntrain-predict: error: --proxy-nodes 10000000000: building its proxy"),
 ])
 def test_bad_input_ends_in_one_line(args: list[str], line: str, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as ended:
         main([*SETTING, *args])
     err = capsys.readouterr().err.strip().splitlines()
     assert ended.value.code == 2 and err[-1].startswith(line) and len(err) == 1, err
+
+
+@pytest.mark.slow
+def test_sigterm_while_profiling_ends_it_in_one_line(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "GNNTRAIN_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "gnntrain.commands.predict", "strategy=vanilla", *SETTING,
+                             "--reprofile", "--plot", str(tmp_path / "p.png")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    seen = ""
+    while "profiling vanilla's steps" not in seen:
+        seen += proc.stderr.readline()
+        assert proc.poll() is None, seen
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    err = (seen + proc.communicate(timeout=60)[1]).strip().splitlines()
+    assert proc.returncode == 2, err
+    assert err[-1] == "gnntrain-predict: error: interrupted by SIGTERM", err[-5:]

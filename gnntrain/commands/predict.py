@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +34,12 @@ from pathlib import Path
 import torch
 
 from gnntrain.config.typed import plain
-from gnntrain.errors import ConfigError, GnntrainError, command_errors
+from gnntrain.errors import ConfigError, GnntrainError, command_errors, interrupt
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
 from gnntrain.job.step_profile import step_fit
 from gnntrain.cost.compute import Costs
+from gnntrain.cost.memory import RUNTIME_MB, partition_peak_mb
 from gnntrain.predict.predictor import peak_mb, predicted, written
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.cost.profile import measure, profile_for, save, saved_name
@@ -66,7 +68,17 @@ def graph_overrides(args: argparse.Namespace) -> list[str]:
     if any(v is None for v in given) or min(given) < 1:
         raise GnntrainError("--nodes, --edges, --features and --classes describe a graph together; valid: all four, "
                             "positive")
-    return ["dataset=synthetic", f"dataset.num_nodes={min(args.proxy_nodes, args.nodes)}",
+    if args.proxy_nodes < 1:
+        raise GnntrainError(f"--proxy-nodes {args.proxy_nodes}: valid: a positive count")
+    proxy_nodes = min(args.proxy_nodes, args.nodes)
+    proxy_edges = round(proxy_nodes * args.edges / args.nodes)
+    needed, here = partition_peak_mb(proxy_nodes, proxy_edges, args.features, "float32"), available_mb()
+    if needed > here:
+        fitting = int(proxy_nodes * (here - RUNTIME_MB["started"]) / max(needed - RUNTIME_MB["started"], 1.0))
+        raise GnntrainError(f"--proxy-nodes {args.proxy_nodes}: building its proxy of {proxy_nodes} nodes and "
+                            f"{proxy_edges} edges takes an estimated {needed / 1024:.1f} GiB, this machine has "
+                            f"{here / 1024:.1f} GiB available; valid: --proxy-nodes <= about {max(fitting, 0)}")
+    return ["dataset=synthetic", f"dataset.num_nodes={proxy_nodes}",
             f"dataset.avg_degree={args.edges / args.nodes}", f"dataset.num_features={args.features}",
             f"dataset.num_classes={args.classes}"]
 
@@ -198,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
                              "results/device_profiles/, where --device finds it by name; predict nothing")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-predict"):
+        signal.signal(signal.SIGTERM, interrupt)  # a stop ends it in one line; profiling runs stop their workers
         if args.measure_profile:
             run = api.check(api.compose(list(args.overrides)))
             device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")

@@ -26,15 +26,22 @@ from gnntrain.report.traced import Traced
 from gnntrain.timing import trace
 
 
+MAX_BANDWIDTHS = 200
+"""The most points ``--bandwidths`` draws (each is a replay or a prediction)."""
+
+
 def bandwidths(text: str) -> np.ndarray:
+    """``LO:HI:N``: N bandwidths (Gbit/s) spaced geometrically from LO to HI, finite, 0 < LO < HI,
+    2 <= N <= :data:`MAX_BANDWIDTHS`; one line naming the bad value otherwise."""
     try:
         low, high, count = text.split(":")
-        points = np.geomspace(float(low), float(high), int(count))
+        low, high, count = float(low), float(high), int(count)
     except ValueError:
         raise GnntrainError(f"--bandwidths {text}: valid: LO:HI:N, e.g. 0.1:100:24 (Gbit/s, N >= 2)") from None
-    if len(points) < 2 or points[0] <= 0:
-        raise GnntrainError(f"--bandwidths {text}: valid: LO:HI:N with 0 < LO < HI and N >= 2")
-    return points
+    if not (np.isfinite(low) and np.isfinite(high) and 0 < low < high and 2 <= count <= MAX_BANDWIDTHS):
+        raise GnntrainError(f"--bandwidths {text}: valid: LO:HI:N with finite 0 < LO < HI and "
+                            f"2 <= N <= {MAX_BANDWIDTHS}")
+    return np.geomspace(low, high, count)
 
 
 def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Traced | None) -> list[dict]:
