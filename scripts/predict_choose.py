@@ -16,7 +16,7 @@ measured best most often. Targets (the issue's): median regret <= 1.05, worst <=
 in ``results/predict_choose.json`` (written after every setting) and ``results/predict_choose.png``.
 
 Settings: synthetic graphs of one kind (average degree 10, 128 features, 16 classes) at 4,000 and
-24,000 nodes, so that one step fit serves both sizes; 2 and 4 ranks; links of 10, 1 and 0.1 Gbit/s
+16,000 nodes, so that one step fit serves both sizes; 2 and 4 ranks; links of 10, 1 and 0.1 Gbit/s
 (20 us); GraphSAGE 2 x 64 and GCN 3 x 128; 8 epochs, the first 4 left out (as the fits read
 them). HopGNN runs without merging and GNNPipe where it has a layer per stage, as in
 predict-check. A method a setting refuses (GNNPipe's 4 stages on 2 layers, a mini-batch larger
@@ -49,7 +49,7 @@ from gnntrain.timing.cluster import Topology
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 GRAPH = ["dataset=synthetic", "dataset.avg_degree=10", "dataset.num_features=128", "dataset.num_classes=16"]
-SIZES = (4000, 24000)
+SIZES = (4000, 16000)
 RANKS = (2, 4)
 LINKS_GBPS = (10.0, 1.0, 0.1)
 MODELS = {"sage-2x64": ["model=sage", "model.hidden=64", "model.layers=2"],
@@ -57,7 +57,7 @@ MODELS = {"sage-2x64": ["model=sage", "model.hidden=64", "model.layers=2"],
 KERNEL = {0.2: "measured_tcp_0g2", 1.0: "measured_tcp_1g"}
 """Kernel-shaped links and the presets measured on them (conf/network/)."""
 KERNEL_SETTINGS = [(size, 2, gbps, model) for size in SIZES for gbps in KERNEL for model in ("sage-2x64",)] + \
-    [(24000, 2, gbps, "gcn-3x128") for gbps in KERNEL]
+    [(16000, 2, gbps, "gcn-3x128") for gbps in KERNEL]
 EPOCHS, WARMUP = 8, 4
 OWN = {"hopgnn": ["strategy.merge=false"]}
 TARGETS = {"median_regret": 1.05, "worst_regret": 1.25}

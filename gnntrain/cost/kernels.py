@@ -205,7 +205,7 @@ _LINES: dict[tuple, tuple[StepCounts, StepCounts]] = {}
 :data:`PROBE_ROWS` inner rows and their growth per inner row."""
 
 
-def _on_ray(ratio: float) -> float:
+def on_ray(ratio: float) -> float:
     """``ratio`` rounded to the nearest of :data:`RAY_STEPS` steps per doubling (0 stays 0)."""
     return 0.0 if ratio <= 0 else 2.0 ** (round(math.log2(ratio) * RAY_STEPS) / RAY_STEPS)
 
@@ -220,10 +220,10 @@ def step_counts(config: ModelConfig, features: int, classes: int, dtype: str, in
                 edges: float, key: str | None = None) -> StepCounts:
     """The counts of one training step of the model ``config`` on a rank of ``inner`` rows,
     ``halo`` rows and ``edges`` in-edges (module docstring): the line through two probes of the
-    rank's proportions (rounded, :func:`_on_ray`), of :data:`PROBE_ROWS` and twice as many inner
+    rank's proportions (rounded, :func:`on_ray`), of :data:`PROBE_ROWS` and twice as many inner
     rows, at ``inner``. One pair of probes serves every rank and sample of like proportions;
     ``key``: :func:`model_key` of ``config``, where the caller has it."""
-    ray = (_on_ray(halo / inner), _on_ray(edges / inner))
+    ray = (on_ray(halo / inner), on_ray(edges / inner))
     line = (key or model_key(config), features, classes, dtype, ray)
     if line not in _LINES:
         value = getattr(torch, dtype)

@@ -2,7 +2,8 @@
 the runs themselves, which only the job layer may launch.
 
 Each proxy is the user's overrides with the dataset, the clock and the epochs replaced
-(:data:`PROFILED`): the same method, model, ranks, dtype and seed, on a synthetic graph of the
+(:data:`PROFILED`): the same method, model, dtype and seed, at most
+:data:`~gnntrain.predict.step_fit.PROFILE_WORLD_MAX` ranks, on a synthetic graph of the
 target's proportions, traced on the virtual clock with the ranks taking turns, on a modelled link
 (the compute measured is each rank's thread CPU time, which no link changes). The runs' own
 console lines go to a log (shown where a run fails); a line on stderr says which proxy runs.
@@ -20,18 +21,18 @@ from pathlib import Path
 from gnntrain.config.schema import RootConfig
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.profile import DeviceProfile
-from gnntrain.errors import ConfigError
+from gnntrain.errors import ConfigError, WorkerFailed
 from gnntrain.cost.shape import DEGREE_TOLERANCE, PartitionShape, partition_shape
 from gnntrain.job import api
 from gnntrain.predict.predictor import written
-from gnntrain.predict.step_fit import (PROFILE_EPOCHS, WARM_EPOCHS, Sample, StepFit, fit, fit_key, fit_path, load, PROXY_NODES,
-                                       proxy_overrides, save)
+from gnntrain.predict.step_fit import (PROFILE_EPOCHS, PROXY_NODES, WARM_EPOCHS, Sample, StepFit, fit, fit_key,
+                                       fit_path, load, proxy_degree, proxy_overrides, save)
 from gnntrain.strategies import method
 from gnntrain.timing.trace import TRACE_FILE, epoch_compute, read
 
-REPLACED = ("dataset", "network", "train.epochs", "train.eval_every", "train.warmup_epochs", "cluster.clock",
-            "cluster.trace", "cluster.virtual_compute", "wandb", "hydra", "checkpoint", "train.checkpoint_every",
-            "train.resume")
+REPLACED = ("dataset", "network", "cluster.world_size", "train.epochs", "train.eval_every", "train.warmup_epochs",
+            "cluster.clock", "cluster.trace", "cluster.virtual_compute", "wandb", "hydra", "checkpoint",
+            "train.checkpoint_every", "train.resume")
 """Override keys (and their sub-keys) a proxy's run sets itself."""
 PROFILED = ["network=eth10g", f"train.epochs={PROFILE_EPOCHS}", f"train.eval_every={PROFILE_EPOCHS}",
             "cluster.clock=virtual", "cluster.virtual_compute=alone", "cluster.trace=true", "wandb.mode=disabled"]
@@ -66,8 +67,8 @@ def measured_compute(overrides: list[str]) -> dict[tuple[int, int], float]:
         try:
             with _console_to(log):
                 api.run(api.compose(overrides, run_dir=str(Path(run_dir) / "run")))
-        except BaseException:
-            sys.stderr.write(log.read_text()[-4000:])
+        except WorkerFailed:
+            sys.stderr.write(log.read_text()[-4000:])  # what the run printed before it failed
             raise
         spans = epoch_compute(read(Path(run_dir) / "run" / TRACE_FILE))
     return {key: seconds for key, (_, seconds) in spans.items()}
@@ -78,7 +79,7 @@ def _proxy(kept: list[str], shape: PartitionShape, nodes: int) -> tuple[list[str
     shape. The generator drops duplicate edges, more of them on a smaller graph, so a proxy whose
     degree falls more than :data:`~gnntrain.cost.shape.DEGREE_TOLERANCE` short is drawn again at
     a degree corrected by the shortfall (as the predictor's own proxies are)."""
-    wanted = shape.edges / shape.nodes
+    wanted = proxy_degree(shape)
     overrides = kept + proxy_overrides(shape, nodes, wanted) + PROFILED
     proxy = api.check(api.compose(overrides))
     parts = method(proxy.strategy.name).strategy.layout(proxy, proxy.cluster.world_size).parts
@@ -114,7 +115,7 @@ def step_fit(overrides: list[str], run: RootConfig, shape: PartitionShape, profi
         print(f"gnntrain-predict: profiling {run.strategy.name}'s steps on proxy {done + 1}/{len(PROXY_NODES)} "
               f"({nodes} nodes)", file=sys.stderr, flush=True)
         try:
-            samples += samples_on(_kept(overrides), shape, nodes, profile)
+            samples += samples_on(_kept(overrides) + [f"cluster.world_size={key['world']}"], shape, nodes, profile)
         except ConfigError as exc:
             refused.append(f"{nodes} nodes: {exc}")
     if len(refused) > len(PROXY_NODES) - 2:

@@ -6,7 +6,8 @@ writes each rank's epoch as compute spans whose seconds are the kernels they run
 That leaves out what a step costs besides its kernels (the strategy's, the communicator's and the
 meter's Python between them) and prices the kernels at the micro-benchmarks' sizes, not the
 method's. So the method is run (``gnntrain.job.step_profile``): a few epochs on synthetic proxies
-of the target's proportions (its degree, features and classes) of :data:`PROXY_NODES` nodes,
+of the target's proportions (its degree, :func:`proxy_degree`, features and classes) of
+:data:`PROXY_NODES` nodes,
 whatever the target's size (the fit interpolates for a smaller target and extends the line for a
 larger one; proxies all in the regime where the fixed costs dominate gave a rate 2.6 times off
 here), on the virtual clock with the ranks taking
@@ -30,10 +31,14 @@ Where the papers and the issue leave a choice: a span's fixed cost is one consta
 setting (its host's work per kernel sequence varies less than the kernels); the counted work
 keeps its device profile's split into kernel classes, rescaled by one rate; a rank of ``cores``
 cores is profiled on one (the virtual clock's thread time) and priced with its counted work at
-``cores`` (the profile's stated perfect scaling).
+``cores`` (the profile's stated perfect scaling); a target of more than :data:`PROFILE_WORLD_MAX`
+ranks is profiled at that many (:func:`profile_world`): the model prices a span, and the target's
+spans and their counted work are written for its own ranks, so the ranks enter through what is
+written, not through the fit (16 ranks taking turns on this 2-core machine took 78 s per method
+for products' proportions, 4 ranks 28 s).
 
 A fit is cached per machine in ``<partition.cache_dir>/step_profile/``, one file per key
-(:func:`fit_key`: the method's and the model's config, the ranks, the dtype, the proxies'
+(:func:`fit_key`: the method's and the model's config, the profiled ranks, the dtype, the proxies'
 shape, torch's version and the device profile it rescales), so a fit made for another device
 profile or torch is never read: it is measured again.
 """
@@ -53,6 +58,7 @@ from scipy.optimize import nnls
 
 from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
+from gnntrain.cost.kernels import on_ray
 from gnntrain.cost.profile import DeviceProfile
 from gnntrain.cost.shape import PartitionShape
 from gnntrain.errors import ConfigError
@@ -66,6 +72,8 @@ PROXY_NODES = (4000, 8000, 16000)
 is left out; a fit needs two."""
 PROFILE_EPOCHS = 8
 WARM_EPOCHS = 4
+PROFILE_WORLD_MAX = 4
+"""The most ranks a proxy runs on (:func:`profile_world`)."""
 """Epochs of a profiled run, and how many of them are left out: the first builds its matrices
 (and PipeGCN's waits on nothing), and a rank's compute went on falling by a fifth over the next
 three here (allocator and caches warming), so the fit reads the last four."""
@@ -121,11 +129,23 @@ def proxy_overrides(shape: PartitionShape, nodes: int, degree: float) -> list[st
             f"dataset.num_features={shape.features}", f"dataset.num_classes={shape.classes}"]
 
 
+def proxy_degree(shape: PartitionShape) -> float:
+    """The proxies' average degree: the target's, rounded to the nearest of 8 steps per doubling
+    (:func:`~gnntrain.cost.kernels.on_ray`, within 4.4%), so that graphs of one kind at other
+    sizes (whose generator drops a different share of duplicate edges) share a fit."""
+    return on_ray(shape.edges / shape.nodes)
+
+
+def profile_world(world: int) -> int:
+    """The ranks the proxies of a target of ``world`` ranks run on."""
+    return min(world, PROFILE_WORLD_MAX)
+
+
 def fit_key(run: RootConfig, shape: PartitionShape, profile: DeviceProfile) -> dict:
     """What a fit depends on (module docstring)."""
     return {"format": FORMAT, "host": socket.gethostname(), "strategy": plain(run.strategy), "model": plain(run.model),
-            "world": run.cluster.world_size, "dtype": str(run.train.dtype), "seed": run.seed,
-            "proxies": [proxy_overrides(shape, n, shape.edges / shape.nodes) for n in PROXY_NODES],
+            "world": profile_world(run.cluster.world_size), "dtype": str(run.train.dtype), "seed": run.seed,
+            "proxies": [proxy_overrides(shape, n, proxy_degree(shape)) for n in PROXY_NODES],
             "epochs": PROFILE_EPOCHS, "torch": torch.__version__, "device_profile": asdict(profile)}
 
 
