@@ -105,9 +105,11 @@ USER_ERROR_PREFIX = f"{__name__}."
 class JobInterrupted(GnntrainError):
     """The job was stopped by a signal (Ctrl-C, a scheduler's SIGTERM); its workers were stopped."""
 
-    def __init__(self, signum: int) -> None:
-        self.signum = signum
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+    def __init__(self, signum: int | str) -> None:
+        """``signum``, or the message of one that a library caught and raised again as a new
+        exception of its type built from its text (OmegaConf does), which starts with ours."""
+        self.signum = signum if isinstance(signum, int) else signal.Signals[signum.split()[2]].value
+        super().__init__(f"interrupted by {signal.Signals(self.signum).name}")
 
 
 class _Deferral:

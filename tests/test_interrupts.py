@@ -42,6 +42,14 @@ def test_a_signal_inside_a_deferred_section_is_raised_where_it_ends(sigterm_inte
     assert steps == ["inner", "outer", "next"]
 
 
+def test_a_stop_that_a_library_raised_again_from_its_text_keeps_its_one_line() -> None:
+    """OmegaConf rebuilds an exception it catches as ``type(exc)(text)`` with its own lines
+    added: a SIGTERM landing while a config composes must still end in one line."""
+    caught = JobInterrupted(signal.SIGTERM)
+    rebuilt = type(caught)(f"{caught}\n    full_key: defaults[3]\n    object_type=list")
+    assert rebuilt.signum == signal.SIGTERM and str(rebuilt) == "interrupted by SIGTERM"
+
+
 def test_a_signal_replaces_an_error_the_deferred_section_raised_meanwhile(sigterm_interrupts) -> None:
     with pytest.raises(JobInterrupted) as stop:
         with interrupts_deferred():

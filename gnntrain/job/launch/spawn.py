@@ -41,7 +41,8 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.config.typed import plain
 from gnntrain.data.job import JobData
 from gnntrain.engine.recorder import WandbFollower
-from gnntrain.errors import ConfigError, WorkerFailed, first_line, interrupt, interrupts_deferred, warn
+from gnntrain.errors import (ConfigError, JobInterrupted, WorkerFailed, first_line, interrupt, interrupts_deferred,
+                             warn)
 from gnntrain.job.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
 from gnntrain.job.launch.fork_server import Surroundings, worker_context
@@ -204,10 +205,18 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
     failed_at = worker_context().Array("d", world_size, lock=False)
     with tempfile.TemporaryDirectory(prefix="gnntrain-workers-") as private:  # mode 0700: see private_names
+        context = None
         with private_names(private):
-            context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
-                                         args=(Surroundings.of_this_process(), fn, plain(run), job, layout, world_size,
-                                               init_method, os.getpid(), failed_at, network_namespaces))
+            try:  # a stop while they start is raised once they all have, and stops them
+                with interrupts_deferred():
+                    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
+                                                 args=(Surroundings.of_this_process(), fn, plain(run), job, layout,
+                                                       world_size, init_method, os.getpid(), failed_at,
+                                                       network_namespaces))
+            except JobInterrupted:
+                if context is not None:
+                    _stop(context.processes)
+                raise
         _join(context, run, follower, failed_at)
 
 
