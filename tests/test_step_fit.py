@@ -99,12 +99,26 @@ def _proxy_of(nodes: int, fitted_vanilla: tuple) -> tuple[list[str], float, set[
             {c * counted.repeats for (_, e), (_, c) in counted.epoch_compute().items() if e > WARM_EPOCHS})
 
 
+def _scatter(samples: tuple[Sample, ...]) -> float:
+    """The median relative deviation of an epoch's measured compute from the mean of its rank's
+    steady epochs on the same proxy (samples of one rank and proxy share their counted seconds, to
+    rounding)."""
+    runs: dict[str, list[float]] = {}
+    for sample in samples:
+        runs.setdefault(f"{sample.counted:.9g}", []).append(sample.measured)
+    return statistics.median(abs(m / statistics.fmean(ms) - 1) for ms in runs.values() for m in ms)
+
+
 @pytest.mark.slow
 def test_the_fitted_compute_equals_the_profiled_runs_own(fitted_vanilla: tuple) -> None:
     """The largest proxy's steady epochs as the fit prices them against the same epochs as its
-    profiled run measured them (the fit's own samples of that proxy)."""
+    profiled run measured them (the fit's own samples of that proxy), and the line through all
+    three proxies adding at most 2 points to the epochs' own scatter: one epoch's measurement
+    scatters by 2-3% here and by more on a shared host (an epoch of 9.1 among 5.4 ms in a CI log,
+    a fit's residual of 6.2% there), so the residual is held to the measurements' noise, not to a
+    fixed figure."""
     step = fitted_vanilla[-1]
-    assert step.residual < 0.05, step
+    assert step.residual <= _scatter(step.samples) + 0.02, (step.residual, _scatter(step.samples), step)
     _, predicted, counted = _proxy_of(max(PROXY_NODES), fitted_vanilla)
     own = [s.measured for s in step.samples if any(s.counted == pytest.approx(c, rel=1e-9) for c in counted)]
     assert len(own) == 2 * (PROFILE_EPOCHS - WARM_EPOCHS)
