@@ -103,19 +103,38 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
     assert replayed > 2 * run.steady(run.under(network_of(run.summary.network, []))).epoch_time
 
 
+PRESETS = {
+    "measured_tcp_0g2": ("vanilla", 2, "modelled measured_tcp_0g2: 0.02 Gbit/s, 10.56 us, o 26/26 us"),
+    "eth25g": ("pipegcn", 2, "modelled eth25g: 0.02 Gbit/s, 10 us, o 3/3 us"),
+    "two_level": ("vanilla", 4, "modelled two_level: 0.02 Gbit/s, 20 us, o 3/3 us between nodes; 96 Gbit/s, 5 us within (2 workers per node)"),
+}
+"""Per cluster preset replay is checked under: the traced method, its ranks and what replay's
+console names the cluster by (two_level: its nodes of 2 ranks, the slow level between them)."""
+
+
+@pytest.mark.parametrize("preset", [pytest.param(p, marks=[] if p == "measured_tcp_0g2" else pytest.mark.slow)
+                                    for p in PRESETS])
 def test_a_preset_given_to_replay_describes_the_cluster_as_for_a_run(traced: dict[str, Path], tmp_path: Path,
-                                                                      capfd: pytest.CaptureFixture) -> None:
-    """``gnntrain-replay RUN network=measured_tcp_0g2 network.bandwidth_gbps=0.02``: the preset's own
-    links (its latency and host costs, not the run's eth10g ones), then the override, so the label
-    and the figures are the preset's; equal to a fresh virtual run given the same within 3% (at
-    0.02 Gbit/s the link dominates the epoch)."""
-    cluster = ["network=measured_tcp_0g2", "network.bandwidth_gbps=0.02"]
+                                                                      capfd: pytest.CaptureFixture,
+                                                                      preset: str) -> None:
+    """``gnntrain-replay RUN network=<preset> network.bandwidth_gbps=0.02`` of a run traced on
+    eth10g: the preset's own links (its latency and host costs, and two_level's second level, not
+    the run's eth10g ones), then the override, so the label and the figures are the preset's; equal
+    to a fresh virtual run given the same within 3% (at 0.02 Gbit/s between nodes the link
+    dominates the epoch). Three presets, one of them two-level (4 ranks on 2 nodes)."""
+    name, world, label = PRESETS[preset]
+    cluster = [f"network={preset}", "network.bandwidth_gbps=0.02"]
+    common = [c for c in COMMON if not c.startswith("cluster.world_size=")] + [f"cluster.world_size={world}"]
+    run_dir = traced[name]
+    if world != 2:
+        run_dir = tmp_path / "traced"
+        train_records(run_dir, *common, *METHODS[name], "cluster.trace=true")
     out = tmp_path / "replayed.json"
-    replay_main([str(traced["vanilla"]), *cluster, "--json", str(out)])
-    assert "modelled measured_tcp_0g2: 0.02 Gbit/s, 10.56 us, o 26/26 us" in capfd.readouterr().out
+    replay_main([str(run_dir), *cluster, "--json", str(out)])
+    assert label in capfd.readouterr().out
     replayed = json.loads(out.read_text())["replayed"]["epoch_time"]
-    rerun = train_records(tmp_path / "rerun", *(c for c in COMMON if not c.startswith("network=")),
-                          *METHODS["vanilla"], *cluster)
+    rerun = train_records(tmp_path / "rerun", *(c for c in common if not c.startswith("network=")),
+                          *METHODS[name], *cluster)
     steady = [r["epoch_time"] for r in rerun if r["epoch"] > 2]
     assert replayed == pytest.approx(sum(steady) / len(steady), rel=0.03)
 
