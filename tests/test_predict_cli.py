@@ -34,6 +34,29 @@ def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.
     assert (tmp_path / "p.png").stat().st_size > 0
 
 
+def test_a_plot_is_written_only_where_asked_and_never_through_a_link(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No plot by default (nothing written into the current folder); ``--plot NAME`` writes NAME
+    itself, not NAME.png; a link planted at the plot's or the JSON's path is replaced by the file,
+    its target left as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    main(["strategy=vanilla", *SETTING, "--compute", "counted"])
+    assert list(here.iterdir()) == []
+    main(["strategy=vanilla", *SETTING, "--compute", "counted", "--plot", "rpout"])
+    assert sorted(p.name for p in here.iterdir()) == ["rpout"] and (here / "rpout").read_bytes()[:4] == b"\x89PNG"
+    for name in ("p.png", "p.json"):
+        (outside / name).write_text("kept")
+        (here / name).symlink_to(outside / name)
+    main(["strategy=vanilla", *SETTING, "--compute", "counted", "--plot", "p.png", "--json", "p.json"])
+    for name in ("p.png", "p.json"):
+        assert (outside / name).read_text() == "kept" and not (here / name).is_symlink()
+    assert json.loads((here / "p.json").read_text())["predictions"][0]["strategy"] == "vanilla"
+
+
 @pytest.mark.slow
 def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
@@ -47,8 +70,7 @@ def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: 
 
 
 def test_a_method_that_does_not_fit_a_node_is_listed_apart(capsys: pytest.CaptureFixture) -> None:
-    main(["strategy=vanilla,pipegcn", *SETTING, "--compute", "counted", "--node-memory-gib", "0.25",
-          "--plot", "/dev/null"])
+    main(["strategy=vanilla,pipegcn", *SETTING, "--compute", "counted", "--node-memory-gib", "0.25"])
     out = capsys.readouterr().out
     assert "predicted fastest: none fits a node" in out
     assert out.count("does not fit: 1 x") == 2 and "not ranked" in out
@@ -67,7 +89,7 @@ def test_the_answer_states_the_published_error(tmp_path: Path) -> None:
 
 
 def test_a_device_not_at_hand_is_priced_from_its_spec_sheet_and_says_so(capsys: pytest.CaptureFixture) -> None:
-    main(["strategy=vanilla", *SETTING, "--device", "h100", "--plot", "/dev/null"])
+    main(["strategy=vanilla", *SETTING, "--device", "h100"])
     out = capsys.readouterr().out
     assert "device h100" in out and "(spec sheet: NVIDIA H100 datasheet" in out
     assert "no step of a method profiled on it" in out and "predicted fastest: vanilla" in out
@@ -95,6 +117,9 @@ def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, cap
                                         "finite 0 < LO < HI and 2 <= N <= 200"),
     (["--nodes", "10", "--edges", "10", "--features", "10", "--classes", "2", "--proxy-nodes", "0"],
      "gnntrain-predict: error: --proxy-nodes 0: valid: a positive count"),
+    (["--plot", "p.txt"], "gnntrain-predict: error: figure p.txt: format 'txt'; valid: png, pdf, svg"),
+    (["--plot", "/dev/null", "--compute", "counted"],
+     "gnntrain-predict: error: /dev/null is not a regular file; valid: a regular file or a new path"),
     (["--nodes", "10000000000", "--edges", "100000000000", "--features", "100", "--classes", "2",
       "--proxy-nodes", "10000000000"], "gnntrain-predict: error: --proxy-nodes 10000000000: building its proxy"),
 ])

@@ -167,6 +167,9 @@ def test_a_bandwidth_sweep_gives_a_dense_curve_with_the_share_at_each_point(trac
     (["{untraced}"], "has no trace.jsonl"),
     (["{traced}", "dataset=cora"], "override dataset=cora"),
     (["{traced}", "--bandwidths", "1:2"], "--bandwidths 1:2"),
+    (["{traced}", "--plot", "{untraced}/curve.png"], "--plot draws or compares a bandwidth sweep; valid: with"),
+    (["{traced}", "--baseline", "{traced}"], "--baseline draws or compares a bandwidth sweep; valid: with"),
+    (["{traced}", "--bandwidths", "1:2:3", "--plot", "{untraced}/curve.txt"], "format 'txt'; valid: png, pdf, svg"),
 ])
 def test_bad_replay_input_is_refused_in_one_line(traced: dict[str, Path], tmp_path: Path, args: list[str],
                                                  line: str) -> None:

@@ -38,6 +38,7 @@ from gnntrain.models import MODELS
 from gnntrain import strategies
 from gnntrain.strategies import METHODS, families, method
 from gnntrain.report import GROUP_COLUMNS, RUN_COLUMNS
+from gnntrain.storage.files import write_atomically
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -235,7 +236,7 @@ def main() -> int:
         return 1 if outdated else 0
     for path, text in pages().items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_atomically(path, text)
     print(f"wrote {len(pages())} pages under {DOCS}")
     return 0
 

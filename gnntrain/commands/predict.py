@@ -48,6 +48,7 @@ from gnntrain.commands.replay import bandwidths
 from gnntrain.timing.cluster import at_bandwidth
 from gnntrain.strategies import method
 from gnntrain.timing.cluster import Topology
+from gnntrain.storage.files import figure_format, save_figure, write_atomically
 
 
 def jobs(overrides: list[str]) -> list[list[str]]:
@@ -182,7 +183,7 @@ def _plot(curves: dict[str, list[tuple[float, float]]], path: Path, title: str) 
            title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reprofile", action="store_true", help="measure the step profiles again, not from the cache")
     parser.add_argument("--node-memory-gib", type=float, default=None, help="memory of a node (default: the device's)")
     parser.add_argument("--bandwidths", default="0.1:100:13", help="LO:HI:N Gbit/s for the plot (default 0.1:100:13)")
-    parser.add_argument("--plot", type=Path, default=Path("predict.png"), help="the plot (default predict.png)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="draw every method's epoch against the link bandwidth into this PNG (none by default)")
     parser.add_argument("--json", type=Path, default=None, help="also write the predictions to this JSON file")
     for name in ("nodes", "edges", "features", "classes"):
         parser.add_argument(f"--{name}", type=int, default=None, help=f"the graph's {name} (with the other three)")
@@ -216,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
             device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
             print(f"profile of {device}: {save(measure(device))} (--device {saved_name(device)})")
             return
+        if args.plot is not None:
+            figure_format(args.plot)
         started = time.perf_counter()
         points = bandwidths(args.bandwidths)
         settings = jobs(list(args.overrides) + graph_overrides(args))
@@ -266,11 +270,11 @@ def main(argv: list[str] | None = None) -> None:
             print(table(setting or "(defaults)", list(group), ranks_per_node, node_mb))
         for line_refused in refused:
             print(f"\n{line_refused}")
-        if curves:
+        if curves and args.plot is not None:
             _plot(curves, args.plot, where)
             print(f"\nplot of the epoch against the link bandwidth: {args.plot}")
         if args.json is not None:
-            args.json.write_text(json.dumps({"cluster": where, "predictions": [
+            write_atomically(args.json, json.dumps({"cluster": where, "predictions": [
                 p.to_dict() for p in results], "curves": curves}, indent=1))
         print(f"predicted in {time.perf_counter() - started:.1f} s")
 

@@ -24,6 +24,7 @@ from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced
 from gnntrain.timing import trace
+from gnntrain.storage.files import figure_format, save_figure, write_atomically
 
 
 MAX_BANDWIDTHS = 200
@@ -77,7 +78,7 @@ def _plot(rows: list[dict], run: Traced, baseline: Traced | None, path: Path) ->
     shares.set(xscale="log", xlabel="link bandwidth (Gbit/s)", ylabel=f"{run.summary.strategy} communication share",
                ylim=(0, 1))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,9 +103,14 @@ def main(argv: list[str] | None = None) -> None:
             raise GnntrainError(f"override {real[0]}: replay times a trace on a described cluster; valid: "
                                 "network=<preset> and the link keys (network.bandwidth_gbps, latency_us, "
                                 "send_overhead_us, recv_overhead_us, gpus_per_node, intra_*)")
+        alone = [name for name, value in (("--plot", args.plot), ("--baseline", args.baseline)) if value is not None]
+        if alone and args.bandwidths is None:
+            raise GnntrainError(f"{alone[0]} draws or compares a bandwidth sweep; valid: with --bandwidths LO:HI:N")
+        if args.plot is not None:
+            figure_format(args.plot)
         run = Traced(args.run)
         if args.chrome is not None:
-            args.chrome.write_text(json.dumps(trace.chrome(run.ranks)))
+            write_atomically(args.chrome, json.dumps(trace.chrome(run.ranks)))
             print(f"trace for Perfetto or chrome://tracing: {args.chrome}")
         if args.bandwidths is None:
             network = network_of(run.summary.network, args.overrides)
@@ -127,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                 _plot(rows, run, baseline, args.plot)
                 print(f"plot: {args.plot}")
         if args.json is not None:
-            args.json.write_text(json.dumps(figures, indent=1))
+            write_atomically(args.json, json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run, find_runs
 from gnntrain.report.stats import interval, paired_ratio
 from gnntrain.errors import GnntrainError, command_errors, warn
+from gnntrain.storage.files import save_figure, write_atomically
 
 IGNORED_KEYS = keys_playing(PLACE)
 """Config keys that never tell runs apart in a table: the schemas' place keys."""
@@ -359,10 +361,11 @@ def fitted(rows: list[dict], width: int = CONSOLE_WIDTH) -> str:
 
 def write_csv(rows: list[dict], path: Path) -> None:
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 def about_line(rows: list[dict]) -> str:
@@ -401,7 +404,7 @@ def plot_curves(runs: list[Run], labels: list[str], settings: list[str], seeds: 
         ax.set_xlabel("epoch")
         ax.set_title(title)
     fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -431,7 +434,7 @@ def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | No
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation score")
     fig.legend(loc="outside right upper", fontsize="small")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -498,7 +501,7 @@ def report(root: Path, out: Path | None = None, target: str | None = None, basel
         write_csv(compared, out / "baseline.csv")
         written.append(out / "baseline.csv")
     text = lead + "".join(heading + markdown(table) for heading, table in sections)
-    (out / "report.md").write_text(f"# Runs under {root}\n\n{text}")
+    write_atomically(out / "report.md", f"# Runs under {root}\n\n{text}")
     with_seed = len({row[SEED_KEY] for row in rows}) > 1
     plot_curves(runs, [run_label(setting, row[SEED_KEY], with_seed, row["run"]) for setting, row in zip(settings, rows)],
                 [row["setting"] or "" for row in rows], [row[SEED_KEY] for row in rows], out / "curves.png")

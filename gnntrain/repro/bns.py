@@ -18,6 +18,7 @@ from gnntrain.report import markdown  # noqa: E402
 from gnntrain.report.runs import Run, one_clock  # noqa: E402
 from gnntrain.repro.accounting import accounting_table  # noqa: E402
 from gnntrain.repro.paper import Curve, Paper  # noqa: E402
+from gnntrain.storage.files import save_figure  # noqa: E402
 from gnntrain.repro.tables import (  # noqa: E402
     authors_settings, epoch_time, fmt, mean_sd, scores, select, setting_line, share, share_cell, speedup,
     timed_from, timing_note,
@@ -86,7 +87,7 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
         ax.set_xlabel("boundary-node sampling rate p")
     fig.suptitle("BNS-GCN in shape: volume (Sec. 3.2, Eq. 3) and epoch time (Figs. 4-5) vs p")
     fig.tight_layout()
-    fig.savefig(out / "bytes_time_vs_p.png", dpi=110)
+    save_figure(fig, out / "bytes_time_vs_p.png", dpi=110)
     plt.close(fig)
     cora = select(acc_bns, dataset__name="cora") or acc_bns
     t9 = []

@@ -39,6 +39,7 @@ from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.replayed import SEPARATE, TRACING, replayed_section, traced_runs
 from gnntrain.repro.staleness import write_manifest
+from gnntrain.storage.files import write_atomically
 
 REPEATS = 3
 """How many times each speed sweep runs (seeds 0, 1, ...), in interleaved rounds (:func:`planned`)."""
@@ -174,7 +175,7 @@ def main() -> None:
     every = [run for name in runs for run in runs[name]]
     rows = timed_rows(every, runs_root)
     write_csv(rows, out / "runs.csv")
-    (out / "runs.md").write_text(markdown(rows))
+    write_atomically(out / "runs.md", markdown(rows))
     elapsed = time.perf_counter() - start
     header = (f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
               f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
@@ -183,7 +184,7 @@ def main() -> None:
               + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
     replayed = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
     text = paper.tables(runs, out, args.scale) + "\n" + replayed_section(paper.curve, replayed, out)
-    (out / "table.md").write_text(f"{header}\n\n{text}")
+    write_atomically(out / "table.md", f"{header}\n\n{text}")
     own = paper.tables.__module__
     write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
     write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in replayed for p in pair))

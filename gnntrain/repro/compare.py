@@ -65,6 +65,7 @@ from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.strategies import method
+from gnntrain.storage.files import write_atomically
 STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "sylvie", "sancus", "gnnpipe", "data_parallel", "neutrontp",
               "minibatch", "hopgnn", "p3", "naive", "lo"]
 BATCH = {"small": ["strategy.batch_size=16", "strategy.batch_size=32", "strategy.batch_size=64"],
@@ -435,7 +436,7 @@ def main() -> None:
             plot_accuracy_vs_time([run for run, _ in runs], [name for _, name in runs], TARGET[args.scale],
                                   out / f"accuracy_vs_time_{link}.png", log_time=True)
     text = table(groups, plan, [row for run_rows in finals.values() for row in run_rows])
-    (out / "table.md").write_text(text)
+    write_atomically(out / "table.md", text)
     write_manifest(out / "table.md", [run for link_runs in curves.values() for run, _ in link_runs])
     print(text)
     print(f"wrote {out / 'table.md'}, {out / 'runs.csv'} and the accuracy-vs-time plots beside them")

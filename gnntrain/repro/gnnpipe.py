@@ -25,6 +25,7 @@ from gnntrain.report.runs import Run, one_clock  # noqa: E402
 from gnntrain.report.stats import Ratio  # noqa: E402
 from gnntrain.repro.accounting import account, accounting_table  # noqa: E402
 from gnntrain.repro.paper import Curve, Paper  # noqa: E402
+from gnntrain.storage.files import save_figure  # noqa: E402
 from gnntrain.repro.tables import (  # noqa: E402
     curves, epoch_time, fmt, mean_sd, select, setting_line, share_cell, speedup, test_score, timed_from,
     timing_note,
@@ -225,7 +226,7 @@ def _stacked(parts: dict[str, dict[str, float]], path: Path) -> None:
     ax.set_title("GNNPipe Fig. 8 in shape: epoch time breakdown per stage")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -23,6 +23,7 @@ from gnntrain.config.schema import RootConfig
 from gnntrain.engine.summary import RunSummary
 from gnntrain.report.runs import Run, load_run
 from gnntrain.repro import CHECKOUT
+from gnntrain.storage.files import write_atomically
 
 
 def compose_config(overrides: list[str]) -> RootConfig:
@@ -112,7 +113,7 @@ def compare_figures(row: dict, base: dict, baseline: str) -> str:
 def write_results(args: argparse.Namespace, rows: list[dict], **extra) -> None:
     """The bench setting, ``extra`` and the rows, to ``args.out``."""
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**bench_setting(args), **extra, "rows": rows}, indent=2) + "\n")
+    write_atomically(args.out, json.dumps({**bench_setting(args), **extra, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

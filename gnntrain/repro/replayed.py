@@ -45,6 +45,7 @@ from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import hide_all_bound, shared_link_bound
 from gnntrain.repro.paper import Curve
 from gnntrain.repro.plan import expand
+from gnntrain.storage.files import save_figure
 
 POINTS = 24
 """Bandwidths a curve is replayed at."""
@@ -324,5 +325,5 @@ def _plot(curve: Curve, points: list[RoundsPoint], path: Path) -> None:
     ax.set_title(f"{curve.label} (replayed)", fontsize="medium")
     ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

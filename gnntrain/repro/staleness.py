@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from gnntrain.repro import CHECKOUT
+from gnntrain.storage.files import write_atomically
 
 if TYPE_CHECKING:
     from gnntrain.report.runs import Run
@@ -115,7 +116,7 @@ def write_manifest(table: Path, runs: list[Run], others: frozenset[str] = frozen
         lists["files"] = sorted({f for files in code for f in files})
     if runs and None not in conf:
         lists["conf"] = sorted({f for files in conf for f in files})
-    manifest(table).write_text(json.dumps(lists, indent=0) + "\n")
+    write_atomically(manifest(table), json.dumps(lists, indent=0) + "\n")
 
 
 def measured(table: Path) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from gnntrain.report import network_label  # noqa: E402
 from gnntrain.report.runs import Run, one_clock  # noqa: E402
 from gnntrain.report.stats import Ratio  # noqa: E402
+from gnntrain.storage.files import save_figure
 
 
 def select(runs: list[Run], **conditions) -> list[Run]:
@@ -138,7 +139,7 @@ def curves(series: dict[str, Run | list[Run]], path: Path, title: str) -> None:
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
@@ -155,7 +156,7 @@ def bars(groups: dict[str, dict[str, float]], ylabel: str, path: Path, title: st
     ax.set_title(title)
     ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

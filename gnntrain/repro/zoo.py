@@ -56,6 +56,7 @@ from gnntrain.report.runs import Run
 from gnntrain.repro import CHECKOUT, use_shared_data
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.staleness import write_manifest
+from gnntrain.storage.files import write_atomically
 
 RESULTS = CHECKOUT / "results"
 RUNS = CHECKOUT / "multirun" / "zoo"
@@ -220,7 +221,7 @@ def main() -> None:
 
     def finish(row: dict) -> None:
         rows.append(row)
-        args.out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_atomically(args.out, json.dumps(rows, indent=2) + "\n")
         print(f"{row['dataset']:9s} {row['model']:8s} {row['workers']} worker(s) seed {row['seed']}: test "
               f"{row['test_at_best_val']:.3f} (best val {row['best_val']:.3f} at epoch {row['best_epoch']} of "
               f"{row['epochs']}), {row['mean_epoch_time'] * 1e3:.1f} ms/epoch", flush=True)
@@ -232,7 +233,7 @@ def main() -> None:
             finish(row)
     for cell in cells[len(singles):]:
         finish(run_cell(*cell, 0))
-    (RESULTS / "model_zoo.md").write_text(table(rows, built_at(rows)))
+    write_atomically(RESULTS / "model_zoo.md", table(rows, built_at(rows)))
     write_manifest(RESULTS / "model_zoo.md", [ran(row) for row in rows])
     print(f"wrote {args.out} and {RESULTS / 'model_zoo.md'}")
 

@@ -1,13 +1,16 @@
-"""Files written so that no reader ever sees a partial one."""
+"""Files written so that no reader ever sees a partial one, and never through a link planted
+where they go."""
 
 from __future__ import annotations
 
 import os
 import threading
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
-from gnntrain.errors import DiskFull, FileTooLarge, is_disk_full, is_too_large
+from gnntrain.errors import ConfigError, DiskFull, FileTooLarge, is_disk_full, is_too_large
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) -> None:
@@ -15,7 +18,10 @@ def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) ->
     temporary file beside it, fsync it, and rename it over ``path``: a reader finds the old file
     or the whole new one, and concurrent writers of the same path (every rank under torchrun)
     each rename a whole file. A full filesystem raises :class:`~gnntrain.errors.DiskFull`
-    naming ``path``."""
+    naming ``path``; an existing ``path`` that is neither a regular file nor a link (a device, a
+    FIFO, a folder) is refused in one line, not replaced."""
+    if path.exists() and not path.is_symlink() and not path.is_file():
+        raise ConfigError(f"{path} is not a regular file; valid: a regular file or a new path")
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # unique, mode from the umask
     written = 0
     try:
@@ -36,3 +42,20 @@ def write_atomically(path: Path, content: str | Callable[[BinaryIO], object]) ->
         if is_too_large(exc) or is_too_large(exc.__context__ or exc):
             raise FileTooLarge(path, written) from None
         raise
+
+
+def figure_format(path: Path) -> str:
+    """The format a figure written to ``path`` takes from its suffix (PNG where it names none);
+    another suffix refused in one line, so that a command can check it before its work."""
+    fmt = path.suffix[1:].lower() or "png"
+    if fmt not in FIGURE_FORMATS:
+        raise ConfigError(f"figure {path}: format {fmt!r}; valid: {', '.join(FIGURE_FORMATS)} (or no suffix: png)")
+    return fmt
+
+
+def save_figure(figure: Any, path: Path, **savefig: Any) -> None:
+    """Write a matplotlib ``figure`` to ``path`` as :func:`write_atomically` writes (a link at
+    ``path`` is replaced, not followed) in :func:`figure_format`'s format, to ``path`` itself
+    (not to ``path.png``)."""
+    fmt = figure_format(path)
+    write_atomically(path, lambda f: figure.savefig(f, format=fmt, **savefig))
