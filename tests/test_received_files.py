@@ -28,7 +28,7 @@ from gnntrain.data.partition import load_assignment, load_or_partition
 from gnntrain.data.registry import load_dataset, load_file
 from gnntrain.errors import ConfigError, GnntrainError
 from gnntrain.job.launch.spawn import rendezvous_store
-from gnntrain.job.run_dir import LOCK_FILE, RunDirBusy, owned
+from gnntrain.job.run_dir import LOCK_FILE, RunDirBusy, RunDirRefused, owned
 from gnntrain.storage.safe_load import UnsafeFile
 
 SMALL = ("dataset.num_nodes=300", "dataset.avg_degree=6", "model.hidden=8")
@@ -199,7 +199,7 @@ def test_a_run_dir_whose_lock_or_config_folder_is_a_link_is_refused_not_written_
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / LOCK_FILE).symlink_to(target)
-    with pytest.raises(GnntrainError, match=f"its lock file {re.escape(LOCK_FILE)} is a symbolic link"):
+    with pytest.raises(GnntrainError, match=f"{re.escape(LOCK_FILE)} is a symbolic link"):
         with owned(run_dir):
             pass
     assert target.read_text() == "keep me"
@@ -212,6 +212,35 @@ def test_a_run_dir_whose_lock_or_config_folder_is_a_link_is_refused_not_written_
                           env={**os.environ, "WANDB_MODE": "disabled"})
     assert done.returncode != 0 and ".hydra is a symbolic link" in done.stderr.splitlines()[0]
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["trace.jsonl", ".compute.lock", "metrics.jsonl", "summary.json"])
+def test_a_file_the_job_writes_planted_as_a_link_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                                      name: str) -> None:
+    target = tmp_path / "someone_elses_file"
+    target.write_text("keep me")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / name).symlink_to(target)
+    with pytest.raises(RunDirRefused, match=f"run dir {run_dir}: {re.escape(name)} is a symbolic link"):
+        with owned(run_dir):
+            pass
+    assert target.read_text() == "keep me"
+
+
+def test_a_job_refused_a_planted_trace_records_nothing_in_the_dir(tmp_path: Path) -> None:
+    """Through the command: one line, exit 2, no summary written into the dir it refused."""
+    target = tmp_path / "someone_elses_file"
+    target.write_text("keep me")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "trace.jsonl").symlink_to(target)
+    done = subprocess.run([str(Path(sys.executable).with_name("gnntrain")), "dataset.num_nodes=300", "train.epochs=1",
+                           "cluster.clock=virtual", "cluster.trace=true", f"hydra.run.dir={run_dir}"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "WANDB_MODE": "disabled"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "trace.jsonl is a symbolic link" in done.stderr
+    assert target.read_text() == "keep me" and not (run_dir / "summary.json").exists()
 
 
 PLANTING_LAUNCHER = """

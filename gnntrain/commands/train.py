@@ -37,7 +37,7 @@ from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupte
                              warn)
 from gnntrain.job.help import print_help, wants_help
 from gnntrain.job.launch.join import adopt_submitit_tasks, leave_torchrun_world, under_torchrun
-from gnntrain.job.run_dir import RunDirBusy, owned, write_hydra_files
+from gnntrain.job.run_dir import RunDirRefused, owned, write_hydra_files
 from gnntrain.job.sweep import LAST_SWEEP, SweepRefused
 
 
@@ -68,7 +68,7 @@ def _job(cfg: DictConfig) -> None:
                 held.enter_context(owned(run_dir))
             write_hydra_files(run_dir, cfg, hydra_cfg)
             _run_job(cfg, run_dir, hydra_cfg)
-    except RunDirBusy as exc:  # the dir is another job's: nothing is recorded in it
+    except RunDirRefused as exc:  # the dir is another job's, or planted: nothing is recorded in it
         if hydra_cfg.mode != RunMode.MULTIRUN:
             _exit_with(exc)
         print(f"gnntrain: error: job {hydra_cfg.job.num} failed: {exc}; the sweep goes on", file=sys.stderr, flush=True)

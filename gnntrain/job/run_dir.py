@@ -1,8 +1,9 @@
 """A run dir belongs to one run at a time.
 
 A job holds an exclusive lock (``flock``) on ``<run dir>/.gnntrain.lock`` while it runs, the
-file naming the holder (process, host, start); a lock file or ``.hydra`` that is a symbolic link
-is refused, not written through. A second job into the same dir is refused in one
+file naming the holder (process, host, start); a lock file, ``.hydra`` or a file the job writes
+(:func:`written`) that is a symbolic link is refused, not written through, and nothing is recorded
+in the dir. A second job into the same dir is refused in one
 line naming the running one, before it writes anything there. The kernel releases the lock of
 a process however it ends; a lock file that still names a holder when the next job takes it was
 left by a job that ended without finishing, and the next job says so and takes it over.
@@ -31,8 +32,32 @@ LOCK_FILE = ".gnntrain.lock"
 HYDRA_FILES = ".hydra"
 
 
-class RunDirBusy(GnntrainError):
+class RunDirRefused(GnntrainError):
+    """The run dir cannot be this job's; nothing is recorded in it."""
+
+
+class RunDirBusy(RunDirRefused):
     """Another running job holds the run dir; nothing of it was touched."""
+
+
+def written() -> tuple[str, ...]:
+    """What a job writes at the run dir's top level besides its lock and ``.hydra``: one of them
+    that is a symbolic link is refused before the job writes anything (:func:`owned`). Named by the
+    modules that write them, imported here only when a job takes its dir (they import torch, which
+    a refusal of bad input before then does without)."""
+    from gnntrain.engine.recorder import ERROR_FILE
+    from gnntrain.engine.summary import SUMMARY_FILE
+    from gnntrain.timing.trace import TRACE_FILE
+    from gnntrain.timing.virtual_rank import COMPUTE_LOCK
+
+    return "metrics.jsonl", SUMMARY_FILE, ERROR_FILE, TRACE_FILE, COMPUTE_LOCK, "checkpoints"
+
+
+def _refuse_link(run_dir: Path, name: str, what: str) -> None:
+    path = run_dir / name
+    if path.is_symlink():
+        raise RunDirRefused(f"run dir {run_dir}: {name} is a symbolic link (to {os.readlink(path)}), which {what} "
+                            "would be written through; remove it, or give this run a dir of its own")
 
 
 @contextmanager
@@ -43,10 +68,8 @@ def owned(run_dir: Path) -> Iterator[None]:
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        if not path.is_symlink():
-            raise
-        raise GnntrainError(f"run dir {run_dir}: its lock file {LOCK_FILE} is a symbolic link (to {os.readlink(path)}), "
-                            "which a job would write through; remove it, or give this run a dir of its own") from exc
+        _refuse_link(run_dir, LOCK_FILE, "the job's lock")
+        raise exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -54,6 +77,8 @@ def owned(run_dir: Path) -> Iterator[None]:
             holder = path.read_text().strip() or "a job starting"
             raise RunDirBusy(f"run dir {run_dir} is in use by a running gnntrain job ({holder}); give this run a dir "
                              "of its own: hydra.run.dir=<dir> (hydra.sweep.dir=<dir> in a sweep)") from None
+        for name in written():
+            _refuse_link(run_dir, name, "the run's records")
         left = os.read(fd, 1024).decode(errors="replace").strip()
         if left:
             warn(f"run dir {run_dir} was held by a job that ended without finishing ({left}); this run takes it over")
@@ -75,9 +100,7 @@ def _write(fd: int, path: Path, text: str) -> None:
 def write_hydra_files(run_dir: Path, task_cfg: DictConfig, hydra_cfg: DictConfig) -> None:
     """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as Hydra writes them."""
     folder = run_dir / HYDRA_FILES
-    if folder.is_symlink():
-        raise GnntrainError(f"run dir {run_dir}: {HYDRA_FILES} is a symbolic link (to {os.readlink(folder)}), which the "
-                            "run's config files would be written through; remove it, or give this run a dir of its own")
+    _refuse_link(run_dir, HYDRA_FILES, "the run's config files")
     folder.mkdir(exist_ok=True)
     for name, content in (("config.yaml", task_cfg), ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
                           ("overrides.yaml", hydra_cfg.overrides.task)):

@@ -55,7 +55,7 @@ class VirtualClock:
         """``alone``: the lock file through which the ranks take turns (None: thread CPU time)."""
         self.device = device
         self.cuda = device.type == "cuda"
-        self.lock = os.open(alone, os.O_RDWR | os.O_CREAT, 0o600) if alone is not None else None
+        self.lock = os.open(alone, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600) if alone is not None else None
         self.holding = False
         self.now = 0.0
         """The virtual time, seconds."""
