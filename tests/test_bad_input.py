@@ -167,6 +167,16 @@ def test_an_empty_run_dir_is_refused_before_anything_is_written(tmp_path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_refused_job_leaves_no_run_dir_behind(tmp_path) -> None:
+    """Refused before it trained, a job removes the run dir Hydra made for it (and Hydra's empty
+    ``outputs/<date>`` above it); another run's folder beside it stays."""
+    (tmp_path / "outputs" / "earlier").mkdir(parents=True)
+    done = subprocess.run([GNNTRAIN, "dataset.source=file"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("*"))] == ["outputs", "outputs/earlier"]
+
+
 def test_cluster_slurm_without_a_sweep_is_refused_not_run_here(tmp_path) -> None:
     done = subprocess.run([GNNTRAIN, "cluster=slurm", f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path,
                           capture_output=True, text=True, env={**os.environ, "WANDB_MODE": "disabled"}, timeout=120)

@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
                 curves[label or run.strategy.name] = [
                     (float(g), predicted(line, Topology.of(at_bandwidth(run.network, g))).epoch_time)
                     for g in points]
+        if not results:
+            raise ConfigError(f"none of the {len(settings)} settings can be predicted: {'; '.join(refused)}")
         ranks_per_node = run.network.gpus_per_node or 1
         node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
             available_mb() if args.device == "cpu" else profile.memory_gib * 1024)

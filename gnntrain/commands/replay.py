@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chrome", type=Path, default=None, help="write the trace for Perfetto / chrome://tracing")
     args = parser.parse_args(argv)
     with command_errors("gnntrain-replay"):
-        bad = [o for o in args.overrides if not o.startswith("network")]
+        bad = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") != "network"
+               and not o.lstrip("+~").startswith("network.")]
         if bad:
             raise GnntrainError(f"override {bad[0]}: replay changes the network only; valid: network=<preset> and "
                                 "network.<key>=<value>")

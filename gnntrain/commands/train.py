@@ -19,6 +19,7 @@ sums up the failed jobs and the exit code is 1 (:mod:`gnntrain.job.sweep`).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from contextlib import ExitStack
@@ -31,7 +32,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from gnntrain.config import one_line
+from gnntrain.config import one_line, refuse_set_by_gnntrain
 from gnntrain.config.schema import RootConfig, check_path
 from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
                              warn)
@@ -54,6 +55,8 @@ def _job(cfg: DictConfig) -> None:
     except ConfigError as exc:
         _exit_with(exc)
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
+    # Hydra has just made it for this job (rank 0's to judge under torchrun, where the dir is shared)
+    fresh = int(os.environ.get("RANK", "0")) == 0 and run_dir.is_dir() and not any(run_dir.iterdir())
     # torch is imported before the stop handlers: a stop that interrupted the import would leave a
     # half-imported torch and a traceback; before them SIGTERM ends the launcher at once, as it should
     from gnntrain.job import api  # noqa: F401
@@ -77,6 +80,9 @@ def _job(cfg: DictConfig) -> None:
     except (GnntrainError, OmegaConfBaseException) as exc:
         # here, not in main(): Hydra would print an extra line for a failed job
         line = one_line(exc)
+        if fresh and hydra_cfg.mode != RunMode.MULTIRUN and _only_the_jobs_own(run_dir):
+            _remove_fresh(run_dir)  # refused before it trained: nothing of it to keep
+            _exit_with(exc)
         _record_stop(cfg, run_dir, "failed", line)
         if hydra_cfg.mode != RunMode.MULTIRUN or os.environ.get("GNNTRAIN_DEBUG") == "1" or _world_broken(exc):
             _exit_with(exc, run_dir)
@@ -122,6 +128,28 @@ def name_sweep_job(wandb: dict, hydra_cfg: DictConfig) -> None:
     (where ``wandb.group`` and ``wandb.name`` are not set), so W&B's tables compare them."""
     wandb["group"] = wandb["group"] or str(hydra_cfg.sweep.dir)
     wandb["name"] = wandb["name"] or hydra_cfg.job.override_dirname or str(hydra_cfg.job.num)
+
+
+def _only_the_jobs_own(run_dir: Path) -> bool:
+    """Whether the run dir holds only what a job writes before it starts training (its lock and
+    ``.hydra``): a job refused then has recorded nothing a user would keep."""
+    from gnntrain.job.run_dir import HYDRA_FILES, LOCK_FILE
+
+    return {p.name for p in run_dir.iterdir()} <= {LOCK_FILE, HYDRA_FILES}
+
+
+def _remove_fresh(run_dir: Path) -> None:
+    """Remove a run dir Hydra made for a job that was refused, and the folders above it that Hydra
+    made for it and that are left empty (``outputs/<date>``), up to the current folder."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    here = Path.cwd().resolve()
+    for parent in run_dir.parents:
+        if parent == here or here not in parent.parents:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: another run's
+            break
 
 
 def _record_stop(cfg: DictConfig, run_dir: Path, status: str, line: str) -> int:
@@ -218,6 +246,7 @@ def main() -> None:
         if wants_help(sys.argv[1:]):
             print_help(sys.argv[1:])
             return
+        refuse_set_by_gnntrain(sys.argv[1:])
         if not under_torchrun():
             worker_context()  # the fork server imports torch while this process composes the job
         _job()

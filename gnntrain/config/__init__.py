@@ -15,6 +15,8 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from gnntrain.errors import ConfigError
+
 
 def flatten(tree: dict, prefix: str = "") -> dict:
     """A nested config as ``{"a.b.c": value}``."""
@@ -25,6 +27,21 @@ def flatten(tree: dict, prefix: str = "") -> dict:
         else:
             flat[f"{prefix}{key}"] = value
     return flat
+
+
+SET_BY_GNNTRAIN = {"network.calibration": "network.calibrate_share=<share> (gnntrain records what it chose here)",
+                   "wandb.run": "wandb.project, wandb.group, wandb.name (gnntrain keeps the run it made here)"}
+"""Keys of the config that gnntrain fills in itself, with what a user sets instead."""
+
+
+def refuse_set_by_gnntrain(overrides: list[str]) -> None:
+    """One line for an override of a key gnntrain fills in itself (:data:`SET_BY_GNNTRAIN`), which
+    Hydra would otherwise merge into a null mapping with an ``AttributeError``."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        for internal, instead in SET_BY_GNNTRAIN.items():
+            if "=" in override and (key == internal or key.startswith(internal + ".")):
+                raise ConfigError(f"{key} is set by gnntrain, not an option; valid: {instead}")
 
 
 def one_line(exc: BaseException) -> str:

@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 from gnntrain.errors import ConfigError
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from gnntrain.config import one_line
 from gnntrain.config.schema import RootConfig, typed
 
 OptionSchema = Callable[[str, str], type]
@@ -39,12 +41,15 @@ def run_config(cfg: dict | RootConfig, option_schema: OptionSchema) -> RootConfi
     sections = {}
     for field in dataclasses.fields(RootConfig):
         value, schema = cfg[field.name], field.metadata.get("schema")
-        if field.name == "dataset":
-            value = typed(option_schema("dataset", value["source"]), value)
-        elif field.name in ("model", "strategy"):
-            value = typed(option_schema(field.name, value["name"]), value)
-        elif schema is not None:
-            value = typed(schema, value)
+        try:
+            if field.name == "dataset":
+                value = typed(option_schema("dataset", value["source"]), value)
+            elif field.name in ("model", "strategy"):
+                value = typed(option_schema(field.name, value["name"]), value)
+            elif schema is not None:
+                value = typed(schema, value)
+        except OmegaConfBaseException as exc:  # a key or value its schema does not have (dataset.source=file)
+            raise ConfigError(f"{field.name}: {one_line(exc)}") from None
         sections[field.name] = value
     return RootConfig(**sections)
 

@@ -26,8 +26,12 @@ from typing import Any
 from hydra import compose as hydra_compose
 from hydra import initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from gnntrain.config import one_line, refuse_set_by_gnntrain
+from gnntrain.errors import ConfigError, JobInterrupted
 from gnntrain.job.calibration import calibrated
 from gnntrain.job.composition import register_schemas, typed_run
 from gnntrain.config.schema import NetworkConfig, RootConfig
@@ -50,10 +54,19 @@ def composing() -> Iterator[Callable[[list[str]], DictConfig]]:
 
 
 def compose(overrides: list[str], run_dir: str = "") -> dict:
-    """The resolved config of ``overrides`` as a plain dict (enums as strings), with ``run_dir``."""
-    with composing() as composed:
-        cfg = composed(overrides)
-    plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    """The resolved config of ``overrides`` as a plain dict (enums as strings), with ``run_dir``;
+    overrides Hydra cannot compose (an unknown key, a bad value) refused in one line as
+    ``gnntrain`` refuses them (:func:`gnntrain.config.one_line`)."""
+    refuse_set_by_gnntrain(overrides)
+    try:
+        with composing() as composed:
+            cfg = composed(overrides)
+        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        stopped = exc.__cause__ if isinstance(exc.__cause__, JobInterrupted) else None
+        if stopped is not None:
+            raise stopped from None
+        raise ConfigError(one_line(exc)) from None
     plain["run_dir"] = run_dir
     return plain
 

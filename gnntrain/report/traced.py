@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gnntrain.engine.metrics import read_records
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary, steady_records
-from gnntrain.errors import GnntrainError
+from gnntrain.errors import GnntrainError, first_line
 from gnntrain.timing import trace
 from gnntrain.timing.cluster import Topology
 from gnntrain.timing.epoch import EpochTiming
@@ -24,7 +24,14 @@ class Traced:
             raise GnntrainError(f"{run_dir} has no {trace.TRACE_FILE}; valid: the run dir of a run made with "
                                 "cluster.clock=virtual cluster.trace=true")
         self.run_dir = run_dir
-        self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
+        try:
+            self.summary = RunSummary.read(run_dir / SUMMARY_FILE)
+            network = self.summary.network
+            if not isinstance(network, dict):
+                raise TypeError(f"its network is {type(network).__name__}, not a mapping")
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise GnntrainError(f"{run_dir / SUMMARY_FILE}: not a run's summary ({first_line(exc)}); valid: the "
+                                "summary.json gnntrain wrote") from None
         self.ranks = trace.read(path)
         self.steady_epochs = {r.epoch for r in steady_records(read_records(run_dir / "metrics.jsonl"),
                                                               self.summary.warmup_epochs_excluded)}

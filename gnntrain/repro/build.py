@@ -26,6 +26,7 @@ import os
 import time
 from pathlib import Path
 
+from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.timing.cluster import link_overrides
 from gnntrain.job.api import compose
 from gnntrain.job.composition import typed_run
@@ -151,46 +152,57 @@ def main() -> None:
                                                                 "multirun/repro/<paper>/<scale>), e.g. a committed "
                                                                 "runs.tar.gz unpacked")
     args = parser.parse_args()
-    use_shared_data()
-    only = args.only.split(",") if args.only else None
-    paper = PAPERS[args.paper]
-    unknown = set(only or []) - set(paper.sweeps)
-    if unknown:
-        parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(paper.sweeps)}")
-    runs_root = args.runs or CHECKOUT / "multirun" / "repro" / args.paper / args.scale
-    out = args.out or CHECKOUT / "results" / args.paper / ("" if args.scale == "small" else "paper")
-    plan = planned(paper, args.scale, only, args.tables_only)
-    if args.dry_run:
-        print(dry_run(f"make repro-{args.paper} (scale={args.scale})", plan, runs_root, out / "runs.csv"))
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    sweeps = {}
-    for sweep in plan:
-        sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, link_source(paper, sweep.name), runs_root)]
-        if sweep.skipped is None:
-            launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
-    read = [*paper.sweeps, *SEPARATE]
-    runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in read if (runs_root / name).is_dir()}
-    every = [run for name in runs for run in runs[name]]
-    rows = timed_rows(every, runs_root)
-    write_csv(rows, out / "runs.csv")
-    write_atomically(out / "runs.md", markdown(rows))
-    elapsed = time.perf_counter() - start
-    header = (f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
-              f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
-              f"metrics.jsonl (all runs: runs.csv). Sweeps: "
-              + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
-              + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-    replayed = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
-    text = paper.tables(runs, out, args.scale) + "\n" + replayed_section(paper.curve, replayed, out)
-    write_atomically(out / "table.md", f"{header}\n\n{text}")
-    own = paper.tables.__module__
-    write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
-    write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in replayed for p in pair))
-    print(text)
-    print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "
-          f"in {out}")
+    with command_errors("python -m gnntrain.repro"):
+        use_shared_data()
+        only = args.only.split(",") if args.only else None
+        paper = PAPERS[args.paper]
+        unknown = set(only or []) - set(paper.sweeps)
+        if unknown:
+            parser.error(f"--only names {', '.join(sorted(unknown))}; valid for {args.paper}: {', '.join(paper.sweeps)}")
+        if args.runs is not None and not args.runs.is_dir():
+            raise GnntrainError(f"--runs {args.runs}: not a folder; valid: the folder of a paper's runs (make "
+                                "repro-<paper> makes it; a committed runs.tar.gz unpacks into one)")
+        runs_root = args.runs or CHECKOUT / "multirun" / "repro" / args.paper / args.scale
+        out = args.out or CHECKOUT / "results" / args.paper / ("" if args.scale == "small" else "paper")
+        if out.exists() and not out.is_dir():
+            raise GnntrainError(f"--out {out}: not a folder; valid: a folder, or a path to make one at")
+        plan = planned(paper, args.scale, only, args.tables_only)
+        if args.dry_run:
+            print(dry_run(f"make repro-{args.paper} (scale={args.scale})", plan, runs_root, out / "runs.csv"))
+            return
+        start = time.perf_counter()
+        sweeps = {}
+        for sweep in plan:
+            sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, link_source(paper, sweep.name), runs_root)]
+            if sweep.skipped is None:
+                launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
+        read = [*paper.sweeps, *SEPARATE]
+        runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in read if (runs_root / name).is_dir()}
+        missing = [name for name in paper.sweeps if not runs.get(name)]
+        if missing:
+            raise GnntrainError(f"{runs_root}: no completed run of sweep {missing[0]} ({len(missing)} of "
+                                f"{len(paper.sweeps)} sweeps have none); valid: make repro-{args.paper} first, or "
+                                "--runs <the folder a committed runs.tar.gz unpacks into>")
+        every = [run for name in runs for run in runs[name]]
+        rows = timed_rows(every, runs_root)
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(rows, out / "runs.csv")
+        write_atomically(out / "runs.md", markdown(rows))
+        elapsed = time.perf_counter() - start
+        header = (f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
+                  f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
+                  f"metrics.jsonl (all runs: runs.csv). Sweeps: "
+                  + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
+                  + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
+        replayed = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
+        text = paper.tables(runs, out, args.scale) + "\n" + replayed_section(paper.curve, replayed, out)
+        write_atomically(out / "table.md", f"{header}\n\n{text}")
+        own = paper.tables.__module__
+        write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
+        write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in replayed for p in pair))
+        print(text)
+        print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "
+              f"in {out}")
 
 
 if __name__ == "__main__":

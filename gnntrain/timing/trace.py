@@ -217,10 +217,10 @@ def read(path: Path) -> dict[int, list[Event]]:
     gnntrain does not read, or a damaged one, is refused in one line."""
     ranks: dict[int, list[Event]] = defaultdict(list)
     version = 1
-    with open(path) as fh:
+    with open(path, "rb") as fh:
         for number, text in enumerate(fh, 1):
             try:
-                line = json.loads(text)
+                line = json.loads(text.decode())
                 if number == 1 and line.get("ev") == "format":
                     version = line.get("version")
                     if version not in (1, FORMAT):
