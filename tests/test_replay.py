@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import replace
 import subprocess
 import sys
@@ -273,3 +274,25 @@ def test_a_trace_without_a_complete_epoch_is_refused_in_one_line(tmp_path: Path)
     trace.start(path)
     with pytest.raises(GnntrainError, match="the trace holds no epoch every rank completed"):
         replay(trace.read(path), Topology())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda line: {**line, "end": float("nan")} if line["ev"] == "epoch" else line, "end nan is not a time"),
+    (lambda line: {**line, "end": 1e300} if line["ev"] == "epoch" else line, "end 1e+300 is not a time"),
+    (lambda line: {**line, "start": "x"} if line["ev"] == "epoch" else line, "start 'x' is not a time"),
+    (lambda line: {**line, "reached": -0.5} if line["ev"] == "wait" else line, "reached -0.5 is not a time"),
+    (lambda line: {**line, "sent": [[1, -8, line["sent"][0][2]]]} if line["ev"] == "post" else line,
+     "-8 is not a count"),
+    (lambda line: {**line, "sent": [[99, 8, line["sent"][0][2]]]} if line["ev"] == "post" else line,
+     "a message to or from rank 99 of a run of 2 ranks"),
+    (lambda line: {**line, "r": 3}, "holds the lines of ranks 3 only"),
+])
+def test_a_damaged_trace_is_refused_in_one_line_naming_what(tmp_path: Path, change, message: str) -> None:
+    """Times that are not finite seconds >= 0 (NaN, 1e300, a string, negative), negative bytes, a
+    peer outside the run, a trace missing ranks."""
+    path = _format_1_trace(tmp_path / "trace.jsonl")
+    lines = [change(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(GnntrainError, match=re.escape(message)) as refused:
+        trace.read(path)
+    assert "\n" not in str(refused.value)

@@ -220,6 +220,11 @@ def main(argv: list[str] | None = None) -> None:
             return
         if args.plot is not None:
             figure_format(args.plot)
+        if not 1 <= args.cores <= 4096:
+            raise ConfigError(f"--cores {args.cores}: valid: CPU cores per rank, 1 to 4096")
+        if args.node_memory_gib is not None and not 0 < args.node_memory_gib < 1e6:
+            raise ConfigError(f"--node-memory-gib {args.node_memory_gib}: valid: a node's memory in GiB, "
+                              "finite and > 0")
         started = time.perf_counter()
         points = bandwidths(args.bandwidths)
         settings = jobs(list(args.overrides) + graph_overrides(args))

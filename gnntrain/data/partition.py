@@ -29,7 +29,7 @@ import torch
 from gnntrain.storage.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, GnntrainError, first_line, warn
-from gnntrain.storage.files import write_atomically
+from gnntrain.storage.files import open_regular, write_atomically
 from gnntrain.data.phases import phase
 from gnntrain.storage.safe_load import UnsafeFile, load_plain
 
@@ -137,11 +137,11 @@ def assignment_digest(path: str | Path) -> str:
     """SHA-1 of an assignment file's bytes (it names the partition in caches and manifests)."""
     h = hashlib.sha1()
     try:
-        with open(Path(path).expanduser(), "rb") as f:
+        with open_regular(Path(path).expanduser()) as f:
             for block in iter(lambda: f.read(1 << 24), b""):
                 h.update(block)
-    except OSError as exc:
-        raise ConfigError(f"partition.assignment={path} cannot be read ({exc.strerror}); "
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"partition.assignment={path} cannot be read ({getattr(exc, 'strerror', None) or exc}); "
                           "valid: a .npy file of one part id per node") from None
     return h.hexdigest()
 
@@ -151,7 +151,7 @@ def load_assignment(path: str | Path, data: GraphData, parts: int) -> torch.Tens
     file, every part non-empty; else ConfigError naming the file and what is wrong."""
     try:
         array = np.load(Path(path).expanduser(), allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
         raise ConfigError(f"partition.assignment={path} is not a readable .npy file ({first_line(exc)})") from None
     if array.shape != (data.num_nodes,) or array.dtype.kind not in "iu":
         raise ConfigError(f"partition.assignment={path} holds a {array.dtype} array of shape {array.shape}; "

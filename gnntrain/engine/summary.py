@@ -21,9 +21,11 @@ from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.kinds import TRAINING_CATEGORIES
 from gnntrain.engine.early_stop import selected
 from gnntrain.engine.metrics import EpochRecord, share
-from gnntrain.storage.files import write_atomically
+from gnntrain.storage.files import read_text_checked, write_atomically
 
 SUMMARY_FILE = "summary.json"
+SUMMARY_LIMIT = 64 << 20
+"""The most bytes a summary is read from (one of a 100,000-epoch run holds some 10 MB)."""
 PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time_by_category",
                       "comm_total_time_by_category", "comm_wait_time_by_category", "comm_transfer_time_by_category",
                       "comm_hidden_time_by_category", "comm_wait_time_by_kind", "comm_transfer_time_by_kind",
@@ -251,7 +253,7 @@ class RunSummary:
         """The summary in ``path`` (a ``summary.json``, or the run directory holding it); OSError
         or ValueError where it cannot be read."""
         path = path / SUMMARY_FILE if path.is_dir() else path
-        return cls.from_dict(json.loads(path.read_text()))
+        return cls.from_dict(json.loads(read_text_checked(path, SUMMARY_LIMIT)))
 
 
 WRITTEN_WHERE_SET = ("wandb", "error", "error_file")

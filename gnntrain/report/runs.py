@@ -10,7 +10,8 @@ from pathlib import Path
 
 from gnntrain.config import flatten
 from gnntrain.engine.metrics import EpochRecord, read_records
-from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
+from gnntrain.engine.summary import SUMMARY_FILE, SUMMARY_LIMIT, RunSummary
+from gnntrain.storage.files import read_text_checked
 from gnntrain.errors import GnntrainError, first_line, warn
 
 
@@ -85,7 +86,7 @@ REPORTED_SUMMARY_KEYS = ("status", "strategy", "model", "dataset", "world_size",
 def load_run(path: Path) -> Run:
     """The run in ``path``; GnntrainError in one line where its files cannot be read."""
     try:
-        saved = json.loads((path / SUMMARY_FILE).read_text())
+        saved = json.loads(read_text_checked(path / SUMMARY_FILE, SUMMARY_LIMIT))
     except (OSError, ValueError) as exc:
         raise GnntrainError(f"cannot read {path / SUMMARY_FILE}: {first_line(exc)}") from None
     lacking = [key for key in REPORTED_SUMMARY_KEYS if not isinstance(saved, dict) or key not in saved]

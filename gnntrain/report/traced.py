@@ -23,6 +23,9 @@ class Traced:
         if not path.is_file():
             raise GnntrainError(f"{run_dir} has no {trace.TRACE_FILE}; valid: the run dir of a run made with "
                                 "cluster.clock=virtual cluster.trace=true")
+        if not (run_dir / "metrics.jsonl").is_file():
+            raise GnntrainError(f"{run_dir} has no metrics.jsonl, whose records say which epochs the run's means "
+                                "take (its warm-up left out); valid: a traced run's dir as the run left it")
         self.run_dir = run_dir
         try:
             self.summary = RunSummary.read(run_dir / SUMMARY_FILE)

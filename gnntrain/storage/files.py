@@ -1,9 +1,11 @@
 """Files written so that no reader ever sees a partial one, and never through a link planted
-where they go."""
+where they go; files read only where they are regular files (a FIFO would block the reader, a
+device feed it without end)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
@@ -59,3 +61,24 @@ def save_figure(figure: Any, path: Path, **savefig: Any) -> None:
     (not to ``path.png``)."""
     fmt = figure_format(path)
     write_atomically(path, lambda f: figure.savefig(f, format=fmt, **savefig))
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading in binary, without waiting on a FIFO; ValueError where it is
+    not a regular file (a FIFO, a device, a folder), OSError where it cannot be opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_text_checked(path: Path, limit: int) -> str:
+    """A regular file's UTF-8 text (:func:`open_regular`); ValueError where it holds more than
+    ``limit`` bytes or is not UTF-8."""
+    with open_regular(path) as fh:
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:
+        raise ValueError(f"{path} holds more than {limit} bytes")
+    return raw.decode()

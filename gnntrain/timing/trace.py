@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Union
 
-from gnntrain.errors import GnntrainError
-from gnntrain.timing.ops import Message, VirtualOp
+from gnntrain.errors import GnntrainError, first_line
+from gnntrain.timing.ops import SHAPES, Message, VirtualOp
 
 TRACE_FILE = "trace.jsonl"
 FORMAT = 2
@@ -177,6 +177,50 @@ def _messages(value) -> tuple[Message, ...]:
     return tuple((peer, nbytes, _keyed(key)) for peer, nbytes, key in value)
 
 
+LONGEST_S = 1e7
+"""The latest time a trace may name (virtual seconds, some 115 days): a later one is damage."""
+TIMES = ("post", "reached", "done", "resumed", "start", "end")
+COUNTS = ("id", "counted", "nbytes", "epoch")
+
+
+def _count(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} {value!r} is not a count")
+    return value
+
+
+def _checked(rank: int, event: Event) -> Event:
+    """``event`` where its times are finite seconds in 0..:data:`LONGEST_S` that end no earlier
+    than they start, its counts and byte sizes whole numbers >= 0, its shape one of
+    :data:`~gnntrain.timing.ops.SHAPES`; ValueError naming the field otherwise."""
+    _count(rank, "rank")
+    for name in TIMES:
+        value = getattr(event, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 <= value <= LONGEST_S):
+            raise ValueError(f"{name} {value!r} is not a time in 0..{LONGEST_S:g} s")
+    for name in COUNTS:
+        if hasattr(event, name):
+            _count(getattr(event, name), name)
+    if getattr(event, "end", 0) < getattr(event, "start", 0) or getattr(event, "resumed", 1) < getattr(event, "reached", 0):
+        raise ValueError("it ends before it starts")
+    if isinstance(event, Post):
+        if event.shape not in SHAPES:
+            raise ValueError(f"shape {event.shape!r}")
+        for peer, nbytes, _ in event.sent + event.received:
+            _count(peer, "peer")
+            _count(nbytes, "message bytes")
+        for member in event.group:
+            _count(member, "ring member")
+    return event
+
+
+def _peers(event: Event) -> list[int]:
+    if not isinstance(event, Post):
+        return []
+    return [peer for peer, _, _ in event.sent + event.received] + list(event.group)
+
+
 def _decode(line: dict, version: int) -> tuple[int, Event]:
     rank, name = line.pop("r"), line.pop("ev")
     kind = EVENTS.get(name)
@@ -191,7 +235,7 @@ def _decode(line: dict, version: int) -> tuple[int, Event]:
             line["counted"] = line["nbytes"] if line["shape"] == "ring" else sum(m[1] for m in line["sent"])
         else:
             line["keys"] = _keyed(line["keys"])
-    return rank, kind(**line)
+    return rank, _checked(rank, kind(**line))
 
 
 def _with_overheads(events: list[Event]) -> list[Event]:
@@ -228,10 +272,18 @@ def read(path: Path) -> dict[int, list[Event]]:
                                             "gnntrain wrote it)")
                     continue
                 rank, event = _decode(line, version)
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise GnntrainError(f"{path}:{number}: not a trace event ({exc}); valid: the trace.jsonl a run with "
-                                    "cluster.trace=true wrote") from None
+            except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+                raise GnntrainError(f"{path}:{number}: not a trace event ({first_line(exc)}); valid: the trace.jsonl "
+                                    "a run with cluster.trace=true wrote") from None
             ranks[rank].append(event)
+    world = len(ranks)
+    if sorted(ranks) != list(range(world)):
+        raise GnntrainError(f"{path}: holds the lines of ranks {', '.join(map(str, sorted(ranks)[:8]))} only; valid: "
+                            "every rank of one run, 0 to its last (under torchrun: a run dir on a shared filesystem)")
+    stray = next((p for events in ranks.values() for e in events for p in _peers(e) if p >= world), None)
+    if stray is not None:
+        raise GnntrainError(f"{path}: a message to or from rank {stray} of a run of {world} ranks; valid: the "
+                            "trace.jsonl a run with cluster.trace=true wrote")
     if version == 1:
         ranks = {rank: _with_overheads(events) for rank, events in ranks.items()}
     return dict(sorted(ranks.items()))
