@@ -64,13 +64,20 @@ def _same_training(resumed: list[dict], uninterrupted: list[dict]) -> None:
 def test_a_run_resumed_from_a_checkpoint_equals_the_uninterrupted_run(name: str, tmp_path) -> None:
     """The run checkpoints at epochs 2, 4 and 6 (two kept); a copy of it without the last
     checkpoint resumes from epoch 4 (``train.resume=true`` in its dir) and retraces epochs 5 and
-    6 exactly (float64)."""
+    6 exactly (float64). The restarted process warms up again: its first two epochs are left out
+    of the summary's means as the run's first two are."""
     original = _run(tmp_path / "original", *STRATEGIES[name])
     assert sorted(p.name for p in (tmp_path / "original" / "checkpoints").iterdir()) == ["epoch_000004",
                                                                                          "epoch_000006"]
     shutil.copytree(tmp_path / "original", tmp_path / "copy")
     shutil.rmtree(tmp_path / "copy" / "checkpoints" / "epoch_000006")
-    _same_training(_run(tmp_path / "copy", *STRATEGIES[name], "train.resume=true"), original)
+    resumed = _run(tmp_path / "copy", *STRATEGIES[name], "train.resume=true")
+    _same_training(resumed, original)
+    assert [r["epoch"] for r in resumed if r["cold"]] == [1, 2, 5, 6]
+    summary = RunSummary.read(tmp_path / "copy")
+    steady = [r["epoch_time"] for r in resumed if r["epoch"] in (3, 4) and not r["strategy_metrics"].get("examination")]
+    assert summary.warmup_epochs_excluded == 4
+    assert summary.mean_epoch_time == pytest.approx(sum(steady) / len(steady))
 
 
 @pytest.mark.slow

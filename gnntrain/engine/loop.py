@@ -319,6 +319,7 @@ def run_training(run: RootConfig, ctx: WorkerContext, job: JobData) -> RunSummar
             if not loop.records_after(epoch):
                 continue
             for record in loop.records(unrecorded):
+                record.cold = record.epoch - first_epoch < run.train.warmup_epochs
                 stop = stopping.update(record)
                 if ctx.rank == 0 and record.epoch == first_epoch and job.memory_estimate is not None:
                     print(f"gnntrain: epoch {record.epoch} peak per rank {record.peak_mem_mb / 1024:.2f} GiB, "

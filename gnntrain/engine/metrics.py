@@ -145,6 +145,10 @@ class EpochRecord:
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
     ranks) and the strategy's own figures (see each strategy's page)."""
+    cold: bool = False
+    """Whether the epoch is among the first ``train.warmup_epochs`` that the process which ran it
+    ran (a resumed run's restart warms up again); the summary's means leave such epochs out.
+    False in records written before it existed, whose warm-up is the run's first epochs."""
     val_loss: Optional[float] = None
     """Mean loss over the validation nodes, the training loss's function (cross-entropy; binary
     cross-entropy averaged over the labels for multilabel data); null on epochs without

@@ -272,7 +272,7 @@ class ConsoleProgress:
         test = "-" if s.test_at_best_val is None else f"{s.test_at_best_val:.4f}"
         examined = f"and {s.examination_epochs} examination " if s.examination_epochs else ""
         print(f"done: best val {best} (epoch {s.best_epoch}), test at best val {test}; "
-              f"mean epoch {s.mean_epoch_time * 1e3:.1f} ms (first {s.warmup_epochs_excluded} {examined}"
+              f"mean epoch {s.mean_epoch_time * 1e3:.1f} ms ({s.warmup_epochs_excluded} warm-up {examined}"
               f"excluded), {s.mean_comm_bytes_per_epoch / 2**20:.2f} MiB/epoch; results in {self.run_dir}",
               flush=True)
 

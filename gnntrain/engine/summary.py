@@ -34,10 +34,14 @@ PER_CATEGORY_MEANS = ("comm_bytes_by_kind", "comm_bytes_by_category", "comm_time
 
 
 def steady_records(records: list[EpochRecord], warmup_epochs: int) -> list[EpochRecord]:
-    """The epochs a summary's means are over: those after the first ``warmup_epochs`` that are not
-    part of a strategy's examination (``strategy_metrics["examination"]``, e.g. HopGNN timing its
-    merge counts); all of ``records`` where there are no others."""
-    return [r for r in records[warmup_epochs:] if not r.strategy_metrics.get("examination")] or records
+    """The epochs a summary's means are over: those not :attr:`~EpochRecord.cold` (a process's
+    first ``warmup_epochs``, again after each resume; records written before the mark existed:
+    the run's first ``warmup_epochs``) and not part of a strategy's examination
+    (``strategy_metrics["examination"]``, e.g. HopGNN timing its merge counts); all of
+    ``records`` where there are no others."""
+    marked = any(r.cold for r in records)
+    return [r for i, r in enumerate(records) if not (r.cold if marked else i < warmup_epochs)
+            and not r.strategy_metrics.get("examination")] or records
 
 
 @dataclass
@@ -94,7 +98,7 @@ class RunSummary:
     final_loss: Optional[float] = None
     """The last epoch's training loss."""
     warmup_epochs_excluded: int = 0
-    """Epochs left out of the means (`train.warmup_epochs`)."""
+    """Warm-up epochs left out of the means (`train.warmup_epochs`, again after each resume)."""
     examination_epochs: int = 0
     """A strategy's examination epochs, also left out (HopGNN timing its merge counts)."""
     mean_examination_epoch_time: Optional[float] = None
@@ -167,14 +171,15 @@ class RunSummary:
 
     def with_records(self, records: list[EpochRecord], warmup_epochs: int) -> RunSummary:
         """This summary with the figures of ``records``: the best epoch (:attr:`selected_by`), its
-        validation and test scores, and per-epoch means over the steady epochs: those after the first
-        ``warmup_epochs`` that are not part of a strategy's examination
-        (``strategy_metrics["examination"]``, e.g. HopGNN timing its merge counts), all epochs
-        if there are no others. The examination epochs' mean time is given apart."""
+        validation and test scores, and per-epoch means over the steady epochs
+        (:func:`steady_records`): those not warming up (a process's first ``warmup_epochs``) and
+        not part of a strategy's examination (``strategy_metrics["examination"]``, e.g. HopGNN
+        timing its merge counts), all epochs if there are no others. The examination epochs' mean time is given apart."""
         best = selected(records, self.selected_by)
         examined = [r for r in records if r.strategy_metrics.get("examination")]
         steady = steady_records(records, warmup_epochs)
-        warmed = min(warmup_epochs, len(records)) if steady is not records else 0
+        marked = sum(r.cold for r in records)
+        warmed = (marked or min(warmup_epochs, len(records))) if steady is not records else 0
         per_key = {f"mean_{name}": {k: _mean([getattr(r, name).get(k, 0) for r in steady])
                                     for k in sorted({k for r in steady for k in getattr(r, name)})}
                    for name in PER_CATEGORY_MEANS}
