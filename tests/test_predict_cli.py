@@ -97,10 +97,21 @@ def test_a_device_not_at_hand_is_priced_from_its_spec_sheet_and_says_so(capsys: 
 
 def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a source checkout (a pyproject.toml above ``results/``); refused in one line where
+    gnntrain runs from an installed package, whose tree it would write into."""
     canned = profile.DeviceProfile("NVIDIA Test GPU", 1e-6, (1e-12,) * 4, (1e-11,) * 4, 1e-12, 2e-12, 80.0)
-    monkeypatch.setattr(profile, "COMMITTED", tmp_path)
     monkeypatch.setattr(predict_cli, "measure", lambda device: canned)
     monkeypatch.setattr(predict_cli, "saved_name", lambda device: "nvidia-test-gpu")
+    installed = tmp_path / "site-packages" / "results" / "device_profiles"
+    monkeypatch.setattr(profile, "COMMITTED", installed)
+    with pytest.raises(SystemExit):
+        main(["--measure-profile"])
+    assert "an installed package; valid: run it from a checkout" in capsys.readouterr().err
+    assert not installed.exists()
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text("[project]\n")
+    monkeypatch.setattr(profile, "COMMITTED", checkout / "results" / "device_profiles")
     main(["--measure-profile"])
     assert "(--device nvidia-test-gpu)" in capsys.readouterr().out
     assert profile.profile_for("nvidia-test-gpu", str(tmp_path / "cache")) == canned

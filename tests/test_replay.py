@@ -296,3 +296,17 @@ def test_a_damaged_trace_is_refused_in_one_line_naming_what(tmp_path: Path, chan
     with pytest.raises(GnntrainError, match=re.escape(message)) as refused:
         trace.read(path)
     assert "\n" not in str(refused.value)
+
+
+def test_a_restart_of_a_completed_traced_run_keeps_its_trace(tmp_path: Path) -> None:
+    """``train.resume=true`` on a run that completed trains nothing: its trace stays as the run
+    wrote it and replays to the same figures."""
+    run = [*COMMON, "train.epochs=4", "train.checkpoint_every=2", "cluster.trace=true"]
+    train_records(tmp_path, *run)
+    written = (tmp_path / trace.TRACE_FILE).read_text()
+    before = Traced(tmp_path)
+    train_records(tmp_path, *run, "train.resume=true")
+    assert (tmp_path / trace.TRACE_FILE).read_text() == written
+    after = Traced(tmp_path)
+    network = network_of(before.summary.network, [])
+    assert after.steady(after.under(network)).epoch_time == before.steady(before.under(network)).epoch_time

@@ -253,8 +253,14 @@ def saved_name(device: torch.device) -> str:
 
 
 def save(profile: DeviceProfile) -> Path:
-    """Write a measured profile where :func:`profile_for` finds it by name."""
+    """Write a measured profile where :func:`profile_for` finds it by name: the source checkout's
+    ``results/device_profiles``, where it is committed; refused in one line where gnntrain runs
+    from an installed package, whose tree is not this command's to write."""
     folder = COMMITTED
+    if not (folder.parents[1] / "pyproject.toml").is_file():
+        raise ConfigError(f"--measure-profile writes into a source checkout's results/device_profiles, to be "
+                          f"committed; this gnntrain runs from {folder.parents[1]}, an installed package; valid: run "
+                          "it from a checkout (pip install -e .)")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_file_name(profile.device)}.json"
     write_atomically(path, _dumped(profile))

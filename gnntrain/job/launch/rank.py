@@ -17,6 +17,7 @@ import torch.distributed as dist
 from gnntrain.job.launch.allocator import keep_freed_memory
 from gnntrain.config.schema import RootConfig
 from gnntrain.data.job import JobData
+from gnntrain.engine.checkpoint import Resume
 from gnntrain.parallel.mesh import Layout, WorkerContext, build_mesh
 from gnntrain.timing.cluster import Topology
 from gnntrain.timing.virtual_rank import COMPUTE_LOCK, VirtualRank
@@ -112,6 +113,13 @@ def retried(connect: Callable[[], T]) -> T:
     return connect()
 
 
+def _nothing_left(run: RootConfig) -> bool:
+    """Whether the run resumes after its last epoch (a restart of a completed run): its trace,
+    which a run starts afresh, is kept as the run that trained wrote it."""
+    resume = Resume.find(run)
+    return resume is not None and resume.epoch >= run.train.epochs
+
+
 def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: int, world_size: int,
               local_rank: int, local_workers: int, init_method: str) -> Any:
     """Run one rank's share of a job in this process's process group (:func:`start_rank_process`).
@@ -123,7 +131,8 @@ def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: 
     device = start_rank_process(run, rank, world_size, local_rank, local_workers, init_method)
     virtual = None
     if run.cluster.clock == "virtual":
-        virtual = VirtualRank(Topology.of(run.network), rank, device, run.run_dir if run.cluster.trace else None,
+        traced = run.cluster.trace and not _nothing_left(run)
+        virtual = VirtualRank(Topology.of(run.network), rank, device, run.run_dir if traced else None,
                               Path(run.run_dir) / COMPUTE_LOCK if run.cluster.virtual_compute == "alone" else None)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend), virtual=virtual,
                         over_network=run.network.mode == "kernel" or local_workers < world_size)
