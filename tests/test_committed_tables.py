@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
+import io
+import re
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from gnntrain.errors import GnntrainError
 from gnntrain.repro import CHECKOUT, build
+from gnntrain.repro import archive as archive_module
 from gnntrain.repro.archive import archived_files, extract_runs_archive, write_runs_archive
 
 ARCHIVES = sorted(CHECKOUT.glob("results/*/runs.tar.gz"))
@@ -53,6 +57,39 @@ def test_an_archive_keeps_what_a_table_reads_and_refuses_a_member_outside_its_fo
     assert (back / "speed" / "repeat0" / "0" / "summary.json").stat().st_mtime == (job / "summary.json").stat().st_mtime
     with tarfile.open(tmp_path / "evil.tar.gz", "w:gz") as evil:
         evil.add(job / "summary.json", arcname="../outside.json")
-    with pytest.raises(tarfile.OutsideDestinationError):
+    with pytest.raises(GnntrainError, match="member ../outside.json: .*valid: members inside"):
         extract_runs_archive(tmp_path / "evil.tar.gz", tmp_path / "unpacked")
     assert not (tmp_path / "outside.json").exists()
+
+
+def _archive(path: Path, members: list[tuple[str, bytes | str]]) -> Path:
+    """A .tar.gz of ``(name, content)`` members: bytes a file's, a str a link to it."""
+    with tarfile.open(path, "w:gz") as archive:
+        for name, content in members:
+            info = tarfile.TarInfo(name)
+            if isinstance(content, str):
+                info.type, info.linkname = tarfile.SYMTYPE, content
+                archive.addfile(info)
+            else:
+                info.size = len(content)
+                archive.addfile(info, io.BytesIO(content))
+    return path
+
+
+@pytest.mark.parametrize("members, line", [
+    ([("a/summary.json", b"{}"), ("a/link", "summary.json")], "member a/link is not a plain file or folder"),
+    ([("a/summary.json", b"{}")] * 4, "more than 3 members"),
+    ([("a/summary.json", b"x" * 5000)], "or 0 GiB"),
+])
+def test_an_archive_is_checked_whole_before_anything_is_unpacked(tmp_path: Path, monkeypatch, members: list,
+                                                                  line: str) -> None:
+    """A link among its members (after a good one), more members or bytes than the bounds: one
+    line, nothing extracted; a file that is no archive likewise."""
+    monkeypatch.setattr(archive_module, "MAX_MEMBERS", 3)
+    monkeypatch.setattr(archive_module, "MAX_BYTES", 4096)
+    with pytest.raises(GnntrainError, match=re.escape(line)) as refused:
+        extract_runs_archive(_archive(tmp_path / "runs.tar.gz", members), tmp_path / "into")
+    assert "\n" not in str(refused.value) and not (tmp_path / "into").exists()
+    (tmp_path / "plain.tar.gz").write_text("not an archive")
+    with pytest.raises(GnntrainError, match="cannot be unpacked"):
+        extract_runs_archive(tmp_path / "plain.tar.gz", tmp_path / "into")

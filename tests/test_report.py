@@ -290,6 +290,8 @@ def test_bad_targets_get_one_line(sweep: Path, capsys: pytest.CaptureFixture, ta
     (lambda run: (run / "summary.json").write_text("{}"), "summary.json lacks status, strategy, model"),
     (lambda run: (run / "summary.json").write_text("[1, "), "cannot read "),
     (lambda run: (run / ".hydra" / "config.yaml").write_text("a: [1, 2\nb: {"), "cannot read "),
+    (lambda run: run.symlink_to(run.rename(run.parent.parent / "elsewhere"), target_is_directory=True),
+     "a link to a folder ("),
 ])
 def test_a_damaged_run_is_left_out_in_one_line_and_the_others_reported(sweep: Path, tmp_path: Path, capsys,
                                                                        damage, line: str) -> None:

@@ -5,6 +5,7 @@ cluster read the same."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,12 +48,15 @@ def same_clock(timed: list[tuple[str, str]]) -> str:
 
 def find_runs(root: Path) -> list[Run]:
     """Every completed run at or below ``root`` (sorted by path); the others (``status``
-    running, failed or interrupted) are left out with a one-line notice; one-line errors for a
-    bad path."""
+    running, failed or interrupted) and links to folders (not followed: a link can loop or lead
+    anywhere) are left out with a one-line notice; one-line errors for a bad path."""
     if not root.exists():
         raise GnntrainError(f"no such directory: {root}")
     if not root.is_dir():
         raise GnntrainError(f"not a directory: {root} (give a run directory or a multirun directory)")
+    for link in sorted(p for p in root.rglob("*") if p.is_symlink() and p.is_dir()):
+        warn(f"left out {link.relative_to(root)}: a link to a folder ({os.readlink(link)}), which is not followed; "
+             f"valid: the run folders themselves under {root}")
     summaries = sorted(root.rglob("summary.json"), key=lambda p: natural_key(p.parent.relative_to(root)))
     runs = []
     for path in summaries:

@@ -5,16 +5,24 @@ files a table is built from — ``summary.json``, ``metrics.jsonl``, the ``trace
 its share curve replays and Hydra's ``.hydra/*.yaml`` (the job's config, its choices, its
 overrides) — each with its modification time, which a job's wall time in ``runs.csv`` is read
 from. Checkpoints, W&B folders and calibration probes stay out.
-An archive is unpacked with tarfile's ``data`` filter: a member that would land outside the
-folder, or that is not a plain file or folder, is refused."""
+An archive is unpacked only after every member has been checked (:func:`extract_runs_archive`):
+one that is not a plain file or folder, or would land outside the folder (tarfile's ``data``
+filter), or an archive of more than :data:`MAX_MEMBERS` members or :data:`MAX_BYTES` bytes, is
+refused in one line with nothing extracted."""
 
 from __future__ import annotations
 
 import tarfile
 from pathlib import Path
 
+from gnntrain.errors import GnntrainError, first_line
+
 KEPT = ("summary.json", "metrics.jsonl")
 """A job's files a table reads, besides ``.hydra/*.yaml`` and a replayed run's :data:`TRACE`."""
+MAX_MEMBERS = 20_000
+MAX_BYTES = 2 << 30
+"""The most members and bytes an archive unpacks to (the committed ones: at most 336 members and
+22 MiB)."""
 TRACE = "trace.jsonl"
 """A traced run's record, kept for the runs the share curve times again (:mod:`gnntrain.repro.replayed`)."""
 
@@ -51,8 +59,28 @@ def write_runs_archive(runs_root: Path, sweeps: list[str], path: Path, replayed:
 
 
 def extract_runs_archive(path: Path, into: Path) -> Path:
-    """The runs of the archive ``path`` unpacked under ``into`` (tarfile's ``data`` filter); ``into``."""
-    into.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "r:gz") as archive:
-        archive.extractall(into, filter="data")
+    """The runs of the archive ``path`` unpacked under ``into``; ``into``. Every member is checked
+    before any is extracted (module docstring); GnntrainError in one line otherwise."""
+    try:
+        with tarfile.open(path, "r:gz") as archive:
+            members, total = [], 0
+            for member in archive:
+                if not (member.isfile() or member.isdir()):
+                    raise GnntrainError(f"{path}: member {member.name} is not a plain file or folder (a link, a "
+                                        "device); valid: an archive gnntrain.repro wrote")
+                try:
+                    tarfile.data_filter(member, str(into))
+                except tarfile.FilterError as exc:
+                    raise GnntrainError(f"{path}: member {member.name}: {first_line(exc)}; valid: members inside "
+                                        "the folder it unpacks into") from None
+                members.append(member)
+                total += member.size
+                if len(members) > MAX_MEMBERS or total > MAX_BYTES:
+                    raise GnntrainError(f"{path}: more than {MAX_MEMBERS} members or {MAX_BYTES >> 30} GiB; valid: "
+                                        "the runs of one table")
+            into.mkdir(parents=True, exist_ok=True)
+            archive.extractall(into, members=members, filter="data")
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise GnntrainError(f"{path}: cannot be unpacked ({first_line(exc)}); valid: a runs.tar.gz "
+                            "gnntrain.repro wrote") from None
     return into
