@@ -20,6 +20,7 @@ def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.
     main(["strategy=vanilla,pipegcn,minibatch", *SETTING, "--plot", str(tmp_path / "p.png"),
           "--json", str(tmp_path / "p.json"), "--bandwidths", "0.5:50:3", "--compute", "counted"])
     out = capsys.readouterr().out
+    assert "gnntrain-predict: setting 2/3: strategy=pipegcn" in out, "progress, one line per setting"
     assert "gnntrain-predict: 2 ranks, 1 per node; device cpu" in out and "compute counted" in out
     for name in ("vanilla", "pipegcn", "minibatch"):
         assert f"  {name}: exposed ms: " in out

@@ -233,7 +233,10 @@ def main(argv: list[str] | None = None) -> None:
         results, curves = [], {}
         varying = _varying(settings)
         refused = []
-        for overrides in settings:
+        for done, overrides in enumerate(settings):
+            if len(settings) > 1:  # each setting may take seconds (a dataset to build, steps to profile)
+                print(f"gnntrain-predict: setting {done + 1}/{len(settings)}: "
+                      f"{' '.join(o for o in overrides if o in varying) or '(defaults)'}", flush=True)
             try:
                 run = api.check(api.compose(overrides))
                 profile = profile_for(args.device, run.partition.cache_dir)
