@@ -58,6 +58,17 @@ def test_a_plot_is_written_only_where_asked_and_never_through_a_link(tmp_path: P
     assert json.loads((here / "p.json").read_text())["predictions"][0]["strategy"] == "vanilla"
 
 
+def test_a_dataset_of_the_users_own_config_folder_is_predicted(tmp_path: Path) -> None:
+    """``hydra.searchpath=[file://DIR]`` adds a config folder, as ``--config-dir`` does for
+    ``gnntrain``: a dataset YAML of the user's own is predicted like a packaged one."""
+    (tmp_path / "conf" / "dataset").mkdir(parents=True)
+    (tmp_path / "conf" / "dataset" / "mygraph.yaml").write_text("defaults:\n  - synthetic\n  - _self_\n"
+                                                               "name: mygraph\nnum_nodes: 700\n")
+    main(["strategy=vanilla", "dataset=mygraph", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+          "cluster.world_size=2", "--compute", "counted", "--json", str(tmp_path / "p.json")])
+    assert json.loads((tmp_path / "p.json").read_text())["predictions"][0]["strategy"] == "vanilla"
+
+
 @pytest.mark.slow
 def test_a_graph_given_by_its_statistics_is_predicted_through_a_proxy(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
