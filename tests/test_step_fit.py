@@ -68,6 +68,9 @@ def test_a_link_or_a_huge_fit_file_is_refused(tmp_path: Path) -> None:
     os.symlink(target, tmp_path / "link.json")
     with pytest.raises(ConfigError, match="valid: a regular file, not a link"):
         load(tmp_path / "link.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    with pytest.raises(ConfigError, match="not a regular file; valid: a regular file"):
+        load(tmp_path / "fifo.json")  # refused at once, not read by waiting for a writer
     (tmp_path / "huge.json").write_text(" " * (2 << 20))
     with pytest.raises(ConfigError, match="bytes; valid: at most"):
         load(tmp_path / "huge.json")

@@ -63,10 +63,11 @@ def save_figure(figure: Any, path: Path, **savefig: Any) -> None:
     write_atomically(path, lambda f: figure.savefig(f, format=fmt, **savefig))
 
 
-def open_regular(path: Path) -> BinaryIO:
+def open_regular(path: Path, follow_links: bool = True) -> BinaryIO:
     """``path`` opened for reading in binary, without waiting on a FIFO; ValueError where it is
-    not a regular file (a FIFO, a device, a folder), OSError where it cannot be opened."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    not a regular file (a FIFO, a device, a folder), OSError where it cannot be opened (a link,
+    without ``follow_links``)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW))
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ValueError(f"{path} is not a regular file")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from gnntrain.errors import ConfigError
+from gnntrain.storage.files import open_regular
 
 MAX_BYTES = 1 << 20
 
@@ -24,13 +24,13 @@ def read_checked(path: Path, what: str, version: int, keys: set[str], measured: 
     """``path``'s object (module docstring): ``version`` under ``"version"``, at least ``keys``;
     every number under the ``measured`` keys finite and >= 0."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        opened = open_regular(path, follow_links=False)
     except OSError as exc:
         raise ConfigError(f"{what} {path}: cannot be read ({exc.strerror}); valid: a regular file, not a link") from None
-    with os.fdopen(fd, "rb") as fh:
+    except ValueError:
+        raise ConfigError(f"{what} {path}: not a regular file; valid: a regular file") from None
+    with opened as fh:
         info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{what} {path}: not a regular file; valid: a regular file")
         if info.st_size > limit:
             raise ConfigError(f"{what} {path}: {info.st_size} bytes; valid: at most {limit}")
         raw = fh.read(limit + 1)
