@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gnntrain.data import partition
+from gnntrain.storage.process_folders import make_process_folder
 from gnntrain.job import api
 from gnntrain.job.composition import typed_run
 from gnntrain.data.partition import comm_volume, graph_fingerprint, load_or_partition, partition_stats
@@ -189,11 +190,14 @@ def test_metis_stopped_by_its_own_signal_trap_is_one_line_not_pymetis_traceback(
 
 def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path) -> None:
     """A launcher killed while METIS ran leaves its spill folder (the graph's features); the next
-    partition removes it, and never a living process's."""
+    spill removes it, and never a living process's or a link's target."""
     dead = tmp_path / f"{partition.SPILL_PREFIX}{2**31 - 1}-abc"
     alive = tmp_path / f"{partition.SPILL_PREFIX}{os.getpid()}-def"
-    for folder in (dead, alive):
+    elsewhere = tmp_path / "elsewhere"
+    for folder in (dead, alive, elsewhere):
         folder.mkdir()
         (folder / "x.pt").write_bytes(b"features")
-    partition.remove_dead_spills(tmp_path)
-    assert not dead.exists() and alive.exists()
+    (tmp_path / f"{partition.SPILL_PREFIX}{2**31 - 2}-ghi").symlink_to(elsewhere)
+    fresh = make_process_folder(tmp_path, partition.SPILL_PREFIX)
+    assert not dead.exists() and alive.exists() and (elsewhere / "x.pt").exists()
+    assert fresh.name.startswith(f"{partition.SPILL_PREFIX}{os.getpid()}-") and fresh.stat().st_mode & 0o777 == 0o700

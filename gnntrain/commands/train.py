@@ -22,7 +22,7 @@ import os
 import shutil
 import signal
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 
 import hydra
@@ -35,10 +35,11 @@ from omegaconf.errors import OmegaConfBaseException
 from gnntrain.config import one_line, refuse_set_by_gnntrain
 from gnntrain.config.schema import RootConfig, check_path
 from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
-                             warn)
+                             interrupts_deferred, warn)
 from gnntrain.job.help import print_help, wants_help
 from gnntrain.job.launch.join import adopt_submitit_tasks, leave_torchrun_world, under_torchrun
 from gnntrain.job.run_dir import RunDirRefused, owned, write_hydra_files
+from gnntrain.job.startup import reached
 from gnntrain.job.sweep import LAST_SWEEP, SweepRefused
 
 
@@ -57,19 +58,17 @@ def _job(cfg: DictConfig) -> None:
     run_dir = Path(hydra_cfg.runtime.output_dir).resolve()
     # Hydra has just made it for this job (rank 0's to judge under torchrun, where the dir is shared)
     fresh = int(os.environ.get("RANK", "0")) == 0 and run_dir.is_dir() and not any(run_dir.iterdir())
-    # torch is imported before the stop handlers: a stop that interrupted the import would leave a
-    # half-imported torch and a traceback; before them SIGTERM ends the launcher at once, as it should
-    from gnntrain.job import api  # noqa: F401
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, interrupt)
-    if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
-        signal.signal(signal.SIGINT, interrupt)
+    reached("composed")
+    from gnntrain.job import api  # noqa: F401  (torch: imported while a stop is held, never half-way)
+    reached("torch-imported")
     try:
         adopt_submitit_tasks()  # a task of a submitit job knows its rank from here on
         with ExitStack() as held:
             if int(os.environ.get("RANK", "0")) == 0:  # under torchrun or submitit rank 0 holds it for the job
                 held.enter_context(owned(run_dir))
+            _START_UP.close()  # a stop held since the command began is raised here, in a run dir of this job's
             write_hydra_files(run_dir, cfg, hydra_cfg)
+            reached("run-dir-owned")
             _run_job(cfg, run_dir, hydra_cfg)
     except RunDirRefused as exc:  # the dir is another job's, or planted: nothing is recorded in it
         if hydra_cfg.mode != RunMode.MULTIRUN:
@@ -88,9 +87,6 @@ def _job(cfg: DictConfig) -> None:
             _exit_with(exc, run_dir)
         print(f"gnntrain: error: job {hydra_cfg.job.num} ({' '.join(hydra_cfg.overrides.task)}) failed: {line}; "
               "the sweep goes on" + _worker_traceback(exc, run_dir), file=sys.stderr, flush=True)
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _run_job(cfg: DictConfig, run_dir: Path, hydra_cfg: DictConfig) -> None:
@@ -234,7 +230,19 @@ def register_sweeper() -> None:
     plugins.register(KnobSweeper)
 
 
+_START_UP = ExitStack()
+"""The command's start, until its job's own handling of a stop begins (in :func:`_job`): a stop
+signal meanwhile is held (:func:`~gnntrain.errors.interrupts_deferred`) and raised there, so
+that it never cuts an import or the fork server's start in half and the job's run dir records it."""
+
+
 def main() -> None:
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, interrupt)
+    if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
+        signal.signal(signal.SIGINT, interrupt)
+    _START_UP.enter_context(interrupts_deferred())
+    reached("handlers")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
         # imports the strategies, and the plugins GNNTRAIN_PLUGINS names: their errors are one line too
@@ -243,13 +251,19 @@ def main() -> None:
 
         register_schemas()
         register_sweeper()
+        reached("registered")
         if wants_help(sys.argv[1:]):
             print_help(sys.argv[1:])
             return
         refuse_set_by_gnntrain(sys.argv[1:])
         if not under_torchrun():
+            reached("fork-server")
             worker_context()  # the fork server imports torch while this process composes the job
         _job()
+        _START_UP.close()  # no job began (a sweep of none): a stop held meanwhile ends the command here
+    except JobInterrupted as exc:
+        print(f"gnntrain: {exc} before its job started", file=sys.stderr)
+        sys.exit(128 + exc.signum)
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc, hint=_unswept_knob_hint(exc, sys.argv[1:]))
     except SweepRefused as exc:
@@ -259,6 +273,11 @@ def main() -> None:
         where = exc.filename or "the run dir or partition.cache_dir"
         print(f"gnntrain: error: cannot write {where}: {exc.strerror or first_line(exc)}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        with suppress(JobInterrupted):  # the command ends anyway
+            _START_UP.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if LAST_SWEEP.failed:
         print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
               + "; ".join(LAST_SWEEP.failed), file=sys.stderr)

@@ -17,9 +17,7 @@ changed) is named in a warning and rebuilt. A fresh partition is cached only aft
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +28,7 @@ from gnntrain.storage.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, GnntrainError, first_line, warn
 from gnntrain.storage.files import open_regular, write_atomically
+from gnntrain.storage.process_folders import make_process_folder
 from gnntrain.data.phases import phase
 from gnntrain.storage.safe_load import UnsafeFile, load_plain
 
@@ -71,10 +70,9 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
     row_pointers = _row_pointers(data.edge_index[1], num_nodes)
     if spill_dir is None:
         return _metis(row_pointers, data.edge_index[0], parts, seed, objective)
-    spill_dir.mkdir(parents=True, exist_ok=True)
-    remove_dead_spills(spill_dir)
-    with tempfile.TemporaryDirectory(prefix=f"{SPILL_PREFIX}{os.getpid()}-", dir=spill_dir) as folder:
-        features = Path(folder) / "x.pt"
+    folder = make_process_folder(spill_dir, SPILL_PREFIX)  # a killed run's spill (GBs) goes with the next
+    try:
+        features = folder / "x.pt"
         write_atomically(features, lambda f: torch.save(data.x, f))  # a full disk or a size limit: one line
         sources = data.edge_index[0].clone()
         data.x = data.edge_index = None
@@ -83,20 +81,14 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
         data.edge_index = torch.stack([sources, targets])
         del sources, targets
         data.x = torch.load(features, weights_only=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     return part
 
 
 SPILL_PREFIX = "spill-"
-"""A spill folder is ``spill-<pid>-<random>``: the process that made it."""
-
-
-def remove_dead_spills(spill_dir: Path) -> None:
-    """Remove the spill folders in ``spill_dir`` whose process is gone (killed while METIS ran:
-    SIGKILL leaves its features' file, tens of MB to GBs, that nothing else removes)."""
-    for folder in spill_dir.glob(f"{SPILL_PREFIX}*-*"):
-        pid = folder.name[len(SPILL_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
+"""A spill folder is ``spill-<pid>-<random>``: the process that made it
+(:mod:`gnntrain.storage.process_folders`)."""
 
 
 def _row_pointers(targets: torch.Tensor, num_nodes: int) -> torch.Tensor:

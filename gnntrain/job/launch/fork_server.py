@@ -14,18 +14,29 @@ A worker takes its launcher's environment and output at the time of its job inst
 a worker imports the plugins its job names once it has its job's environment, not those of the
 environment the server began with (gnntrain reads no other variable while it imports). This
 module imports no torch.
+
+Everything the launcher's workers need on disk (the server's socket, the workers' private folder
+of :mod:`.spawn`) lies in one folder of the launcher's, ``gnntrain-<pid>-*`` in the temporary
+directory (:func:`launcher_folder`): removed as the launcher exits, and, where it was killed
+outright, by the next launcher to start (:mod:`gnntrain.storage.process_folders`).
 """
 
 from __future__ import annotations
 
 import functools
 import multiprocessing.forkserver
+import multiprocessing.util
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.context import BaseContext
+from pathlib import Path
 
+from gnntrain.errors import ConfigError
+from gnntrain.storage.process_folders import make_process_folder
 from gnntrain.strategies.registry import PLUGINS_VARIABLE
 
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "gnntrain.job.launch.spawn", "gnntrain.engine.loop")
@@ -52,6 +63,24 @@ def worker_context() -> BaseContext:
     return context
 
 
+LAUNCHER_PREFIX = "gnntrain-"
+"""A launcher's folder in the temporary directory is ``gnntrain-<pid>-<random>``."""
+
+
+@functools.cache
+def launcher_folder() -> Path:
+    """This launcher's folder in the temporary directory (mode 0700), made on first use, and
+    multiprocessing's temporary folder (the fork server's socket is made in it): given to
+    multiprocessing in place of the ``pymp-*`` folder it would make itself, through the attribute
+    its ``util.get_temp_dir`` reads, so the socket's path (at most 107 bytes) grows by the pid
+    alone. Removed as the launcher exits."""
+    folder = make_process_folder(Path(tempfile.gettempdir()), LAUNCHER_PREFIX)
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(str(folder),), kwargs={"ignore_errors": True},
+                                  exitpriority=-100)
+    multiprocessing.current_process()._config.setdefault("tempdir", str(folder))
+    return folder
+
+
 @functools.cache
 def _start_silently() -> None:
     """Start the fork server, once per launcher, with no output, without ``GNNTRAIN_PLUGINS``
@@ -66,10 +95,16 @@ def _start_silently() -> None:
     sys.stderr.flush()
     output = [os.dup(1), os.dup(2)]
     silent = os.open(os.devnull, os.O_WRONLY)
+    launcher_folder()
     try:
         os.dup2(silent, 1)
         os.dup2(silent, 2)
         multiprocessing.forkserver.ensure_running()
+    except OSError as exc:
+        if "too long" not in str(exc):
+            raise
+        raise ConfigError(f"TMPDIR={tempfile.gettempdir()}: the fork server's socket path in it is too long "
+                          f"({exc}); valid: a temporary directory of at most about 60 characters") from None
     finally:
         os.dup2(output[0], 1)
         os.dup2(output[1], 2)

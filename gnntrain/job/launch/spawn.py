@@ -45,7 +45,8 @@ from gnntrain.errors import (ConfigError, JobInterrupted, WorkerFailed, first_li
                              warn)
 from gnntrain.job.launch.rank import WorkerFn, run_rank
 from gnntrain.parallel.mesh import Layout
-from gnntrain.job.launch.fork_server import Surroundings, worker_context
+from gnntrain.job.launch.fork_server import Surroundings, launcher_folder, worker_context
+from gnntrain.job.startup import reached
 from gnntrain.strategies.registry import load_plugins
 
 FOLLOW_EVERY_S = 0.5
@@ -180,6 +181,7 @@ def spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, 
         else:
             addr, network_namespaces = run.cluster.master_addr, None
             store = rendezvous_store(addr, run.cluster.master_port, run.cluster.timeout_s)
+        reached("store")
         try:
             _spawn_and_join(fn, run, job, layout, world_size, follower, f"tcp://{addr}:{store.port}", network_namespaces)
         except WorkerFailed as failed:
@@ -204,20 +206,20 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
                     follower: WandbFollower | None, init_method: str,
                     network_namespaces: tuple[list[str], list[str]] | None) -> None:
     failed_at = worker_context().Array("d", world_size, lock=False)
-    with tempfile.TemporaryDirectory(prefix="gnntrain-workers-") as private:  # mode 0700: see private_names
+    with tempfile.TemporaryDirectory(prefix="workers-", dir=launcher_folder()) as private:  # 0700: private_names
         context = None
-        with private_names(private):
-            try:  # a stop while they start is raised once they all have, and stops them
-                with interrupts_deferred():
-                    context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
-                                                 args=(Surroundings.of_this_process(), fn, plain(run), job, layout,
-                                                       world_size, init_method, os.getpid(), failed_at,
-                                                       network_namespaces))
-            except JobInterrupted:
-                if context is not None:
-                    _stop(context.processes)
-                raise
-        _join(context, run, follower, failed_at)
+        try:  # whatever ends the launcher from here on (a stop, a failure) stops the workers first
+            with private_names(private), interrupts_deferred():  # a stop while they start is raised once they all have
+                context = mp.start_processes(_spawned, nprocs=world_size, join=False, start_method="forkserver",
+                                             args=(Surroundings.of_this_process(), fn, plain(run), job, layout,
+                                                   world_size, init_method, os.getpid(), failed_at,
+                                                   network_namespaces))
+                reached("spawned")
+            _join(context, run, follower, failed_at)
+        except BaseException:
+            if context is not None:
+                _stop(context.processes)
+            raise
 
 
 @contextlib.contextmanager
@@ -238,8 +240,9 @@ def private_names(folder: str) -> Iterator[None]:
 
 def _join(context: Any, run: RootConfig, follower: WandbFollower | None, failed_at: Any) -> None:
     """Wait for the workers of ``context`` (torch's), passing rank 0's epochs on to the W&B run;
-    the first worker to fail takes the others down."""
+    the first worker to fail is named (torch's join has stopped the others)."""
     frozen = FrozenWorkers(context.processes)
+    reached("joining")
     try:
         while not context.join(FOLLOW_EVERY_S, grace_period=STOP_GRACE_S / 2):
             frozen.check(run.cluster.timeout_s)
@@ -252,9 +255,6 @@ def _join(context: Any, run: RootConfig, follower: WandbFollower | None, failed_
     except mp.ProcessExitedException as exc:
         raise WorkerFailed(f"worker rank {exc.error_index} died (exit code {exc.exit_code}); "
                            f"the other workers were stopped") from None
-    except BaseException:  # JobInterrupted from the CLI's signal handler, among others
-        _stop(context.processes)
-        raise
 
 
 class FrozenWorkers:

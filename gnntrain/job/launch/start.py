@@ -25,6 +25,7 @@ from gnntrain.job.launch.join import adopt_submitit_tasks, under_torchrun, warn_
 from gnntrain.job.launch.prepare import PreparedJob, prepare
 from gnntrain.job.launch.rank import WorkerFn, run_rank, start_rank_process
 from gnntrain.job.launch.spawn import spawn_and_join
+from gnntrain.job.startup import reached
 
 OVERSUBSCRIPTION = 4
 """Local workers per core above which a job is warned about."""
@@ -34,11 +35,13 @@ def launch(run: RootConfig, fn: WorkerFn) -> Any:
     """Run ``fn(run, ctx, job)`` on every rank of the checked ``run``; returns rank 0's result in the
     torchrun case (the spawned workers' results stay in their processes: they write to the run
     dir)."""
+    reached("checked")
     adopt_submitit_tasks()
     export_launcher_code()
     if run.run_dir and int(os.environ.get("RANK", 0)) == 0:  # before any rank can fail: they meet first
         forget_worker_error(Path(run.run_dir))
     prepared = prepare(run)
+    reached("prepared")
     if under_torchrun():
         return _join_torchrun(prepared, fn)
     _spawn(prepared, fn)
@@ -63,6 +66,7 @@ def _spawn(prepared: PreparedJob, fn: WorkerFn) -> None:
     holding the job's W&B run; returns when they all completed."""
     run, world_size, resume = prepared.run, prepared.world_size, prepared.resume
     job = prepared.data(range(world_size), under_torchrun=False)
+    reached("data-loaded")
     cores = len(os.sched_getaffinity(0))
     if world_size > OVERSUBSCRIPTION * cores:
         warn(f"{world_size} workers on {cores} cores (more than {OVERSUBSCRIPTION} per core): epochs will be slow "
@@ -70,6 +74,7 @@ def _spawn(prepared: PreparedJob, fn: WorkerFn) -> None:
     with interrupts_deferred():
         run, follower = follow_in_launcher(run, resume.manifest.get("wandb_id") if resume else None,
                                            resume.epoch + 1 if resume else 1)
+    reached("wandb")
     with closed_after(follower.finish if follower is not None else None), worker_errors_recorded(run, None):
         spawn_and_join(fn, run, job, prepared.layout, world_size, follower)
 
