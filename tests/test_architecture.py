@@ -147,3 +147,21 @@ def test_help_and_the_declarations_import_no_torch() -> None:
     methods, models, torch_modules = done.stdout.split(maxsplit=2)
     assert int(methods) >= 13 and int(models) >= 6
     assert torch_modules.strip() == "[]"
+
+
+def test_a_commands_usage_error_comes_before_torch_is_imported() -> None:
+    """``gnntrain-predict`` and ``gnntrain-replay`` parse their arguments before they import what
+    does the work, so a usage error, or ``--help``, is printed at once."""
+    script = ("import contextlib, io, sys\n"
+              "from gnntrain.commands import predict, replay\n"
+              "for main, argv in ((predict.main, ['--cores', 'x']), (replay.main, []), (predict.main, ['--help']),\n"
+              "                   (replay.main, ['--help'])):\n"
+              "    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):\n"
+              "        try:\n"
+              "            main(argv)\n"
+              "        except SystemExit as ended:\n"
+              "            print(ended.code, end=' ', file=sys.__stdout__)\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2 2 0 0 []", done.stdout

@@ -6,17 +6,20 @@ that the next command added joins it here."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from conftest import train_records
 
+REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 COMMANDS = {"gnntrain": [str(BIN / "gnntrain")], "gnntrain-replay": [str(BIN / "gnntrain-replay")],
             "gnntrain-predict": [str(BIN / "gnntrain-predict")],
@@ -49,6 +52,7 @@ CASES = [
     ("gnntrain-replay", ["{bad_summary}"], "summary.json: not a run's summary"),
     ("gnntrain-replay", ["{bad_network}"], "summary.json: not a run's summary (its network is int"),
     ("gnntrain-replay", ["{no_metrics}"], "has no metrics.jsonl, whose records say which epochs"),
+    ("gnntrain-replay", ["{nan_epoch}"], "epoch 2's epoch_time=nan; valid: times and bytes finite and >= 0"),
     ("gnntrain-predict", ["foo=1"], "foo: Key 'foo' not in 'RootConfig'"),
     ("gnntrain-predict", ["strategy=vanilla", "dataset.source=file"], "dataset: num_nodes: Key 'num_nodes'"),
     ("gnntrain-predict", ["network.calibration={a: 1}"], "network.calibration is set by gnntrain"),
@@ -60,7 +64,18 @@ CASES = [
      "not a folder; valid: a folder"),
     ("python -m gnntrain.repro", ["pipegcn", "--tables-only", "--runs", "{tmp}", "--out", "{tmp}/out"],
      "no completed run of sweep"),
+    ("python -m gnntrain.repro", ["sylvie", "--tables-only", "--runs", "{nan_runs}", "--out", "{tmp}/out"],
+     "epoch 3's epoch_time=nan; valid: times and bytes finite and >= 0"),
+    ("python -m gnntrain.repro", ["sylvie", "--dry-run", "--out", "{bad_wall}"],
+     "run speed/repeat0/0's wall_s=abc; valid: seconds, finite and >= 0"),
 ]
+
+
+def _nan_epoch(metrics: Path, epoch: int) -> None:
+    """``metrics`` with epoch ``epoch``'s time made NaN (Python's JSON writes and reads it)."""
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    records[epoch - 1]["epoch_time"] = float("nan")
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +92,22 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     os.mkfifo(root / "fifo_summary" / "r1" / "summary.json")
     shutil.copytree(run, root / "no_metrics")
     (root / "no_metrics" / "metrics.jsonl").unlink()
+    shutil.copytree(run, root / "nan_epoch")
+    _nan_epoch(root / "nan_epoch" / "metrics.jsonl", 2)
+    with tarfile.open(REPO / "results" / "sylvie" / "runs.tar.gz") as archive:
+        archive.extractall(root / "nan_runs", filter="data")
+    _nan_epoch(root / "nan_runs" / "speed" / "repeat0" / "0" / "metrics.jsonl", 3)
+    (root / "bad_wall").mkdir()
+    with open(REPO / "results" / "sylvie" / "runs.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    rows[0]["wall_s"] = "abc"
+    with open(root / "bad_wall" / "runs.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
     return {"run": run, "file": root / "file", "no_metrics": root / "no_metrics", "fifo": root / "fifo.npy",
             "empty": root / "empty.npy", "fifo_summary": root / "fifo_summary",
+            "nan_epoch": root / "nan_epoch", "nan_runs": root / "nan_runs", "bad_wall": root / "bad_wall",
             "not_utf8": _damaged(run, root / "not_utf8", "trace.jsonl", b"\xff\xfe\n"),
             "null_line": _damaged(run, root / "null_line", "trace.jsonl", b"null\n"),
             "bad_summary": _damaged(run, root / "bad_summary", "summary.json", b"{\n", append=False),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gnntrain.commands import predict as predict_cli
+from gnntrain.commands import predict_sweep
 from gnntrain.cost import profile
 from gnntrain.commands.predict import main
 
@@ -94,10 +94,10 @@ def test_the_answer_states_the_published_error(tmp_path: Path) -> None:
                                                       "compute-bound": {"full_graph_median_error": 0.04,
                                                                         "full_graph_worst_error": 0.1, "cells": 8}}}}
     (tmp_path / "check.json").write_text(json.dumps(published))
-    line = predict_cli.stated_error(tmp_path / "check.json")
+    line = predict_sweep.stated_error(tmp_path / "check.json")
     assert line.startswith("stated error (make predict-check at abc1234") and "median 5.0%, worst 20.0%" in line
     assert "compute-bound cells: median 4.0%" in line
-    assert "none published" in predict_cli.stated_error(tmp_path / "missing.json")
+    assert "none published" in predict_sweep.stated_error(tmp_path / "missing.json")
 
 
 def test_a_device_not_at_hand_is_priced_from_its_spec_sheet_and_says_so(capsys: pytest.CaptureFixture) -> None:
@@ -112,8 +112,8 @@ def test_a_measured_profile_is_written_where_device_finds_it(tmp_path: Path, cap
     """In a source checkout (a pyproject.toml above ``results/``); refused in one line where
     gnntrain runs from an installed package, whose tree it would write into."""
     canned = profile.DeviceProfile("NVIDIA Test GPU", 1e-6, (1e-12,) * 4, (1e-11,) * 4, 1e-12, 2e-12, 80.0)
-    monkeypatch.setattr(predict_cli, "measure", lambda device: canned)
-    monkeypatch.setattr(predict_cli, "saved_name", lambda device: "nvidia-test-gpu")
+    monkeypatch.setattr(predict_sweep, "measure", lambda device: canned)
+    monkeypatch.setattr(predict_sweep, "saved_name", lambda device: "nvidia-test-gpu")
     installed = tmp_path / "site-packages" / "results" / "device_profiles"
     monkeypatch.setattr(profile, "COMMITTED", installed)
     with pytest.raises(SystemExit):

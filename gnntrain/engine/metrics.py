@@ -15,10 +15,12 @@ Communication is reported per category (:mod:`gnntrain.timing.kinds`: ``data``, 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from gnntrain.errors import GnntrainError
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.timing.kinds import TRAINING_CATEGORIES
 
@@ -158,6 +160,23 @@ class EpochRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def bad_figure(self) -> str | None:
+        """The first time or byte figure (``per_rank``'s included) that is not a number, finite
+        and >= 0, as ``name=value``; None where every one is. A record from someone else's file is
+        checked before any mean is taken over it. The loss is not checked: a diverged run's is NaN."""
+        figures = {k: v for k, v in asdict(self).items() if k != "per_rank"}
+        figures.update({f"per_rank.{k}": v for k, v in self.per_rank.items()} if isinstance(self.per_rank, dict)
+                       else {"per_rank": self.per_rank})
+        for name, value in figures.items():
+            if "time" not in name and "bytes" not in name:
+                continue
+            values = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
+                      else [(None, value)])
+            for key, v in values:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                    return f"{name}{'' if key is None else f'[{key}]'}={v!r}"
+        return None
+
     @staticmethod
     def timing_fields(timing: EpochTiming) -> dict[str, Any]:
         """The record's time fields (``per_rank`` aside) from the epoch's timing."""
@@ -184,13 +203,18 @@ class EpochRecord:
 
 
 def read_records(path: Path) -> list[EpochRecord]:
-    """The epochs of a ``metrics.jsonl`` (a line cut short by a killed writer is left out)."""
+    """The epochs of a ``metrics.jsonl`` (a line cut short by a killed writer is left out); a
+    record whose times or bytes are not finite and >= 0 is refused in one line."""
     records = []
     for line in path.read_text().splitlines() if path.exists() else []:
         try:
-            records.append(EpochRecord(**json.loads(line)))
+            record = EpochRecord(**json.loads(line))
         except (json.JSONDecodeError, TypeError):
             break
+        bad = record.bad_figure()
+        if bad is not None:
+            raise GnntrainError(f"{path}: epoch {record.epoch}'s {bad}; valid: times and bytes finite and >= 0")
+        records.append(record)
     return records
 
 

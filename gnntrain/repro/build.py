@@ -38,7 +38,7 @@ from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
-from gnntrain.repro.replayed import SEPARATE, TRACING, replayed_section, traced_runs
+from gnntrain.repro.replayed import SEPARATE, TRACING, replayed_curve, replayed_section, traced_runs
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.storage.files import write_atomically
 
@@ -185,6 +185,8 @@ def main() -> None:
                                 "--runs <the folder a committed runs.tar.gz unpacks into>")
         every = [run for name in runs for run in runs[name]]
         rows = timed_rows(every, runs_root)
+        traced = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
+        replayed = replayed_curve(traced)  # read, and checked, before anything is written
         out.mkdir(parents=True, exist_ok=True)
         write_csv(rows, out / "runs.csv")
         write_atomically(out / "runs.md", markdown(rows))
@@ -194,12 +196,11 @@ def main() -> None:
                   f"metrics.jsonl (all runs: runs.csv). Sweeps: "
                   + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
                   + (f". Wall time {elapsed / 60:.1f} min." if not args.tables_only else "."))
-        replayed = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
         text = paper.tables(runs, out, args.scale) + "\n" + replayed_section(paper.curve, replayed, out)
         write_atomically(out / "table.md", f"{header}\n\n{text}")
         own = paper.tables.__module__
         write_manifest(out / "table.md", every, frozenset(p.tables.__module__ for p in PAPERS.values()) - {own})
-        write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in replayed for p in pair))
+        write_runs_archive(runs_root, read, out / "runs.tar.gz", tuple(p for pair in traced for p in pair))
         print(text)
         print(f"wrote {out / 'table.md'}, {out / 'runs.csv'}, the runs it read ({out / 'runs.tar.gz'}) and the figures "
               f"in {out}")

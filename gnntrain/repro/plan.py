@@ -17,6 +17,8 @@ column of ``runs.csv``); the dry run takes a job's recorded wall time from the r
 from __future__ import annotations
 
 import csv
+import io
+import math
 import os
 import shutil
 import subprocess
@@ -27,12 +29,14 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from gnntrain.errors import GnntrainError, first_line
 from gnntrain.job import api
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
 from gnntrain.report import table_rows
 from gnntrain.report.runs import Run
 from gnntrain.repro import CHECKOUT
 from gnntrain.job.sweep import clock, sweep_jobs
+from gnntrain.storage.files import read_text_checked
 WALL = "wall_s"
 """The ``runs.csv`` column of a job's wall time in seconds."""
 
@@ -109,12 +113,33 @@ def expand(overrides: list[str]) -> list[list[str]]:
         return sweep_jobs(config, compose=compose)
 
 
+RUNS_CSV_LIMIT = 64 * 2**20
+"""The most bytes of a ``runs.csv`` the dry run reads (the committed ones hold under 200 KB)."""
+
+
 def recorded(csv_path: Path) -> dict[str, float]:
-    """The wall time a build's ``runs.csv`` records per job (its ``run``), for the rows that have one."""
+    """The wall time a build's ``runs.csv`` records per job (its ``run``), for the rows that have
+    one; a file that is not a regular UTF-8 CSV under :data:`RUNS_CSV_LIMIT`, or a time that is
+    not a finite number of seconds >= 0, is refused in one line."""
     if not csv_path.is_file():
         return {}
-    with open(csv_path, newline="") as f:
-        return {row["run"]: float(row[WALL]) for row in csv.DictReader(f) if row.get(WALL)}
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_text_checked(csv_path, RUNS_CSV_LIMIT))))
+    except (ValueError, csv.Error) as exc:
+        raise GnntrainError(f"{csv_path}: {first_line(exc)}; valid: the runs.csv a build wrote") from None
+    walls = {}
+    for row in rows:
+        text = row.get(WALL)
+        if not text:
+            continue
+        try:
+            wall = float(text)
+        except ValueError:
+            wall = math.nan
+        if not 0 <= wall < math.inf:
+            raise GnntrainError(f"{csv_path}: run {row.get('run')}'s {WALL}={text}; valid: seconds, finite and >= 0")
+        walls[row.get("run")] = wall
+    return walls
 
 
 def job_lines(planned: list[list[str]], names: list[str], walls: dict[str, float]) -> list[str]:

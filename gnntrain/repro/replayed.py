@@ -224,20 +224,33 @@ def at_share(points: list[RoundsPoint], share: float, figure) -> float | None:
     return float(np.interp(share, np.array(shares)[order], np.array([figure(p) for p in points])[order]))
 
 
-def replayed_section(curve: Curve, traced: list[tuple[Path, Path]], out: Path) -> str:
-    """The replayed curve's table, note on the paper's point and plot (``share_curve_replayed.png``)
-    from each round's traced runs (baseline, method) that exist; empty where none does."""
+@dataclass(frozen=True)
+class ReplayedCurve:
+    """The rounds' traced runs replayed (:func:`rounds_curve`), read before the build writes anything."""
+
+    points: list[RoundsPoint]
+    rounds: int
+
+
+def replayed_curve(traced: list[tuple[Path, Path]]) -> ReplayedCurve | None:
+    """The curve of each round's traced runs (baseline, method) that exist; None where none does."""
     traced = [pair for pair in traced if all((path / "trace.jsonl").is_file() for path in pair)]
-    if not traced:
+    return ReplayedCurve(rounds_curve(traced), len(traced)) if traced else None
+
+
+def replayed_section(curve: Curve, replayed: ReplayedCurve | None, out: Path) -> str:
+    """The replayed curve's table, note on the paper's point and plot (``share_curve_replayed.png``);
+    empty without a curve."""
+    if replayed is None:
         return ""
-    points = rounds_curve(traced)
+    points = replayed.points
     rows = [{"Gbit/s": f"{p.bandwidth_gbps:.4g}", "baseline share": f"{p.share:.3f}", "speed-up": str(p.speedup),
              "hide-all bound": f"{p.bound('hide_all_bound'):.3f}x",
              "all-reduce on the link": f"{p.bound('shared_link_bound'):.3f}x",
              "remove-all bound": f"{p.bound('remove_all_bound'):.3f}x"} for p in points]
     _plot(curve, points, out / "share_curve_replayed.png")
     return (f"## The share as a dense curve, replayed: {curve.label}\n\nOne traced run of each per round "
-            f"({len(traced)} rounds; virtual clock, {curve_setting(curve)}), timed again at {POINTS} link bandwidths, "
+            f"({replayed.rounds} rounds; virtual clock, {curve_setting(curve)}), timed again at {POINTS} link bandwidths, "
             f"from where the first round's baseline share is {HIGHEST_SHARE} (or the most any bandwidth gives it) to "
             f"the least; the speed-up is the method's replayed steady epoch over the baseline's under the same link, "
             f"the median of the rounds [95% interval of their mean]; shares and bounds are means over the rounds."
