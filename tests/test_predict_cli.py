@@ -5,6 +5,7 @@ bad input in one line."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,15 @@ def test_sigterm_while_profiling_ends_it_in_one_line(tmp_path: Path) -> None:
     err = (seen + proc.communicate(timeout=60)[1]).strip().splitlines()
     assert proc.returncode == 2, err
     assert err[-1] == "gnntrain-predict: error: interrupted by SIGTERM", err[-5:]
+
+
+@pytest.mark.slow
+def test_a_large_world_shows_each_pricing_step(capsys: pytest.CaptureFixture) -> None:
+    """From 64 ranks a setting's pricing takes seconds to minutes: its two steps are shown as they
+    run (a bar on a terminal) and end with a line each; the bandwidth curve is replayed only for a
+    plot or JSON that shows it."""
+    main(["strategy=vanilla", "cluster.world_size=64", "dataset.num_nodes=3000", "network=eth10g",
+          "--compute", "counted"])
+    out = capsys.readouterr().out
+    assert "predict vanilla on 64 ranks: 3 epochs written: " in out
+    assert re.search(r"predict vanilla on 64 ranks: \d+ events replayed on 1 network\(s\): ", out), out

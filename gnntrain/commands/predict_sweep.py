@@ -9,19 +9,22 @@ import itertools
 import json
 import signal
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from gnntrain.config.typed import plain
+from gnntrain.data.phases import phase
 from gnntrain.errors import ConfigError, GnntrainError, command_errors, interrupt
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
 from gnntrain.job.step_profile import step_fit
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.memory import RUNTIME_MB, partition_peak_mb
-from gnntrain.predict.predictor import peak_mb, predicted, written
+from gnntrain.predict.predictor import EPOCHS, peak_mb, predicted, written
 from gnntrain.timing.epoch import EpochTiming
 from gnntrain.cost.profile import measure, profile_for, save, saved_name
 from gnntrain.cost.shape import PartitionShape, partition_shape, proxy_shape
@@ -167,6 +170,24 @@ def _plot(curves: dict[str, list[tuple[float, float]]], path: Path, title: str) 
     save_figure(fig, path, dpi=120)
 
 
+LARGE_WORLD = 64
+"""From this many ranks a setting's pricing takes seconds to minutes (13 s at 256 ranks, 63 s at 1,024
+here), and shows its progress (:func:`pricing`)."""
+
+
+@contextmanager
+def pricing(run, what: str, total: int) -> Iterator[Callable[..., None]]:
+    """A step of pricing ``run`` (``total`` units, counted by calling what it yields, with a count
+    where it is not 1): shown as
+    a phase (:func:`gnntrain.data.phases.phase`: a bar on a terminal, one line when it ends) where
+    the world is :data:`LARGE_WORLD` ranks or more, silent below."""
+    if run.cluster.world_size < LARGE_WORLD:
+        yield lambda amount=1: None
+        return
+    with phase(f"predict {run.strategy.name} on {run.cluster.world_size} ranks: {what}", total) as shown:
+        yield shown.advance
+
+
 def predict(args: argparse.Namespace) -> None:
     """Predict every setting ``args`` sweeps and print (and write) the figures."""
     with command_errors("gnntrain-predict"):
@@ -200,22 +221,25 @@ def predict(args: argparse.Namespace) -> None:
                 profile = profile_for(args.device, run.partition.cache_dir)
                 shape = shape_for(run, args, shapes)
                 fitted = (step_fit(overrides, run, shape, profile, args.reprofile) if profiled else None)
-                line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores),
-                               step_fit=fitted)
+                with pricing(run, f"{EPOCHS} epochs written", EPOCHS) as advance:
+                    line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores),
+                                   step_fit=fitted, on_epoch=advance)
             except ConfigError as exc:
                 if len(settings) == 1:
                     raise
                 refused.append(f"{' '.join(o for o in overrides if o in varying)}: not predicted: {exc}")
                 continue
             setting = " ".join(o for o in overrides if o in varying and not o.startswith("strategy="))
-            results.append(Predicted(setting, run.strategy.name, predicted(line, Topology.of(run.network)),
-                                     peak_mb(run, shape)))
-            if run.network.bandwidth_gbps is not None:
+            curved = run.network.bandwidth_gbps is not None and (args.plot is not None or args.json is not None)
+            networks = [run.network, *(at_bandwidth(run.network, g) for g in points if curved)]
+            with pricing(run, f"{line.events} events replayed on {len(networks)} network(s)",
+                         line.events * len(networks)) as advance:
+                timings = [predicted(line, Topology.of(network), advance) for network in networks]
+            results.append(Predicted(setting, run.strategy.name, timings[0], peak_mb(run, shape)))
+            if curved:
                 label = " ".join(o.split("=", 1)[1] if o.startswith("strategy=") else o
                                  for o in overrides if o in varying)
-                curves[label or run.strategy.name] = [
-                    (float(g), predicted(line, Topology.of(at_bandwidth(run.network, g))).epoch_time)
-                    for g in points]
+                curves[label or run.strategy.name] = [(float(g), t.epoch_time) for g, t in zip(points, timings[1:])]
         if not results:
             raise ConfigError(f"none of the {len(settings)} settings can be predicted: {'; '.join(refused)}")
         ranks_per_node = run.network.gpus_per_node or 1

@@ -27,6 +27,7 @@ graph for the others (a data-parallel replica, a pipeline stage's tables).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from gnntrain.config.schema import RootConfig
@@ -47,9 +48,10 @@ EPOCHS = 3
 
 
 def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = EPOCHS,
-            step_fit: StepFit | None = None) -> TraceBuilder:
+            step_fit: StepFit | None = None, on_epoch: Callable[[], None] = lambda: None) -> TraceBuilder:
     """``epochs`` epochs of the run's method on every rank, written as a trace; each compute span
-    at its counted seconds, or priced by ``step_fit`` (the method's measured steps)."""
+    at its counted seconds, or priced by ``step_fit`` (the method's measured steps). ``on_epoch``
+    is called as each epoch is written (a progress display)."""
     declared = method(run.strategy.name)
     if declared.timing_model is None:
         raise ConfigError(f"strategy {run.strategy.name} declares no timing model (Method.timing_model), so the "
@@ -60,13 +62,16 @@ def written(run: RootConfig, shape: PartitionShape, costs: Costs, epochs: int = 
         line.start_epoch()
         timing_model(run.strategy, shape, costs, line, epoch, state)
         line.end_epoch(epoch)
+        on_epoch()
     return line
 
 
-def predicted(line: TraceBuilder, topology: Topology) -> EpochTiming:
+def predicted(line: TraceBuilder, topology: Topology,
+              progress: Callable[[int], None] = lambda events: None) -> EpochTiming:
     """The mean steady epoch of a written trace under ``topology`` (clock ``predicted``): its
-    epochs but the first, each standing for :attr:`TraceBuilder.repeats` times what was written."""
-    return EpochTiming.mean(line.replayed(topology)[1:]).scaled(line.repeats)
+    epochs but the first, each standing for :attr:`TraceBuilder.repeats` times what was written;
+    ``progress`` is told the events replayed as they are."""
+    return EpochTiming.mean(line.replayed(topology, progress)[1:]).scaled(line.repeats)
 
 
 def peak_mb(run: RootConfig, shape: PartitionShape) -> list[float]:

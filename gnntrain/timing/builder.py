@@ -155,6 +155,12 @@ class TraceBuilder:
         """Per (rank, epoch) written, its compute spans: how many and their seconds."""
         return epoch_compute({rank.rank: rank.events for rank in self.ranks})
 
-    def replayed(self, topology: Topology) -> list[EpochTiming]:
-        """Every epoch written, timed under ``topology`` (clock ``predicted``)."""
-        return replay({rank.rank: rank.events for rank in self.ranks}, topology, "predicted")
+    def replayed(self, topology: Topology, progress: Callable[[int], None] = lambda events: None) -> list[EpochTiming]:
+        """Every epoch written, timed under ``topology`` (clock ``predicted``); ``progress`` as
+        :func:`~gnntrain.timing.replay.replay` takes it."""
+        return replay({rank.rank: rank.events for rank in self.ranks}, topology, "predicted", progress)
+
+    @property
+    def events(self) -> int:
+        """How many events are written, over all ranks."""
+        return sum(len(rank.events) for rank in self.ranks)

@@ -24,6 +24,7 @@ network its run had gives the run's own records, field by field
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gnntrain.errors import GnntrainError
@@ -40,7 +41,7 @@ class ReplayError(GnntrainError):
     """A trace that cannot be replayed (incomplete: a rank waits on what no peer posted)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Replayed:
     """An operation in the new time: posted in the rank's epoch ``posted_in`` (counted from 0),
     waited in ``waited_in`` (None: never) over ``waited``, completing at ``done``."""
@@ -156,13 +157,20 @@ class _Rank:
         self.anchors = [(self.was, self.now)]
 
     def accounts(self, started: dict[tuple, float]) -> dict[int, tuple[RankAccount, dict[str, float]]]:
-        """Per epoch, the rank's account and the bytes its meter counted per kind."""
+        """Per epoch, the rank's account and the bytes its meter counted per kind: the operations
+        posted in it or before and not waited before it, in posting order (kept as epochs pass,
+        not searched for in every operation of the run per epoch)."""
         out = {}
+        live: list[_Replayed] = []
+        posted = iter(self.ops)
+        upcoming = next(posted, None)
         for index, (epoch, window) in enumerate(self.windows):
+            live = [r for r in live if r.waited_in is None or r.waited_in >= index]
+            while upcoming is not None and upcoming.posted_in <= index:
+                live.append(upcoming)
+                upcoming = next(posted, None)
             ops, counted = [], {}
-            for r in self.ops:
-                if r.posted_in > index or (r.waited_in is not None and r.waited_in < index):
-                    continue
+            for r in live:
                 if r.posted_in == index and category(r.op.kind) != "eval":
                     counted[r.op.kind] = counted.get(r.op.kind, 0.0) + r.op.counted
                 waited = r.waited if r.waited_in == index else None
@@ -172,16 +180,20 @@ class _Rank:
         return out
 
 
-def replay(ranks: dict[int, list[Event]], topology: Topology, clock: str = "replayed") -> list[EpochTiming]:
-    """Every epoch of a trace (:func:`gnntrain.timing.trace.read`) timed under ``topology``."""
+def replay(ranks: dict[int, list[Event]], topology: Topology, clock: str = "replayed",
+           progress: Callable[[int], None] = lambda events: None) -> list[EpochTiming]:
+    """Every epoch of a trace (:func:`gnntrain.timing.trace.read`) timed under ``topology``;
+    ``progress`` is told how many more events were taken, rank by rank (a progress display)."""
     walkers = {r: _Rank(r, events, topology) for r, events in ranks.items()}
     stamps: dict[tuple, Stamp] = {}
     waiting = [w for w in walkers.values() if not w.done]
     while waiting:
         moved = False
         for walker in waiting:
+            was = walker.at
             while not walker.done and walker.step(stamps):
                 moved = True
+            progress(walker.at - was)
         waiting = [w for w in waiting if not w.done]
         if waiting and not moved:
             stuck = waiting[0]

@@ -53,7 +53,7 @@ UNNAMED = "compute"
 """A compute span's name where no phase was named."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Post:
     id: int
     shape: str
@@ -74,7 +74,7 @@ class Post:
                          counted=self.counted)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Wait:
     id: int
     reached: float
@@ -82,7 +82,7 @@ class Wait:
     resumed: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Overhead:
     id: int
     side: str
@@ -90,14 +90,14 @@ class Overhead:
     end: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     name: str
     start: float
     end: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EpochWindow:
     epoch: int
     start: float
@@ -168,13 +168,17 @@ def start(path: Path) -> None:
         os.close(fd)
 
 
-def _keyed(value):
-    """JSON's lists back into the tuples keys are made of."""
-    return tuple(_keyed(v) for v in value) if isinstance(value, list) else value
+def _keyed(value, shared: dict):
+    """JSON's lists back into the tuples keys are made of, each equal key one object (``shared``
+    holds those met so far: a trace repeats its keys on every message of every epoch)."""
+    if not isinstance(value, list):
+        return value
+    key = tuple(_keyed(v, shared) for v in value)
+    return shared.setdefault(key, key)
 
 
-def _messages(value) -> tuple[Message, ...]:
-    return tuple((peer, nbytes, _keyed(key)) for peer, nbytes, key in value)
+def _messages(value, shared: dict) -> tuple[Message, ...]:
+    return tuple((peer, nbytes, _keyed(key, shared)) for peer, nbytes, key in value)
 
 
 LONGEST_S = 1e7
@@ -221,20 +225,25 @@ def _peers(event: Event) -> list[int]:
     return [peer for peer, _, _ in event.sent + event.received] + list(event.group)
 
 
-def _decode(line: dict, version: int) -> tuple[int, Event]:
+def _decode(line: dict, version: int, shared: dict) -> tuple[int, Event]:
+    """One line's rank and event; equal keys and names are one object across lines (``shared``)."""
     rank, name = line.pop("r"), line.pop("ev")
     kind = EVENTS.get(name)
     if kind is None:
         raise ValueError(f"event {name!r}")
+    for text in ("name", "kind", "shape", "side"):
+        if isinstance(line.get(text), str):
+            line[text] = shared.setdefault(line[text], line[text])
     if kind is Post:
-        line["sent"], line["received"] = _messages(line.get("sent", ())), _messages(line.get("received", ()))
-        line["key"], line["group"] = _keyed(line.get("key", ())), tuple(line.get("group", ()))
+        line["sent"] = _messages(line.get("sent", ()), shared)
+        line["received"] = _messages(line.get("received", ()), shared)
+        line["key"], line["group"] = _keyed(line.get("key", ()), shared), tuple(line.get("group", ()))
         if version == 1:  # keys from the messages; bytes as sent (the rank's own share unknown)
             keys = {key for _, _, key in line["sent"] + line["received"]} | ({line["key"]} if line["key"] else set())
             line["keys"] = tuple(sorted(keys, key=repr))
             line["counted"] = line["nbytes"] if line["shape"] == "ring" else sum(m[1] for m in line["sent"])
         else:
-            line["keys"] = _keyed(line["keys"])
+            line["keys"] = _keyed(line["keys"], shared)
     return rank, _checked(rank, kind(**line))
 
 
@@ -261,6 +270,7 @@ def read(path: Path) -> dict[int, list[Event]]:
     gnntrain does not read, or a damaged one, is refused in one line."""
     ranks: dict[int, list[Event]] = defaultdict(list)
     version = 1
+    shared: dict = {}
     with open(path, "rb") as fh:
         for number, text in enumerate(fh, 1):
             try:
@@ -271,7 +281,7 @@ def read(path: Path) -> dict[int, list[Event]]:
                         raise GnntrainError(f"{path}: trace format {version!r}; valid: 1 to {FORMAT} (a newer "
                                             "gnntrain wrote it)")
                     continue
-                rank, event = _decode(line, version)
+                rank, event = _decode(line, version, shared)
             except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
                 raise GnntrainError(f"{path}:{number}: not a trace event ({first_line(exc)}); valid: the trace.jsonl "
                                     "a run with cluster.trace=true wrote") from None
