@@ -52,7 +52,10 @@ def test_an_archive_keeps_what_a_table_reads_and_refuses_a_member_outside_its_fo
     assert kept == ["speed/repeat0/0/.hydra/config.yaml", "speed/repeat0/0/metrics.jsonl",
                     "speed/repeat0/0/summary.json", "speed/repeat0/0/trace.jsonl"], \
         "a trace only where the share curve replays it"
+    (tmp_path / "someone_elses").write_text("keep me")
+    (tmp_path / "runs.tar.gz").symlink_to(tmp_path / "someone_elses")
     write_runs_archive(tmp_path / "runs", ["speed"], tmp_path / "runs.tar.gz")
+    assert (tmp_path / "someone_elses").read_text() == "keep me", "a planted link is replaced, not written through"
     back = extract_runs_archive(tmp_path / "runs.tar.gz", tmp_path / "back")
     assert (back / "speed" / "repeat0" / "0" / "summary.json").stat().st_mtime == (job / "summary.json").stat().st_mtime
     with tarfile.open(tmp_path / "evil.tar.gz", "w:gz") as evil:

@@ -206,18 +206,29 @@ def test_a_run_dir_whose_config_folder_is_a_link_is_refused_not_written_through(
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.parametrize("name", [LOCK_FILE, "trace.jsonl", ".compute.lock", "metrics.jsonl", "summary.json"])
+@pytest.mark.parametrize("name", [LOCK_FILE, "trace.jsonl", ".compute.lock", "metrics.jsonl", "summary.json",
+                                  "wandb/", "checkpoints/", "checkpoints/epoch_000002/"])
 def test_a_file_the_job_writes_planted_as_a_link_is_refused_before_anything_is_written(tmp_path: Path,
                                                                                       name: str) -> None:
-    target = tmp_path / "someone_elses_file"
-    target.write_text("keep me")
+    """A file, or a folder (named with a trailing slash) the job writes into: W&B's, the
+    checkpoints', a checkpoint's."""
+    target = tmp_path / "someone_elses"
+    if name.endswith("/"):
+        target.mkdir()
+        (target / "file").write_text("keep me")
+    else:
+        target.write_text("keep me")
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / name).symlink_to(target)
-    with pytest.raises(RunDirRefused, match=f"run dir {run_dir}: {re.escape(name)} is a symbolic link"):
+    link = run_dir / name.rstrip("/")
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    with pytest.raises(RunDirRefused, match=f"run dir {run_dir}: {re.escape(name.rstrip('/'))} is a symbolic link"):
         with owned(run_dir):
             pass
-    assert target.read_text() == "keep me"
+    if name.endswith("/"):
+        assert [p.name for p in target.iterdir()] == ["file"] and (target / "file").read_text() == "keep me"
+    else:
+        assert target.read_text() == "keep me"
 
 
 def test_a_job_refused_a_planted_trace_records_nothing_in_the_dir(tmp_path: Path) -> None:

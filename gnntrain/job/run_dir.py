@@ -2,8 +2,9 @@
 
 A job holds an exclusive lock (``flock``) on ``<run dir>/.gnntrain.lock`` while it runs, the
 file naming the holder (process, host, start); a lock file, ``.hydra`` or a file the job writes
-(:func:`written`) that is a symbolic link is refused, not written through, and nothing is recorded
-in the dir. A second job into the same dir is refused in one
+(:func:`written`), or a checkpoint's folder, that is a symbolic link is refused, not written
+through, and nothing is recorded in the dir (files inside are written beside their path and renamed
+over it, so a link there is replaced). A second job into the same dir is refused in one
 line naming the running one, before it writes anything there. The kernel releases the lock of
 a process however it ends; a lock file that still names a holder when the next job takes it was
 left by a job that ended without finishing, and the next job says so and takes it over.
@@ -50,7 +51,11 @@ def written() -> tuple[str, ...]:
     from gnntrain.timing.trace import TRACE_FILE
     from gnntrain.timing.virtual_rank import COMPUTE_LOCK
 
-    return "metrics.jsonl", SUMMARY_FILE, ERROR_FILE, TRACE_FILE, COMPUTE_LOCK, "checkpoints"
+    return "metrics.jsonl", SUMMARY_FILE, ERROR_FILE, TRACE_FILE, COMPUTE_LOCK, CHECKPOINTS, "wandb"
+
+
+CHECKPOINTS = "checkpoints"
+"""The checkpoints' folder: its epochs' folders are written into (and resumed from) as well."""
 
 
 def _refuse_link(run_dir: Path, name: str, what: str) -> None:
@@ -79,6 +84,8 @@ def owned(run_dir: Path) -> Iterator[None]:
                              "of its own: hydra.run.dir=<dir> (hydra.sweep.dir=<dir> in a sweep)") from None
         for name in written():
             _refuse_link(run_dir, name, "the run's records")
+        for epoch in sorted((run_dir / CHECKPOINTS).glob("*")):
+            _refuse_link(run_dir, str(epoch.relative_to(run_dir)), "a checkpoint")
         left = os.read(fd, 1024).decode(errors="replace").strip()
         if left:
             warn(f"run dir {run_dir} was held by a job that ended without finishing ({left}); this run takes it over")

@@ -12,10 +12,13 @@ refused in one line with nothing extracted."""
 
 from __future__ import annotations
 
+import gzip
 import tarfile
 from pathlib import Path
+from typing import BinaryIO
 
 from gnntrain.errors import GnntrainError, first_line
+from gnntrain.storage.files import write_atomically
 
 KEPT = ("summary.json", "metrics.jsonl")
 """A job's files a table reads, besides ``.hydra/*.yaml`` and a replayed run's :data:`TRACE`."""
@@ -48,14 +51,17 @@ def archived_files(runs_root: Path, sweeps: list[str], replayed: tuple[Path, ...
 def write_runs_archive(runs_root: Path, sweeps: list[str], path: Path, replayed: tuple[Path, ...] = ()) -> None:
     """The table's runs (:func:`archived_files`) to ``path``, named relative to ``runs_root``, with
     no owner and a fixed mode, so that the same runs give the same members."""
-    with tarfile.open(path, "w:gz") as archive:
-        for file in archived_files(runs_root, sweeps, replayed):
-            info = archive.gettarinfo(str(file), arcname=str(file.relative_to(runs_root)))
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mode = 0o644
-            with open(file, "rb") as fh:
-                archive.addfile(info, fh)
+    def write(fileobj: BinaryIO) -> None:  # gzip names the archive, not the temporary file it is written to
+        with gzip.GzipFile(path.name, "wb", fileobj=fileobj) as packed, tarfile.open(fileobj=packed, mode="w") as archive:
+            for file in archived_files(runs_root, sweeps, replayed):
+                info = archive.gettarinfo(str(file), arcname=str(file.relative_to(runs_root)))
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mode = 0o644
+                with open(file, "rb") as fh:
+                    archive.addfile(info, fh)
+
+    write_atomically(path, write)  # a link planted at path is replaced, never written through
 
 
 def extract_runs_archive(path: Path, into: Path) -> Path:
