@@ -7,7 +7,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 
@@ -143,6 +143,30 @@ def interrupts_deferred() -> Iterator[None]:
         if _Deferral.depth == 0 and _Deferral.pending is not None:
             signum, _Deferral.pending = _Deferral.pending, None
             raise JobInterrupted(signum)  # also in place of an error the section raised meanwhile
+
+
+class _Held:
+    """The section :func:`hold_stops` opened, while it is open."""
+
+    section: ExitStack | None = None
+
+
+def hold_stops() -> None:
+    """Hold stop signals from now until :func:`release_stops` (an :func:`interrupts_deferred`
+    section with no ``with``): a command's start, where a stop raised would cut an import short,
+    and the time between a sweep's jobs, where Hydra would take it for a failed job's error and
+    go on. Nothing where they are held already."""
+    if _Held.section is None:
+        _Held.section = ExitStack()
+        _Held.section.enter_context(interrupts_deferred())
+
+
+def release_stops() -> None:
+    """End the section :func:`hold_stops` opened: a stop held meanwhile is raised here
+    (:class:`JobInterrupted`). Nothing where none is open."""
+    section, _Held.section = _Held.section, None
+    if section is not None:
+        section.close()
 
 
 def first_line(exc: BaseException) -> str:

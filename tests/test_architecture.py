@@ -128,40 +128,45 @@ def test_the_config_package_imports_nothing_above_it() -> None:
     assert not {path: names for path, names in offending.items() if names}
 
 
+def _run_counting_torch(script: str) -> str:
+    """``script``'s output in a fresh interpreter, then the first torch modules it loaded (``[]``)."""
+    script += "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_help_and_the_declarations_import_no_torch() -> None:
     """``gnntrain --help`` (for any model and strategy), the registries and the config store read
     only the declarations, which name their implementations: torch, which takes longer to import
     than the help takes to print, stays unloaded (docs/extending.md)."""
-    script = ("import contextlib, io, sys\n"
-              "from gnntrain.job.help import print_help\n"
-              "from gnntrain.job.composition import register_schemas, typed_run\n"
-              "from gnntrain.strategies import METHODS\n"
-              "from gnntrain.models import MODELS\n"
-              "register_schemas()\n"
-              "for argv in (['--help'], ['strategy=pipegcn', 'model=gat', '--help'], ['strategy=gnnpipe', '--help']):\n"
-              "    with contextlib.redirect_stdout(io.StringIO()):\n"
-              "        print_help(argv)\n"
-              "print(len(METHODS), len(MODELS), sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    methods, models, torch_modules = done.stdout.split(maxsplit=2)
+    out = _run_counting_torch(
+        "import contextlib, io, sys\n"
+        "from gnntrain.job.help import print_help\n"
+        "from gnntrain.job.composition import register_schemas, typed_run\n"
+        "from gnntrain.strategies import METHODS\n"
+        "from gnntrain.models import MODELS\n"
+        "register_schemas()\n"
+        "for argv in (['--help'], ['strategy=pipegcn', 'model=gat', '--help'], ['strategy=gnnpipe', '--help']):\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        print_help(argv)\n"
+        "print(len(METHODS), len(MODELS), end=' ')\n")
+    methods, models, torch_modules = out.split(maxsplit=2)
     assert int(methods) >= 13 and int(models) >= 6
     assert torch_modules.strip() == "[]"
 
 
 def test_a_commands_usage_error_comes_before_torch_is_imported() -> None:
-    """``gnntrain-predict`` and ``gnntrain-replay`` parse their arguments before they import what
-    does the work, so a usage error, or ``--help``, is printed at once."""
-    script = ("import contextlib, io, sys\n"
-              "from gnntrain.commands import predict, replay\n"
-              "for main, argv in ((predict.main, ['--cores', 'x']), (replay.main, []), (predict.main, ['--help']),\n"
-              "                   (replay.main, ['--help'])):\n"
-              "    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):\n"
-              "        try:\n"
-              "            main(argv)\n"
-              "        except SystemExit as ended:\n"
-              "            print(ended.code, end=' ', file=sys.__stdout__)\n"
-              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "2 2 0 0 []", done.stdout
+    """``gnntrain-predict`` and ``gnntrain-replay`` parse (and range-check) their arguments before
+    they import what does the work, so a usage error, or ``--help``, is printed at once."""
+    out = _run_counting_torch(
+        "import contextlib, io, sys\n"
+        "from gnntrain.commands import predict, replay\n"
+        "for main, argv in ((predict.main, ['--cores', 'x']), (predict.main, ['--cores', '0']), (replay.main, []),\n"
+        "                   (predict.main, ['--help']), (replay.main, ['--help'])):\n"
+        "    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit as ended:\n"
+        "            print(ended.code, end=' ', file=sys.__stdout__)\n")
+    assert out.strip() == "2 2 2 0 0 []", out

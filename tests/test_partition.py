@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 from gnntrain.data import partition
-from gnntrain.storage.process_folders import make_process_folder
+from gnntrain.storage.process_folders import ALIVE, make_process_folder, remove_process_folder
 from gnntrain.job import api
 from gnntrain.job.composition import typed_run
 from gnntrain.data.partition import comm_volume, graph_fingerprint, load_or_partition, partition_stats
@@ -190,14 +192,26 @@ def test_metis_stopped_by_its_own_signal_trap_is_one_line_not_pymetis_traceback(
 
 def test_spill_folders_of_processes_that_are_gone_are_removed(tmp_path) -> None:
     """A launcher killed while METIS ran leaves its spill folder (the graph's features); the next
-    spill removes it, and never a living process's or a link's target."""
-    dead = tmp_path / f"{partition.SPILL_PREFIX}{2**31 - 1}-abc"
-    alive = tmp_path / f"{partition.SPILL_PREFIX}{os.getpid()}-def"
-    elsewhere = tmp_path / "elsewhere"
-    for folder in (dead, alive, elsewhere):
-        folder.mkdir()
-        (folder / "x.pt").write_bytes(b"features")
-    (tmp_path / f"{partition.SPILL_PREFIX}{2**31 - 2}-ghi").symlink_to(elsewhere)
-    fresh = make_process_folder(tmp_path, partition.SPILL_PREFIX)
-    assert not dead.exists() and alive.exists() and (elsewhere / "x.pt").exists()
+    spill removes it (its lock is free), never one whose lock a living process holds (in any PID
+    namespace), a folder of another shape, or a link's target."""
+    def folder(name: str) -> Path:
+        made = tmp_path / name
+        made.mkdir()
+        (made / ALIVE).write_text("")
+        (made / "x.pt").write_bytes(b"features")
+        return made
+
+    dead, alive = folder(f"{partition.SPILL_PREFIX}7-abcdefgh"), folder(f"{partition.SPILL_PREFIX}8-ijklmnop")
+    users = folder(f"{partition.SPILL_PREFIX}2024-runs")
+    holder = os.open(alive / ALIVE, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    elsewhere = folder("elsewhere")
+    (tmp_path / f"{partition.SPILL_PREFIX}9-qrstuvwx").symlink_to(elsewhere)
+    try:
+        fresh = make_process_folder(tmp_path, partition.SPILL_PREFIX)
+    finally:
+        os.close(holder)
+    assert not dead.exists() and alive.exists() and users.exists() and (elsewhere / "x.pt").exists()
     assert fresh.name.startswith(f"{partition.SPILL_PREFIX}{os.getpid()}-") and fresh.stat().st_mode & 0o777 == 0o700
+    remove_process_folder(fresh)
+    assert not fresh.exists()

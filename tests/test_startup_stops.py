@@ -25,7 +25,8 @@ from test_cli import live_processes
 GNNTRAIN = str(Path(sys.executable).with_name("gnntrain"))
 SMALL = ["dataset.num_nodes=600", "cluster.world_size=2", "train.epochs=50"]
 RUN_DIR_MADE = PHASES.index("composed")
-"""Phases from which the job has a run dir, whose summary says it was interrupted."""
+"""Phases from which the job has a run dir, whose summary says it was interrupted (completed,
+where the stop came as it ended)."""
 
 
 @pytest.fixture
@@ -86,7 +87,24 @@ def test_a_stop_at_each_start_up_phase_ends_the_launcher_and_leaves_nothing(phas
     assert left == [], left
     assert _ours(temp) == [], sorted(temp.rglob("*"))
     if PHASES.index(phase) >= RUN_DIR_MADE:
-        assert RunSummary.read(run_dir).status == "interrupted"
+        assert RunSummary.read(run_dir).status == ("completed" if phase == "job-ended" else "interrupted")
+
+
+@pytest.mark.slow
+def test_a_stop_between_a_sweeps_jobs_ends_the_sweep_at_the_next_job(tmp_path: Path, temp: Path) -> None:
+    """Held while Hydra moves on (it would take the stop for a failed job's error and go on), then
+    raised as the next job takes its run dir: that job says it was interrupted, none runs after."""
+    sweep = tmp_path / "sweep"
+    env = dict(os.environ, WANDB_MODE="disabled", TMPDIR=str(temp), **{SIGNAL_AT_VARIABLE: "job-ended"})
+    done = subprocess.run([GNNTRAIN, "-m", "dataset.num_nodes=600,700,800", "train.epochs=2",
+                           f"hydra.sweep.dir={sweep}"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, start_new_session=True, preexec_fn=_as_in_a_terminal)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert RunSummary.read(sweep / "0").status == "completed"
+    assert RunSummary.read(sweep / "1").status == "interrupted" and RunSummary.read(sweep / "1").epochs == 0
+    assert not (sweep / "2").exists()
+    assert _ours(temp) == []
 
 
 @pytest.mark.slow

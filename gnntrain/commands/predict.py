@@ -26,6 +26,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gnntrain.commands.replay import bandwidths
+from gnntrain.errors import ConfigError, command_errors
+from gnntrain.storage.files import figure_format
+
 
 def parser() -> argparse.ArgumentParser:
     """The command's arguments; parsing them imports nothing heavy, so a usage error is at once."""
@@ -55,8 +59,23 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def checked(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` whose values are each in range (a plot's format, the cores, a node's memory, the
+    bandwidths), checked before anything heavy is imported; one line naming the bad value otherwise."""
+    if args.plot is not None:
+        figure_format(args.plot)
+    if not 1 <= args.cores <= 4096:
+        raise ConfigError(f"--cores {args.cores}: valid: CPU cores per rank, 1 to 4096")
+    if args.node_memory_gib is not None and not 0 < args.node_memory_gib < 1e6:
+        raise ConfigError(f"--node-memory-gib {args.node_memory_gib}: valid: a node's memory in GiB, "
+                          "finite and > 0")
+    bandwidths(args.bandwidths)
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    with command_errors("gnntrain-predict"):
+        args = checked(parser().parse_args(argv))
     from gnntrain.commands.predict_sweep import predict
 
     predict(args)

@@ -32,7 +32,7 @@ from gnntrain.commands.replay import bandwidths
 from gnntrain.timing.cluster import at_bandwidth
 from gnntrain.strategies import method
 from gnntrain.timing.cluster import Topology
-from gnntrain.storage.files import figure_format, save_figure, write_atomically
+from gnntrain.storage.files import save_figure, write_atomically
 
 
 def jobs(overrides: list[str]) -> list[list[str]]:
@@ -171,7 +171,7 @@ def _plot(curves: dict[str, list[tuple[float, float]]], path: Path, title: str) 
 
 
 LARGE_WORLD = 64
-"""From this many ranks a setting's pricing takes seconds to minutes (13 s at 256 ranks, 63 s at 1,024
+"""From this many ranks a setting's pricing takes seconds to minutes (13 s at 256 ranks, 58 s at 1,024
 here), and shows its progress (:func:`pricing`)."""
 
 
@@ -197,13 +197,6 @@ def predict(args: argparse.Namespace) -> None:
             device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
             print(f"profile of {device}: {save(measure(device))} (--device {saved_name(device)})")
             return
-        if args.plot is not None:
-            figure_format(args.plot)
-        if not 1 <= args.cores <= 4096:
-            raise ConfigError(f"--cores {args.cores}: valid: CPU cores per rank, 1 to 4096")
-        if args.node_memory_gib is not None and not 0 < args.node_memory_gib < 1e6:
-            raise ConfigError(f"--node-memory-gib {args.node_memory_gib}: valid: a node's memory in GiB, "
-                              "finite and > 0")
         started = time.perf_counter()
         points = bandwidths(args.bandwidths)
         settings = jobs(list(args.overrides) + graph_overrides(args))

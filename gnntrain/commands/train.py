@@ -34,8 +34,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line, refuse_set_by_gnntrain
 from gnntrain.config.schema import RootConfig, check_path
-from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, interrupt,
-                             interrupts_deferred, warn)
+from gnntrain.errors import (ConfigError, DiskFull, GnntrainError, JobInterrupted, WorkerFailed, first_line, hold_stops,
+                             interrupt, release_stops, warn)
 from gnntrain.job.help import print_help, wants_help
 from gnntrain.job.launch.join import adopt_submitit_tasks, leave_torchrun_world, under_torchrun
 from gnntrain.job.run_dir import RunDirRefused, owned, write_hydra_files
@@ -45,6 +45,21 @@ from gnntrain.job.sweep import LAST_SWEEP, SweepRefused
 
 @hydra.main(config_path="pkg://gnntrain.conf", config_name="config", version_base="1.3")
 def _job(cfg: DictConfig) -> None:
+    """One job, in the command's process (the basic launcher) or as the entry point of a task that
+    a non-local launcher started (submitit, where :func:`main` did not run and the stop handlers
+    are set here). Stops are held until the job's run dir is its own, and again once it ends, until
+    the next job's is (:func:`~gnntrain.errors.hold_stops`)."""
+    own_handlers = _catch_stops() if signal.getsignal(signal.SIGTERM) is not interrupt else None
+    try:
+        _one_job(cfg)
+    finally:
+        hold_stops()
+        reached("job-ended")
+        if own_handlers is not None:
+            _restore(own_handlers)
+
+
+def _one_job(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     try:  # before anything is written: an empty dir would be wherever the job starts
@@ -66,7 +81,7 @@ def _job(cfg: DictConfig) -> None:
         with ExitStack() as held:
             if int(os.environ.get("RANK", "0")) == 0:  # under torchrun or submitit rank 0 holds it for the job
                 held.enter_context(owned(run_dir))
-            _START_UP.close()  # a stop held since the command began is raised here, in a run dir of this job's
+            release_stops()  # a stop held since the command (or the last job) began is raised here, in this job's dir
             write_hydra_files(run_dir, cfg, hydra_cfg)
             reached("run-dir-owned")
             _run_job(cfg, run_dir, hydra_cfg)
@@ -230,19 +245,45 @@ def register_sweeper() -> None:
     plugins.register(KnobSweeper)
 
 
-_START_UP = ExitStack()
-"""The command's start, until its job's own handling of a stop begins (in :func:`_job`): a stop
-signal meanwhile is held (:func:`~gnntrain.errors.interrupts_deferred`) and raised there, so
-that it never cuts an import or the fork server's start in half and the job's run dir records it."""
+def _catch_stops() -> dict:
+    """SIGTERM, and SIGINT where it is not ignored (a background job), raise
+    :class:`~gnntrain.errors.JobInterrupted`; the handlers they had."""
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, interrupt)
+    if previous[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupt)
+    return previous
+
+
+def _restore(handlers: dict) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
 
 
 def main() -> None:
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, interrupt)
-    if previous[signal.SIGINT] is signal.default_int_handler:  # not where it is ignored (a background job)
-        signal.signal(signal.SIGINT, interrupt)
-    _START_UP.enter_context(interrupts_deferred())
+    """The command: stops are handled from its first step and held until its job's run dir is its
+    own (:func:`_job`); one that comes while it ends another way ends it in one line too."""
+    previous = _catch_stops()
+    hold_stops()
     reached("handlers")
+    try:
+        _command()
+    except JobInterrupted as exc:
+        print(f"gnntrain: {exc}", file=sys.stderr, flush=True)
+        sys.exit(128 + exc.signum)
+    finally:
+        _restore(previous)
+        with suppress(JobInterrupted):  # held during --help or an error exit: the command ends anyway
+            release_stops()
+    if LAST_SWEEP.failed:
+        print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
+              + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
+        sys.exit(1)
+    if under_torchrun():
+        leave_torchrun_world()
+
+
+def _command() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let composition errors reach us, not Hydra's printer
     try:
         # imports the strategies, and the plugins GNNTRAIN_PLUGINS names: their errors are one line too
@@ -260,10 +301,9 @@ def main() -> None:
             reached("fork-server")
             worker_context()  # the fork server imports torch while this process composes the job
         _job()
-        _START_UP.close()  # no job began (a sweep of none): a stop held meanwhile ends the command here
-    except JobInterrupted as exc:
-        print(f"gnntrain: {exc} before its job started", file=sys.stderr)
-        sys.exit(128 + exc.signum)
+        release_stops()  # a stop held after the last job (or where no job ran) ends the command here
+    except JobInterrupted:
+        raise
     except (HydraException, OmegaConfBaseException, GnntrainError) as exc:
         _exit_with(exc, hint=_unswept_knob_hint(exc, sys.argv[1:]))
     except SweepRefused as exc:
@@ -273,17 +313,6 @@ def main() -> None:
         where = exc.filename or "the run dir or partition.cache_dir"
         print(f"gnntrain: error: cannot write {where}: {exc.strerror or first_line(exc)}", file=sys.stderr)
         sys.exit(2)
-    finally:
-        with suppress(JobInterrupted):  # the command ends anyway
-            _START_UP.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if LAST_SWEEP.failed:
-        print(f"gnntrain: error: {len(LAST_SWEEP.failed)} of {LAST_SWEEP.jobs} sweep jobs failed: "
-              + "; ".join(LAST_SWEEP.failed), file=sys.stderr)
-        sys.exit(1)
-    if under_torchrun():
-        leave_torchrun_world()
 
 
 def partition_main() -> None:

@@ -17,7 +17,6 @@ changed) is named in a warning and rebuilt. A fresh partition is cached only aft
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ from gnntrain.storage.cache import cache_folder
 from gnntrain.data.graph_data import GraphData, coalesce_edges
 from gnntrain.errors import ConfigError, GnntrainError, first_line, warn
 from gnntrain.storage.files import open_regular, write_atomically
-from gnntrain.storage.process_folders import make_process_folder
+from gnntrain.storage.process_folders import make_process_folder, remove_process_folder
 from gnntrain.data.phases import phase
 from gnntrain.storage.safe_load import UnsafeFile, load_plain
 
@@ -82,7 +81,7 @@ def metis_partition(data: GraphData, parts: int, seed: int, objective: str = "cu
         del sources, targets
         data.x = torch.load(features, weights_only=True)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_process_folder(folder)
     return part
 
 

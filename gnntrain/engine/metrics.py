@@ -26,6 +26,11 @@ from gnntrain.timing.kinds import TRAINING_CATEGORIES
 
 
 
+ROUNDING_S = 1e-9
+"""How far below 0 a recorded time may lie: an exposed or compute time is a difference of sums of
+seconds, which float rounding can leave a few 1e-16 s negative."""
+
+
 @dataclass
 class EpochRecord:
     """One epoch of a run: one line of ``metrics.jsonl``, one W&B step (nested dicts flattened
@@ -163,7 +168,8 @@ class EpochRecord:
     def bad_figure(self) -> str | None:
         """The first time or byte figure (``per_rank``'s included) that is not a number, finite
         and >= 0, as ``name=value``; None where every one is. A record from someone else's file is
-        checked before any mean is taken over it. The loss is not checked: a diverged run's is NaN."""
+        checked before any mean is taken over it (a time may fall below 0 by :data:`ROUNDING_S`, as
+        differences of sums do). The loss is not checked: a diverged run's is NaN."""
         figures = {k: v for k, v in asdict(self).items() if k != "per_rank"}
         figures.update({f"per_rank.{k}": v for k, v in self.per_rank.items()} if isinstance(self.per_rank, dict)
                        else {"per_rank": self.per_rank})
@@ -173,7 +179,7 @@ class EpochRecord:
             values = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
                       else [(None, value)])
             for key, v in values:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not -ROUNDING_S <= v < math.inf:
                     return f"{name}{'' if key is None else f'[{key}]'}={v!r}"
         return None
 

@@ -1,4 +1,4 @@
-"""The launcher's start-up in named phases, with a test hook at each.
+"""The launcher's start-up in named phases (and the end of each job), with a test hook at each.
 
 A stop signal may come at any moment of a launcher's start, and whatever the moment, the launcher
 is to end within seconds, say so, and leave no process or temporary folder behind. The test that
@@ -31,8 +31,9 @@ PHASES = (
     "store",           # the rendezvous store listens
     "spawned",         # the workers were started
     "joining",         # the launcher waits on its workers
+    "job-ended",       # a job ended; a sweep's next one has not taken its run dir yet
 )
-"""The launcher's start-up, in the order it passes through."""
+"""The launcher's start-up, in the order it passes through, and the end of each job."""
 
 
 def reached(phase: str) -> None:

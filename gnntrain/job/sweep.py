@@ -37,12 +37,13 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gnntrain.config import one_line
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
-from gnntrain.errors import GnntrainError
+from gnntrain.errors import GnntrainError, release_stops
 from gnntrain.job.help import GROUPS
 from gnntrain.report.runs import natural_key
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 KNOB_SWEEPER = "hydra_plugins.gnntrain_sweeper.KnobSweeper"
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 KNOB_SECTIONS = ("strategy", "model")
 """The sections whose options differ in their keys: a sweep over several options keeps each
 option's own knobs (:func:`own_knobs_only`)."""
@@ -115,6 +116,8 @@ class SweepChecks(Callback):
         self.progress = SweepProgress()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.launcher.get("_target_") != BASIC_LAUNCHER:
+            release_stops()  # its jobs run elsewhere (submitit): this process only waits, and a stop ends it
         self.progress = SweepProgress()
         if config.hydra.sweeper._target_ not in (BASIC_SWEEPER, KNOB_SWEEPER):
             return

@@ -193,7 +193,8 @@ def replay(ranks: dict[int, list[Event]], topology: Topology, clock: str = "repl
             was = walker.at
             while not walker.done and walker.step(stamps):
                 moved = True
-            progress(walker.at - was)
+            if walker.at > was:
+                progress(walker.at - was)
         waiting = [w for w in waiting if not w.done]
         if waiting and not moved:
             stuck = waiting[0]

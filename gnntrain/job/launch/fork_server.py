@@ -27,7 +27,6 @@ import functools
 import multiprocessing.forkserver
 import multiprocessing.util
 import os
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from multiprocessing.context import BaseContext
 from pathlib import Path
 
 from gnntrain.errors import ConfigError
-from gnntrain.storage.process_folders import make_process_folder
+from gnntrain.storage.process_folders import make_process_folder, remove_process_folder
 from gnntrain.strategies.registry import PLUGINS_VARIABLE
 
 PRELOAD = ("torch", "torch.distributed", "torch._dynamo", "gnntrain.job.launch.spawn", "gnntrain.engine.loop")
@@ -72,11 +71,11 @@ def launcher_folder() -> Path:
     """This launcher's folder in the temporary directory (mode 0700), made on first use, and
     multiprocessing's temporary folder (the fork server's socket is made in it): given to
     multiprocessing in place of the ``pymp-*`` folder it would make itself, through the attribute
-    its ``util.get_temp_dir`` reads, so the socket's path (at most 107 bytes) grows by the pid
-    alone. Removed as the launcher exits."""
+    its ``util.get_temp_dir`` reads, so the socket's path (at most 107 bytes) is some 12 bytes
+    longer than multiprocessing's own (unless this process made that folder before: then the
+    socket stays there). Removed as the launcher exits."""
     folder = make_process_folder(Path(tempfile.gettempdir()), LAUNCHER_PREFIX)
-    multiprocessing.util.Finalize(None, shutil.rmtree, args=(str(folder),), kwargs={"ignore_errors": True},
-                                  exitpriority=-100)
+    multiprocessing.util.Finalize(None, remove_process_folder, args=(folder,), exitpriority=-100)
     multiprocessing.current_process()._config.setdefault("tempdir", str(folder))
     return folder
 
@@ -87,6 +86,7 @@ def _start_silently() -> None:
     (module docstring) and with torch's C++ warnings off (:data:`CPP_LOG_VARIABLE`): the
     launcher's standard output and error point at nothing, and its environment is changed, only
     while the server is started."""
+    launcher_folder()  # first: where it cannot be made, nothing below is changed
     plugins = os.environ.pop(PLUGINS_VARIABLE, None)
     quiet = os.environ.get("GNNTRAIN_DEBUG") != "1" and CPP_LOG_VARIABLE not in os.environ
     if quiet:
@@ -95,7 +95,6 @@ def _start_silently() -> None:
     sys.stderr.flush()
     output = [os.dup(1), os.dup(2)]
     silent = os.open(os.devnull, os.O_WRONLY)
-    launcher_folder()
     try:
         os.dup2(silent, 1)
         os.dup2(silent, 2)

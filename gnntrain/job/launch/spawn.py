@@ -218,7 +218,8 @@ def _spawn_and_join(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout,
             _join(context, run, follower, failed_at)
         except BaseException:
             if context is not None:
-                _stop(context.processes)
+                with interrupts_deferred():  # a second stop does not cut the stopping short
+                    _stop(context.processes)
             raise
 
 
