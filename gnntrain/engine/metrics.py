@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -170,12 +170,10 @@ class EpochRecord:
         and >= 0, as ``name=value``; None where every one is. A record from someone else's file is
         checked before any mean is taken over it (a time may fall below 0 by :data:`ROUNDING_S`, as
         differences of sums do). The loss is not checked: a diverged run's is NaN."""
-        figures = {k: v for k, v in asdict(self).items() if k != "per_rank"}
-        figures.update({f"per_rank.{k}": v for k, v in self.per_rank.items()} if isinstance(self.per_rank, dict)
-                       else {"per_rank": self.per_rank})
-        for name, value in figures.items():
-            if "time" not in name and "bytes" not in name:
-                continue
+        figures = [(f.name, getattr(self, f.name)) for f in TIME_AND_BYTE_FIELDS]
+        figures += ([(f"per_rank.{k}", v) for k, v in self.per_rank.items() if "time" in k or "bytes" in k]
+                    if isinstance(self.per_rank, dict) else [])
+        for name, value in figures:
             values = (value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list)
                       else [(None, value)])
             for key, v in values:
@@ -206,6 +204,10 @@ class EpochRecord:
             bytes_by_kind={k: float(b) for k, b in self.comm_bytes_by_kind.items()},
             per_rank_epoch=list(self.per_rank.get("epoch_time", [])),
             per_rank_compute=list(self.per_rank.get("compute_time", [])))
+
+
+TIME_AND_BYTE_FIELDS = tuple(f for f in fields(EpochRecord) if "time" in f.name or "bytes" in f.name)
+"""The record's figures :meth:`EpochRecord.bad_figure` checks (``per_rank``'s besides)."""
 
 
 def read_records(path: Path) -> list[EpochRecord]:
