@@ -50,6 +50,7 @@ def _job(cfg: DictConfig) -> None:
     are set here). Stops are held until the job's run dir is its own, and again once it ends, until
     the next job's is (:func:`~gnntrain.errors.hold_stops`)."""
     own_handlers = _catch_stops() if signal.getsignal(signal.SIGTERM) is not interrupt else None
+    hold_stops()  # held already, except where this is the entry point
     try:
         _one_job(cfg)
     finally:
