@@ -102,19 +102,22 @@ class Communicator:
         if ctx.mesh is None:
             return cls(0, 1, ctx.device, None, meter)
         return cls(ctx.mesh.get_local_rank(axis), ctx.mesh[axis].size(), ctx.device, ctx.mesh.get_group(axis),
-                   meter, ctx.over_network, virtual=ctx.virtual)
+                   meter, ctx.over_network, virtual=ctx.virtual, ranks_per_node=ctx.ranks_per_node)
 
     @classmethod
     def of_world(cls, ctx: WorkerContext, meter: CommMeter) -> Communicator:
         """The communicator over every rank of the job."""
-        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.over_network, virtual=ctx.virtual)
+        return cls(ctx.rank, ctx.world_size, ctx.device, None, meter, ctx.over_network, virtual=ctx.virtual,
+                   ranks_per_node=ctx.ranks_per_node)
 
     def __init__(self, rank: int, world_size: int, device: torch.device, group: Any = None,
                  meter: CommMeter | None = None, receives_first: bool = False, lane: int = 0,
-                 virtual: VirtualRank | None = None) -> None:
+                 virtual: VirtualRank | None = None, ranks_per_node: int | None = None) -> None:
         """``receives_first``: run gloo's all-to-alls as point-to-point transfers, receives posted
         first (the module docstring; for ranks that reach each other over a network). ``lane``:
-        0, or which side channel over the same ranks this is (:meth:`keys_of`)."""
+        0, or which side channel over the same ranks this is (:meth:`keys_of`).
+        ``ranks_per_node``: consecutive world ranks per node of the described cluster (None: no
+        nodes), for the bytes that cross between nodes (:meth:`_count_crossing`)."""
         self.rank = rank
         self.world_size = world_size
         self.device = device
@@ -124,6 +127,7 @@ class Communicator:
         self.lane = lane
         self.virtual = virtual
         """The rank under the virtual clock (None: the wall clock)."""
+        self.ranks_per_node = ranks_per_node
         self.timing = timing_of(self, virtual)
         """How its transfers are timed (:mod:`gnntrain.comm.timed`)."""
         self.clock: Clock = clock_of(device)
@@ -136,14 +140,15 @@ class Communicator:
         same meter), so that its operations can be in flight while this one's run. Every rank
         must call it at the same point."""
         if self.world_size == 1:
-            return Communicator(self.rank, 1, self.device, None, self.meter, virtual=self.virtual)
+            return Communicator(self.rank, 1, self.device, None, self.meter, virtual=self.virtual,
+                                ranks_per_node=self.ranks_per_node)
         if dist.get_world_size(self.group) != dist.get_world_size():
             raise NotImplementedError("a side channel is made for a communicator over the whole world only")
         self.clock.pause()
         group = dist.new_group(backend=dist.get_backend())
         _SIDE_CHANNELS[0] += 1
         return Communicator(self.rank, self.world_size, self.device, group, self.meter, self.receives_first,
-                            _SIDE_CHANNELS[0], self.virtual)
+                            _SIDE_CHANNELS[0], self.virtual, self.ranks_per_node)
 
     def close(self) -> None:
         """Destroy a side channel's process group."""
@@ -188,10 +193,11 @@ class Communicator:
         recv = send.new_empty((sum(recv_splits),) + tuple(send.shape[1:])) if into is None else into
         send = send.contiguous()
         self.meter.record(kind, payload_bytes(send))
+        row = payload_bytes(send[:1]) if send.shape[0] else 0
+        self._count_crossing(kind, [(q, n * row) for q, n in enumerate(send_splits)])
         started = self.clock.mark()
         keys = self.keys_of()
         posting = self.meter.post(kind, keys, self.clock, started, followed=self.world_size > 1)
-        row = payload_bytes(send[:1]) if send.shape[0] else 0
         pending, _, _ = self.timing.stamps(VirtualOp(
             "exchange", posting.kind, started, sent=self._messages([(q, n * row) for q, n in enumerate(send_splits)], keys[:1]),
             received=self._messages([(q, n * row) for q, n in enumerate(recv_splits)], keys[:1]),
@@ -218,6 +224,7 @@ class Communicator:
         payload bytes are counted now; waiting returns the list of receive buffers."""
         sends = [(peer, t.contiguous()) for peer, t in sends]
         self.meter.record(kind, sum(payload_bytes(t) for _, t in sends))
+        self._count_crossing(kind, [(q, payload_bytes(t)) for q, t in sends])
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([q for q, _ in sends], [q for q, _ in recvs]), self.clock,
                                   started)
@@ -238,6 +245,7 @@ class Communicator:
         tensors = [t.contiguous() for t in tensors]
         nbytes = sum(payload_bytes(t) for t in tensors)
         self.meter.record(kind, nbytes)
+        self._count_crossing(kind, [(peer, nbytes)])
         started = self.clock.mark()
         posting = self.meter.post(kind, self.keys_of([peer]), self.clock, started)
         pending, stamp_sends, _ = self.timing.stamps(VirtualOp(
@@ -300,6 +308,17 @@ class Communicator:
 
         return post, landed
 
+    def _count_crossing(self, kind: str, per_peer: list[tuple[int, int]]) -> None:
+        """Count, beside a transfer's bytes, those it sends to peers on another node of the
+        described cluster (``ranks_per_node``): what crosses the slow level. An all-reduce counts
+        this rank's payload where its successor on the group's ring is on another node (a ring
+        all-reduce's share of a rank: what it passes on), as the link model times it."""
+        if self.ranks_per_node is None:
+            return
+        node = self._global(self.rank) // self.ranks_per_node
+        self.meter.record_crossing(kind, sum(n for q, n in per_peer
+                                             if self._global(q) // self.ranks_per_node != node))
+
     def _global(self, peer: int) -> int:
         """The world rank of ``peer``, a rank of this communicator's group."""
         return self.world_ranks[peer]
@@ -329,6 +348,7 @@ class Communicator:
         self.clock.pause()
         dist.all_reduce(t, op=op, group=self.group)
         self.meter.record(kind, payload_bytes(t))
+        self._count_crossing(kind, [((self.rank + 1) % self.world_size, payload_bytes(t))])
         self.timing.all_reduced(kind, payload_bytes(t), posting)
         return t
 

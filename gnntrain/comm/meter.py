@@ -80,6 +80,8 @@ class EpochLedger:
 class CommMeter:
     def __init__(self) -> None:
         self.bytes: dict[str, int] = defaultdict(int)
+        self.crossing: dict[str, int] = defaultdict(int)
+        """Of :attr:`bytes`, those sent to a peer on another node of the described cluster."""
         self.wait_s: dict[str, float] = defaultdict(float)
         self.link_busy_s: dict[str, float] = defaultdict(float)
         self.link_latency_s: dict[str, float] = defaultdict(float)
@@ -93,6 +95,10 @@ class CommMeter:
         category(key)
         self.bytes[key] += int(nbytes)
         self.wait_s[key] += wait_s
+
+    def record_crossing(self, kind: str, nbytes: int) -> None:
+        """Of the bytes just recorded under ``kind``, ``nbytes`` went to another node."""
+        self.crossing[self._prefix + kind] += int(nbytes)
 
     def post(self, kind: str, keys: tuple, clock: Any, started: Any, followed: bool = True) -> Posting:
         """An operation of ``kind`` whose data is ready at the mark ``started``; followed until
@@ -189,6 +195,7 @@ class CommMeter:
     def reset(self) -> None:
         """Forget the epoch's bytes and times; operations still in flight stay followed."""
         self.bytes.clear()
+        self.crossing.clear()
         self.wait_s.clear()
         self.link_busy_s.clear()
         self.link_latency_s.clear()

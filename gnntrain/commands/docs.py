@@ -151,10 +151,14 @@ def _model_sections() -> list[str]:
 
 def _documenting_modules(name: str) -> list[Any]:
     """The modules whose docstrings describe strategy ``name``: those of its family along the
-    class hierarchy of its implementation (of a graph-parallel method, its halo policy), base first."""
+    class hierarchy of its implementation (of a graph-parallel method, its halo policy), base first,
+    and of the strategy class that runs it where that is its own (``Method.runs``)."""
     family = method(name).family.module
     modules: list[Any] = []
-    for klass in reversed(method(name).implementation_class.__mro__):
+    classes = [*reversed(method(name).implementation_class.__mro__)]
+    if method(name).runs is not None:
+        classes += reversed(method(name).strategy.__mro__)
+    for klass in classes:
         module = inspect.getmodule(klass)
         if module is not None and module.__name__.startswith(family) and module not in modules:
             modules.append(module)

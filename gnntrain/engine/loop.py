@@ -85,6 +85,8 @@ class KeptEpoch:
     """Under the virtual clock, the thread CPU time of its compute spans (0 elsewhere)."""
     bytes: dict[str, int] = field(default_factory=dict)
     """Bytes per kind, evaluation's included (taken after it)."""
+    crossing: dict[str, int] = field(default_factory=dict)
+    """Of :attr:`bytes`, those sent to another node of the described cluster, per kind."""
     memory: dict[str, float] = field(default_factory=dict)
     """Peak memory (MiB), evaluation's included (taken after it)."""
     eval_counts: list[float] | None = None
@@ -167,6 +169,7 @@ class EpochLoop:
                 kept.eval_counts = self.strategy.evaluate().tolist()
                 kept.eval_time = self.clock.seconds(start, self.clock.mark())
         kept.bytes = dict(self.meter.bytes)
+        kept.crossing = dict(self.meter.crossing)
         peak, peak_reserved = peak_memory_mb(self.ctx.device)
         tensor_peak = peak if self.ctx.device.type == "cuda" else window.peak_mb if measured else None
         kept.memory = {"peak_mem_mb": peak, "peak_mem_reserved_mb": peak_reserved,
@@ -192,7 +195,8 @@ class EpochLoop:
                    **{f"link_busy/{c}": kept.link_busy[c] for c in TRAINING_CATEGORIES},
                    "link_latency_time": kept.link_latency, "eval_time": kept.eval_time, **kept.memory}
         sums = {"loss": kept.loss, "projected_rows": kept.projected_rows,
-                **{f"bytes/{k}": float(b) for k, b in kept.bytes.items()}}
+                **{f"bytes/{k}": float(b) for k, b in kept.bytes.items()},
+                **{f"crossing/{k}": float(b) for k, b in kept.crossing.items()}}
         return RankShare(sums, figures, kept.eval_counts, kept.tallies, account)
 
     def epoch_record(self, epoch: int, shares: list[RankShare]) -> EpochRecord:
@@ -240,9 +244,20 @@ class EpochLoop:
                          for part in PARTS},
                       **{f"reduce_{part}_time": [getattr(a.categories["sync"], part) for a in accounts]
                          for part in PARTS}},
-            strategy_metrics={"projected_rows": sums["projected_rows"], **self.strategy.epoch_metrics(totals)},
+            strategy_metrics={"projected_rows": sums["projected_rows"], **self._inter_node_bytes(sums),
+                              **self.strategy.epoch_metrics(totals)},
             **EpochRecord.timing_fields(timing),
         )
+
+
+    def _inter_node_bytes(self, sums: dict[str, float]) -> dict[str, float]:
+        """On a cluster of nodes (``network.gpus_per_node``): ``inter_node_bytes``, the training
+        bytes all ranks sent to another node, and ``inter_node_bytes/<kind>`` per kind."""
+        if not self.run.network.gpus_per_node:
+            return {}
+        by_kind = {name.removeprefix("crossing/"): value for name, value in sums.items()
+                   if name.startswith("crossing/") and category(name.removeprefix("crossing/")) in TRAINING_CATEGORIES}
+        return {"inter_node_bytes": sum(by_kind.values()), **{f"inter_node_bytes/{k}": b for k, b in by_kind.items()}}
 
 
 def inject_fault(fault: FaultConfig, rank: int, epoch: int) -> None:

@@ -55,6 +55,9 @@ class WorkerContext:
     """Whether some of the job's ranks reach each other over a network (kernel-shaped links, or
     workers on other machines): gloo's all-to-alls then post their receives first
     (:mod:`gnntrain.comm.communicator`)."""
+    ranks_per_node: int | None = None
+    """Consecutive ranks per node of the described cluster (``network.gpus_per_node``; None: no
+    nodes): the meter counts what crosses between nodes."""
 
     def mesh_axes(self) -> dict[str, int]:
         """Axis name -> size of the mesh (``{}`` without one)."""

@@ -90,6 +90,10 @@ class Method:
     """Bytes a rank keeps while training beyond what its family's baseline keeps, given its typed
     section and the rank's :class:`~gnntrain.cost.rank_shape.RankShape`, for the estimate made
     before training; None: nothing beyond."""
+    runs: Optional[Reference] = None
+    """The strategy class that runs this method where it is not its family's ``runs`` (a
+    graph-parallel method whose ranks hold another graph than their part: ``granndis``'s
+    servers hold their dependencies); the class or ``"module:Class"``."""
     timing_model: Optional[Reference] = None
     """How one epoch of the method runs, for the predictor (:mod:`gnntrain.predict`): a function
     (or ``"module:function"``) ``timing_model(config, shape, costs, line, epoch, state)`` that writes
@@ -107,7 +111,8 @@ class Method:
     @property
     def strategy(self) -> type:
         """The class the launcher builds on every rank."""
-        return resolve(self.family.runs) if self.family.runs is not None else self.implementation_class
+        runs = self.runs if self.runs is not None else self.family.runs
+        return resolve(runs) if runs is not None else self.implementation_class
 
     def check(self, config: StrategyConfig) -> None:
         """The family's and the method's checks of its typed strategy section."""

@@ -22,7 +22,7 @@ from gnntrain.job.memory import available_mb, check_fits, estimate_job
 from gnntrain.job.validation import job_layout, resolve_world_size
 from gnntrain.parallel.mesh import Layout
 from gnntrain.cost.shape import proxy_shape
-from gnntrain.strategies import loads_parts, method
+from gnntrain.strategies import loads_parts, method, strategy_class
 
 PROXY_NODES = 100_000
 """Above this many nodes a synthetic graph's job is estimated from a proxy of this many before
@@ -112,11 +112,13 @@ class PreparedJob:
         machine has."""
         facts = job.facts
         self.refuse_below_floor(facts.num_nodes, facts.num_edges, facts.num_features, facts.num_classes)
-        if not self.ranks_load_parts or facts.num_nodes == 0:
+        rank_stats = getattr(strategy_class(self.run.strategy.name), "rank_stats", None)
+        if rank_stats is None or facts.num_nodes == 0:
             return
         try:
             # spawned ranks without part files carve theirs from the launcher's graph, in shared memory
-            estimates = estimate_job(self.run, job.facts, job.stats, forked, carving=forked and job.parted is None)
+            estimates = estimate_job(self.run, job.facts, rank_stats(self.run, job), forked,
+                                     carving=forked and job.parted is None)
         except Exception as exc:  # noqa: BLE001 - a model the probe cannot run still trains
             warn(f"no memory estimate: the model's probe forward failed ({first_line(exc)})")
             return

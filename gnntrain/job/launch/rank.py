@@ -135,7 +135,8 @@ def run_rank(fn: WorkerFn, run: RootConfig, job: JobData, layout: Layout, rank: 
         virtual = VirtualRank(Topology.of(run.network), rank, device, run.run_dir if traced else None,
                               Path(run.run_dir) / COMPUTE_LOCK if run.cluster.virtual_compute == "alone" else None)
     ctx = WorkerContext(rank, world_size, device, build_mesh(layout, run.cluster.backend), virtual=virtual,
-                        over_network=run.network.mode == "kernel" or local_workers < world_size)
+                        over_network=run.network.mode == "kernel" or local_workers < world_size,
+                        ranks_per_node=run.network.gpus_per_node)
     result = fn(run, ctx, job)
     if virtual is not None:
         virtual.clock.pause()

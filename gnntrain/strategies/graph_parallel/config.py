@@ -254,3 +254,26 @@ register(Method("broadcast", FAMILY, f"{PACKAGE}.broadcast:Broadcast", Broadcast
 register(Method("sancus", FAMILY, f"{PACKAGE}.broadcast:Sancus", SancusConfig,
                 kinds={**BROADCAST_KINDS, "skip_flags": "control"}, validate=validate_sancus,
                 memory=cached_halo_bytes, timing_model=f"{TIMING_MODELS}:broadcast"))
+
+
+@dataclass
+class GraNNDisConfig(HalfHalosConfig):
+    """GraNNDis: every server (node of the cluster) holds its vertices' dependencies, so halo rows move only within a server."""
+
+    hops: Optional[int] = None
+    """Hops of dependencies a server preloads: null, the model's layers (every dependency: no halo crosses servers); fewer truncates the expansion there, as the authors' artifact does."""
+    rate: float = 1.0
+    """Expansion-aware sampling: keep each in-edge from outside the server with this probability, weighted 1/rate, drawn once before training (1: keep all)."""
+    seed: int = RUN_SEED
+    """Seed of the expansion's sample."""
+
+
+def validate_granndis(config: GraNNDisConfig) -> None:
+    """The hops at least one, the rate a probability above 0."""
+    if config.hops is not None:
+        check("strategy.hops", config.hops, config.hops >= 1, ">= 1 or null")
+    check("strategy.rate", config.rate, 0.0 < config.rate <= 1.0, "in (0, 1]")
+
+
+register(Method("granndis", FAMILY, f"{PACKAGE}.synchronous:Synchronous", GraNNDisConfig, validate=validate_granndis,
+                runs=f"{PACKAGE}.preloaded:ServerPreloading", timing_model=f"{TIMING_MODELS}:preloaded"))

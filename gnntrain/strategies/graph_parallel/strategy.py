@@ -74,11 +74,17 @@ class GraphParallel(Strategy):
     def layout(run: RootConfig, world_size: int) -> Layout:
         return Layout({"gp": world_size}, parts=world_size)
 
+    @staticmethod
+    def rank_stats(run: RootConfig, job: JobData) -> dict:
+        """What each rank's local graph holds, as :func:`~gnntrain.data.partition.partition_stats`
+        counts it, for the memory estimate: its part's."""
+        return job.stats
+
     def __init__(self, run: RootConfig, ctx: WorkerContext, job: JobData) -> None:
         self.meter = CommMeter()
         self.comm = Communicator.of_mesh_axis(ctx, "gp", self.meter)
         dtype = getattr(torch, run.train.dtype)
-        self.graph = local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype).to(ctx.device)
+        self.graph = self.local_graph(run, job, dtype).to(ctx.device)
         self.step = FullBatchStep(run, job.facts, self.graph, stats=self.comm, sync=self.comm)
         policy = registry.method(run.strategy.name).implementation_class
         self.policy: HaloPolicy = policy(run.strategy, self.graph, self.comm, self.step.model)
@@ -86,6 +92,10 @@ class GraphParallel(Strategy):
             self.step.first_layer_halo = HaloExchange(self.graph, self.comm)
         self.whole_graph_scores = (WholeGraphScores(job.whole, dtype, ctx.device, job.facts.multilabel)
                                    if job.whole is not None and self.comm.rank == 0 else None)
+
+    def local_graph(self, run: RootConfig, job: JobData, dtype: torch.dtype) -> LocalGraph:
+        """The rank's local graph: its part's."""
+        return local_graph_from_part(job.part_fields(self.comm.rank, self.comm.world_size), dtype)
 
     def train_epoch(self, epoch: int) -> torch.Tensor:
         return self.step.train(epoch, *self.policy.training_view(epoch))

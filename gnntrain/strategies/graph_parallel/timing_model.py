@@ -22,6 +22,9 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
   step on the sampled rows and edges, with the epoch's sampling (the draws, the sampled graph and
   its matrices: the policy's own functions counted on the rank's part); before it, each halo holder's 1-bit mask of its kept rows to
   their owner (``sample_index``, ``ceil(rows / 8)`` bytes).
+* ``granndis``: vanilla's on each rank's preloaded graph (:mod:`gnntrain.data.preloading`, carved
+  from the partition's graph, a proxy's scaled): its step on its inner rows with the replicated
+  ones, its exchanges with the ranks of its server only.
 * ``adaqp``: rows as AdaQP's records (``ceil(d b / 8) + 4`` bytes at ``b`` bits); the sender
   quantises, the receiver dequantises and traces each row (priced by the kernels they run). With
   ``assign=adaptive`` the epochs before the first assignment (every row at 8 bits): the widths the
@@ -141,6 +144,24 @@ def broadcast(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, e
             width = costs.widths[layer]
             line.wait(line.exchange("halo_bwd", [[n * width * costs.value_bytes for n in row] for row in backward_rows]))
     line.ring("allreduce", costs.parameters * costs.value_bytes)
+
+
+def preloaded(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
+    """``granndis``'s epoch (module docstring)."""
+    if "preloaded" not in state:
+        from gnntrain.data.preloading import carve_preloaded
+
+        run, parts = costs.run, shape.parts
+        hops = config.hops if config.hops is not None else run.model.layers
+        ranks = [carve_preloaded(shape.data, shape.part, r, parts, run.network.gpus_per_node or 1, hops, config.rate,
+                                 config.seed) for r in range(parts)]
+        edge_ratio = shape.edges / shape.data.num_edges
+        rows = [[ranks[r]["send_splits"][q] * shape.scale for q in range(parts)] for r in range(parts)]
+        steps = [costs.step(g["num_inner"] * shape.scale, g["num_halo"] * shape.scale, g["edge_src"].numel() * edge_ratio)
+                 for g in ranks]
+        state["preloaded"] = rows, steps
+    rows, steps = state["preloaded"]
+    halo_epoch(line, costs, rows, _plain_rows(config, costs), steps)
 
 
 def _keep(name: str, p: float, shape: PartitionShape) -> float:
