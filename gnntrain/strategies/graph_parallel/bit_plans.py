@@ -138,6 +138,44 @@ def rounding_generator(seed: int, comm: Communicator) -> torch.Generator:
     return torch.Generator(device=comm.device).manual_seed(seed * 65_536 + comm.rank + 1)
 
 
+class ChangeDrivenBits(_Plan):
+    """PipeQS's widths (the authors' ``bit_assigner``): one width per layer and direction for all
+    of its rows, starting at ``bits``. After each exchange that arrived, the width moves on the
+    change of the messages since the previous ones (:meth:`adapt`): up one step of
+    :data:`LADDER` where they changed by more than the threshold, down to its first step where the
+    exchange before this one was skipped (its cached message used), unchanged otherwise. The
+    authors' rule also has a branch that lowers the width, ``sigmoid(K d / q) < 0.5``, which never
+    fires (``d > E > 0``): it is left out."""
+
+    LADDER = (2, 4, 8, 32)
+
+    def __init__(self, bits: int, graph: LocalGraph) -> None:
+        super().__init__(graph)
+        self.start = bits
+        self.width: dict[Key, int] = {}
+
+    def _initial(self, layer: int, direction: str) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._constant(direction, self.width.setdefault((layer, direction), self.start))
+
+    def adapt(self, key: Key, changed: bool, after_skip: bool) -> None:
+        """The next width of ``key``'s exchanges (class docstring)."""
+        width = self.width.get(key, self.start)
+        if after_skip and changed:
+            width = self.LADDER[0]
+        elif changed:
+            width = self.LADDER[min(self.LADDER.index(width) + 1, len(self.LADDER) - 1)]
+        if width != self.width.get(key, self.start):
+            self.width[key] = width
+            self.issue(key, self._constant(key[1], width))
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "width": self.width}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.width = dict(state["width"])
+
+
 class UniformBits(_Plan):
     def __init__(self, seed: int, graph: LocalGraph) -> None:
         super().__init__(graph)

@@ -7,6 +7,8 @@ torch: the implementations are named (``"module:Class"``) and imported when a jo
 * ``pipegcn``: :mod:`.stale`;
 * ``bns``, ``bes``, ``dropedge``: :mod:`.sampled`;
 * ``adaqp``: :mod:`.quantized`;
+* ``pipeqs``: :mod:`.cached_stale`;
+* ``granndis``: :mod:`.preloaded` (its ranks' graphs: :mod:`gnntrain.data.preloading`);
 * ``sylvie``: :mod:`.bounded_stale`;
 * ``broadcast``, ``sancus``: :mod:`.broadcast`.
 """
@@ -139,6 +141,40 @@ def validate_sylvie(config: SylvieConfig) -> None:
 
 register(Method("sylvie", FAMILY, f"{PACKAGE}.bounded_stale:BoundedStale", SylvieConfig, validate=validate_sylvie,
                 memory=in_flight_bytes, timing_model=f"{TIMING_MODELS}:bounded_stale"))
+
+
+PipeQSAssignment = choices("PipeQSAssignment", "change", "fixed", module=__name__)
+
+
+@dataclass
+class PipeQSConfig(PipeGCNConfig):
+    """PipeQS: PipeGCN's stale pipeline with widths that follow the messages' change and a cache of the last message."""
+
+    bits: int = 2
+    """Width of the first messages (assign=change) or of all (assign=fixed): 2, 4, 8 or 32 (unquantized)."""
+    assign: PipeQSAssignment = PipeQSAssignment.change
+    """How the widths are picked: change (a step up where the messages changed by more than the threshold, the authors' rule) or fixed (bits)."""
+    threshold: float = 0.1
+    """Change, (1 - cos) / 2 of the last two messages of a layer, up to which the cache stands in for the exchange in flight (the authors' E)."""
+    cache: bool = True
+    """Use the last message received while the messages change little, posting no exchange."""
+    max_skips: int = 1
+    """Epochs in a row a layer may use its cache (a message is at most max_skips + 1 epochs old)."""
+    pipeline: bool = True
+    """Overlap each exchange with the next epoch (false: wait where posted, at the starting width, no cache)."""
+
+
+def validate_pipeqs(config: PipeQSConfig) -> None:
+    """The widths AdaQP's codec sends from the authors' ladder; the threshold a change, the skips at least one."""
+    check_one_halo_format(config, str(config.assign) if config.assign == "change" else "fixed", config.bits)
+    check("strategy.gamma", config.gamma, 0.0 <= config.gamma < 1.0, "in [0, 1)")
+    check_bits(config.bits)
+    check("strategy.threshold", config.threshold, 0.0 <= config.threshold <= 1.0, "in [0, 1]")
+    check("strategy.max_skips", config.max_skips, config.max_skips >= 1, ">= 1")
+
+
+register(Method("pipeqs", FAMILY, f"{PACKAGE}.cached_stale:CachedStale", PipeQSConfig, kinds={"change": "control"},
+                validate=validate_pipeqs, memory=in_flight_bytes, timing_model=f"{TIMING_MODELS}:cached_stale"))
 
 
 @dataclass

@@ -41,7 +41,7 @@ from gnntrain.data.local_graph import LocalGraph
 from gnntrain.models.gnn import HaloSource, MessagePassingModel
 from gnntrain.parallel.halo import HaloExchange
 from gnntrain.strategies.base import Tallies
-from gnntrain.strategies.graph_parallel.bit_plans import fixed_bits, rounding_generator
+from gnntrain.strategies.graph_parallel.bit_plans import FixedBits, fixed_bits, rounding_generator
 from gnntrain.strategies.graph_parallel.config import PipeGCNConfig
 from gnntrain.strategies.graph_parallel.strategy import HaloPolicy, halo_wire
 
@@ -107,13 +107,23 @@ class Stale(HaloPolicy):
         self.graph = graph
         self.fresh = HaloExchange(graph, comm)
         self.side = comm.side_channel()
-        self.pipe = HaloExchange(graph, self.side, fixed_bits(config.bits, graph), rounding_generator(config.seed, comm),
+        self.pipe = HaloExchange(graph, self.side, self.pipe_plan(config, graph), rounding_generator(config.seed, comm),
                                  halo_wire(config))
         gamma, from_zero = config.gamma, config.smooth_start == "zero"
         self.features = defaultdict(lambda: _StaleStream(config.smooth in ("f", "gf"), gamma, from_zero))
         self.gradients = defaultdict(lambda: _StaleStream(config.smooth in ("g", "gf"), gamma, from_zero))
         self.track = config.track_staleness_error
         self.squared_errors: dict[str, float] = {}
+
+    def pipe_plan(self, config: PipeGCNConfig, graph: LocalGraph) -> FixedBits | None:
+        """The widths of the stale messages: ``strategy.bits`` for all (None: unencoded)."""
+        return fixed_bits(config.bits, graph)
+
+    def stale_rows(self, stream: _StaleStream, key: tuple[int, str],
+                   empty: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, bool]:
+        """The rows layer and direction ``key`` uses this epoch, and whether it posts this epoch's
+        exchange: what the previous epoch sent, and always."""
+        return stream.take(empty), True
 
     def training_view(self, epoch: int) -> tuple[LocalGraph, HaloSource]:
         return self.graph, self._stale_halo
@@ -177,9 +187,10 @@ class _StaleExchange(torch.autograd.Function):
         stream = pipe.features[layer]
         if pipe.synchronous:
             return stream.fresh(pipe.pipe.start_forward(h, layer)).clone()
-        used = stream.take(lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))
+        used, posts = pipe.stale_rows(stream, (layer, "fwd"), lambda: h.new_zeros(pipe.pipe.num_halo, h.shape[1]))
         pipe.track_error(f"features/layer{layer}", used, lambda: pipe.fresh.start_forward(h, layer))
-        stream.pending = pipe.pipe.start_forward(h, layer)
+        if posts:
+            stream.pending = pipe.pipe.start_forward(h, layer)
         return used.clone()
 
     @staticmethod
@@ -188,7 +199,9 @@ class _StaleExchange(torch.autograd.Function):
         stream = pipe.gradients[ctx.layer]
         if pipe.synchronous:
             return pipe.pipe.gradient_of_sent_rows(stream.fresh(pipe.pipe.start_backward(grad_halo, ctx.layer))), None, None
-        used = stream.take(lambda: grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1]))
+        used, posts = pipe.stale_rows(stream, (ctx.layer, "bwd"),
+                                      lambda: grad_halo.new_zeros(pipe.pipe.send_index.numel(), grad_halo.shape[1]))
         pipe.track_error(f"gradients/layer{ctx.layer}", used, lambda: pipe.fresh.start_backward(grad_halo, ctx.layer))
-        stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)
+        if posts:
+            stream.pending = pipe.pipe.start_backward(grad_halo, ctx.layer)
         return pipe.pipe.gradient_of_sent_rows(used), None, None

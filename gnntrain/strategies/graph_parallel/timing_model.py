@@ -13,6 +13,9 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
 * ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
   ``strategy.halo_dtype``'s 2 bytes).
 * ``pipegcn``: each exchange waited at the same point of the next epoch (stale by one epoch).
+* ``pipeqs``: ``pipegcn``'s at its starting width, without cache hits: the widths it raises and the
+  epochs it takes from its cache follow how fast the messages change, which no statistic of the
+  graph gives (as Sancus's skips), nor the change's all-reduce that comes with them.
 * ``broadcast``, ``sancus``: every rank's inner rows to every peer per layer (:func:`broadcast`).
 * ``sylvie``: ``pipegcn``'s at ``strategy.bits`` (1 by default), every ``sync_every``-th epoch
   waiting for its exchanges where they are posted.
@@ -119,6 +122,11 @@ def stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch
 def bounded_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
     """``sylvie``'s epoch: ``pipegcn``'s, fresh every ``sync_every``-th epoch."""
     stale(config, shape, costs, line, epoch, state, fresh=epoch % config.sync_every == 0)
+
+
+def cached_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
+    """``pipeqs``'s epoch: ``pipegcn``'s at ``strategy.bits`` (fresh with ``strategy.pipeline=false``)."""
+    stale(config, shape, costs, line, epoch, state, fresh=not config.pipeline)
 
 
 def broadcast(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
