@@ -32,11 +32,14 @@ SETTINGS = {
     "naive": ["strategy.batch_size=256", "strategy.fanout=5"],
     "hopgnn": ["strategy.batch_size=256", "strategy.fanout=5", "strategy.merge=false"],
     "sancus": ["strategy.threshold=0"],
+    "pipeqs": ["strategy.assign=fixed", "strategy.cache=false"],
+    "granndis": ["network=two_level", "strategy.hops=1"],
 }
 """Sampling methods at rates that keep many rows (so six epochs average the sample well); AdaQP's
 epochs before its first assignment, at 8 bits; small mini-batches; HopGNN without merging (its
 examination decides on measured times); Sancus never skipping (its skips depend on how fast the
-embeddings change: the timeline writes the epochs it would send without them)."""
+embeddings change: the timeline writes the epochs it would send without them); PipeQS at its
+starting width without its cache (idem); GraNNDis on one node of two ranks, one hop preloaded."""
 SAMPLED = {"bns", "bes", "dropedge"}
 FAST = ("vanilla",)
 UNIT = DeviceProfile("unit", 1e-6, (1e-11,) * 4, (1e-10,) * 4, 1e-10, 1e-10, 16.0)

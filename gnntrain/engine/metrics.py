@@ -151,7 +151,10 @@ class EpochRecord:
     (``reduce_wait_time``, ...) communication."""
     strategy_metrics: dict[str, float] = field(default_factory=dict)
     """Every strategy's ``projected_rows`` (rows through the models' weight maps, summed over
-    ranks) and the strategy's own figures (see each strategy's page)."""
+    ranks); on a cluster of nodes (``network.gpus_per_node``) ``inter_node_bytes``, the training
+    bytes all ranks sent to a rank on another node (an all-reduce counted as a ring passes it on:
+    a rank's payload where its ring successor is on another node), and ``inter_node_bytes/<kind>``
+    per kind; and the strategy's own figures (see each strategy's page)."""
     cold: bool = False
     """Whether the epoch is among the first ``train.warmup_epochs`` that the process which ran it
     ran (a resumed run's restart warms up again); the summary's means leave such epochs out.

@@ -10,7 +10,9 @@ setting:
 1. **Tuning** (seed :data:`TUNING_SEED`, under each link): every strategy gets the same budget
    of :data:`TUNING_BUDGET` settings, its own knob's values (:data:`KNOBS`: PipeGCN's smoothing,
    BNS-GCN's boundary sampling rate p, AdaQP's bit-widths, Sylvie's staleness bound (the
-   authors' sweep: 5, 10, 20 epochs), Sancus's skip threshold, GNNPipe's chunks, the mini-batch
+   authors' sweep: 5, 10, 20 epochs), Sancus's and PipeQS's change thresholds, GraNNDis's
+   expansion sampling rate (its servers: the links' nodes, a rank each where the link describes
+   none, so every rank preloads all it reads), GNNPipe's chunks, the mini-batch
    family's batch size; vanilla, data parallelism and NeutronTP have none) times as many learning rates as
    the budget leaves (:func:`learning_rates`: spread evenly on a log scale over
    :data:`LEARNING_RATE_RANGE`), stopping at the target (``train.target``) or after the preset's
@@ -66,8 +68,8 @@ from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.strategies import method
 from gnntrain.storage.files import write_atomically
-STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "sylvie", "sancus", "gnnpipe", "data_parallel", "neutrontp",
-              "minibatch", "hopgnn", "p3", "naive", "lo"]
+STRATEGIES = ["vanilla", "pipegcn", "bns", "adaqp", "sylvie", "pipeqs", "sancus", "granndis", "gnnpipe",
+              "data_parallel", "neutrontp", "minibatch", "hopgnn", "p3", "naive", "lo"]
 BATCH = {"small": ["strategy.batch_size=16", "strategy.batch_size=32", "strategy.batch_size=64"],
          "paper": ["strategy.batch_size=1024", "strategy.batch_size=4096", "strategy.batch_size=16384"]}
 KNOBS: dict[str, list[list[str]]] = {
@@ -80,6 +82,8 @@ KNOBS: dict[str, list[list[str]]] = {
     "gnnpipe": [["strategy.chunks=2"], ["strategy.chunks=4"], ["strategy.chunks=8"]],
     "sylvie": [["strategy.sync_every=5"], ["strategy.sync_every=10"], ["strategy.sync_every=20"]],
     "sancus": [["strategy.threshold=0.05"], ["strategy.threshold=0.1"], ["strategy.threshold=0.3"]],
+    "pipeqs": [["strategy.threshold=0.05"], ["strategy.threshold=0.1"], ["strategy.threshold=0.3"]],
+    "granndis": [["strategy.rate=1"], ["strategy.rate=0.5"], ["strategy.rate=0.1"]],
     "neutrontp": [[]],
 }
 """Each strategy's own knob: the override sets tuned (the mini-batch family: :data:`BATCH`)."""
