@@ -94,6 +94,7 @@ def test_the_sample_keeps_rows_in_proportion_to_its_rate() -> None:
     assert torch.equal(fields["edge_scale"], torch.where(from_outside, 2.0, 1.0).double())
 
 
+@pytest.mark.slow
 def test_the_estimate_and_the_peak_grow_with_the_replicated_rows(tmp_path) -> None:
     run = make_run("dataset=cora", *COMMON, *NODES, "strategy=granndis")
     from gnntrain.data.job import prepare_job_data
@@ -122,6 +123,7 @@ def test_granndis_refuses_bad_keys_and_batch_norm() -> None:
         job_layout(make_run("strategy=granndis", "model.norm=batch"), 2)
 
 
+@pytest.mark.slow
 def test_the_predictor_posts_the_bytes_the_meter_counts(tmp_path) -> None:
     from test_predict_traffic import measured_bytes, predicted_bytes
 

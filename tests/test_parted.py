@@ -34,10 +34,12 @@ PART_LOADING = {
     "dropedge": ["strategy=dropedge", "strategy.p=0.5"],
     "adaqp": ["strategy=adaqp", "strategy.assign=fixed", "strategy.bits=2"],
     "sylvie": ["strategy=sylvie", "strategy.sync_every=2"],
+    "pipeqs": ["strategy=pipeqs"],
     "broadcast": ["strategy=broadcast"],
     "sancus": ["strategy=sancus"],
 }
-"""Every strategy whose ranks load one part each; AdaQP with fixed widths (its adaptive widths
+"""Every strategy whose ranks load one part each (GraNNDis's servers reach beyond their parts, so
+its ranks carve theirs from the whole graph); AdaQP with fixed widths (its adaptive widths
 follow a profiled timing, which differs from run to run)."""
 
 
