@@ -10,7 +10,7 @@ PYTEST_FLAGS ?=
 # every run lists its slowest tests, so a suite that grows slower says where
 DURATIONS := --durations=25
 
-.PHONY: install run test test-slow test-all bench measure-links virtual-check predict-check predict-choose scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-beyond check-tables clean
+.PHONY: install run test test-slow test-all bench measure-links virtual-check predict-check predict-choose scale gpu-check gpu-session zoo compare repro repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-pipeqs repro-granndis repro-beyond check-tables clean
 
 install: $(BIN)/gnntrain
 
@@ -97,11 +97,11 @@ zoo: install
 # compare) lists the sweeps, their jobs and the wall time their recorded runs suggest, running nothing.
 SCALE ?= small
 DRY_RUN ?=
-repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie: repro-%: install
+repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-neutrontp repro-sancus repro-sylvie repro-pipeqs repro-granndis: repro-%: install
 	WANDB_MODE=disabled $(BIN)/python -m gnntrain.repro $* --scale $(SCALE) $(if $(DRY_RUN),--dry-run)
 
-# The newer methods' headlines in shape (results/neutrontp, results/sancus, results/sylvie).
-repro-beyond: repro-neutrontp repro-sancus repro-sylvie
+# The newer methods' headlines in shape (results/neutrontp, sancus, sylvie, pipeqs, granndis).
+repro-beyond: repro-neutrontp repro-sancus repro-sylvie repro-pipeqs repro-granndis
 
 repro: repro-pipegcn repro-bns repro-adaqp repro-gnnpipe repro-hopgnn repro-beyond
 

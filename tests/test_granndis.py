@@ -56,8 +56,8 @@ def _graph() -> GraphData:
 
 def test_each_server_holds_its_dependencies_and_reads_halos_only_from_itself() -> None:
     """Four ranks, two per server, two hops: a server's ranks compute together its owned vertices
-    and their two-hop in-neighbourhood, each row on one rank; every halo row comes from the same
-    server; each rank keeps its own part, and replicated rows carry no training mask."""
+    and their two-hop in-neighbourhood, each row on one rank, in parts METIS balances; every halo
+    row comes from the same server, and replicated rows carry no training mask."""
     data = _graph()
     part = torch.arange(data.num_nodes) % 4
     src, dst = data.edge_index
@@ -72,13 +72,13 @@ def test_each_server_holds_its_dependencies_and_reads_halos_only_from_itself() -
             assert all(n == 0 for q, n in enumerate(fields["recv_splits"]) if q not in server)
             assert all(n == 0 for q, n in enumerate(fields["send_splits"]) if q not in server)
             inner = fields["global_ids"][: fields["num_inner"]]
-            assert set((part == rank).nonzero().view(-1).tolist()) <= set(inner.tolist())
             replicated = ~torch.isin(inner, owned)
             assert fields["replicated"] == int(replicated.sum()) > 0
             assert not fields["train_mask"][replicated].any()
             computed.append(inner)
         together = torch.cat(computed)
         assert torch.equal(torch.sort(together).values, needed), "each needed row computed once in the server"
+        assert max(map(len, computed)) <= 1.05 * len(together) / 2, "METIS balances the server's parts"
 
 
 def test_the_sample_keeps_rows_in_proportion_to_its_rate() -> None:
@@ -103,7 +103,8 @@ def test_the_estimate_and_the_peak_grow_with_the_replicated_rows(tmp_path) -> No
 
     job = prepare_job_data(run, job_layout(run, 4).parts)
     stats = strategy_class("granndis").rank_stats(run, job)
-    assert [i - r for i, r in zip(stats["inner_nodes"], stats["replicated_nodes"])] == job.stats["inner_nodes"]
+    owned = [i - r for i, r in zip(stats["inner_nodes"], stats["replicated_nodes"])]
+    assert [sum(owned[s:s + 2]) for s in (0, 2)] == [sum(job.stats["inner_nodes"][s:s + 2]) for s in (0, 2)]
     preloaded = estimate_job(run, job.facts, stats)
     plain = estimate_job(run, job.facts, job.stats)
     for grown, base in zip(preloaded, plain):

@@ -10,11 +10,11 @@ layers, every vertex an owned vertex's output depends on is in the server (Fig. 
 slow inter-server dependencies are already replicated in the extracted graph").
 
 The expansion is split among the server's ranks (Sec. 6: "the extracted vertices are
-distributed to the GPUs in a server"): an owned vertex stays with its part's rank; a vertex of
-hop ``k`` goes to the server's rank that holds the most of its out-neighbours of hop ``k - 1``
-(the lowest such rank on a tie), so the dependencies grow outward from the partition that reads
-them. The paper partitions the extracted graph again (METIS); this keeps the cluster's
-partition and its locality without a second METIS run per server (our choice).
+distributed to the GPUs in a server"): partitioned again by METIS into as many balanced parts as
+the server has ranks (Sec. 5.1; the artifact partitions each server graph with DGL's METIS), with
+the run's seed, so every rank of a server computes the same split. A rank then computes the
+vertices of its part of the server graph, owned or replicated: which of the server's vertices
+a rank computed in the cluster's partition does not matter to the result.
 
 Each rank's local graph is then carved as for graph parallelism
 (:func:`~gnntrain.data.partition.carve_part`) from the server's expanded subgraph, the vertices
@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import torch
 
+from dataclasses import dataclass
+
 from gnntrain.data.graph_data import GraphData, induced_subgraph
-from gnntrain.data.partition import carve_part
+from gnntrain.data.partition import carve_part, metis_partition
 from gnntrain.rng import keyed
 
 SAMPLING_STREAM = 0x6772616E
@@ -81,21 +83,49 @@ def expansion_hops(data: GraphData, owned: torch.Tensor, hops: int, kept: torch.
     return hop
 
 
-def assign_expansion(data: GraphData, part: torch.Tensor, hop: torch.Tensor, kept: torch.Tensor,
-                     ranks: range) -> torch.Tensor:
-    """The world rank that computes each vertex of the expansion (-1 outside it): an owned vertex
-    its part's, a hop-``k`` vertex the server rank holding most of its hop-``k - 1`` out-neighbours."""
-    owner = torch.where(hop == 0, part.long(), -1)
-    src, dst = data.edge_index[:, kept]
-    width = len(ranks)
-    for k in range(1, int(hop.max()) + 1):
-        step = (hop[src] == k) & (hop[dst] == k - 1)
-        voters, votes_for = src[step], owner[dst[step]] - ranks.start
-        nodes, slot = torch.unique(voters, return_inverse=True)
-        votes = torch.zeros(nodes.numel() * width, dtype=torch.long).index_add_(
-            0, slot * width + votes_for, torch.ones_like(slot))
-        owner[nodes] = votes.view(-1, width).argmax(dim=1) + ranks.start
-    return owner
+@dataclass
+class ServerGraph:
+    """A server's expanded subgraph (module docstring) and who computes each of its vertices."""
+
+    graph: GraphData
+    """The subgraph induced by the expansion along kept edges; only owned vertices keep their masks."""
+    ids: torch.Tensor
+    """The whole graph's id of each of its vertices."""
+    owner: torch.Tensor
+    """The world rank that computes each of its vertices."""
+    owned: torch.Tensor
+    """Over the whole graph: the vertices the server owns."""
+
+
+def server_graph(data: GraphData, part: torch.Tensor, ranks: range, hops: int, rate: float, seed: int) -> ServerGraph:
+    """Server ``ranks``' expanded subgraph, split among its ranks by METIS (module docstring)."""
+    owned = (part >= ranks.start) & (part < ranks.stop)
+    kept = kept_edges(data, owned, rate, seed)
+    inside = expansion_hops(data, owned, hops, kept) >= 0
+    ids = inside.nonzero().view(-1)
+    graph = induced_subgraph(data, inside)
+    src, dst = data.edge_index
+    graph.edge_index = graph.edge_index[:, kept[inside[src] & inside[dst]]]
+    graph.coalesced_undirected = False
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        getattr(graph, mask)[~owned[ids]] = False
+    parts = len(ranks)
+    owner = (torch.zeros(ids.numel(), dtype=torch.long) if parts == 1 or ids.numel() <= parts
+             else metis_partition(graph, parts, seed))
+    return ServerGraph(graph, ids, owner + ranks.start, owned)
+
+
+def carve_rank(server: ServerGraph, data: GraphData, rank: int, world_size: int, rate: float) -> dict:
+    """Rank ``rank``'s local graph in its server's expanded subgraph (:func:`carve_preloaded`)."""
+    fields = carve_part(server.graph, server.owner, rank, world_size)
+    global_ids = server.ids[fields["global_ids"]]
+    fields["global_ids"] = global_ids
+    fields["in_degree"] = torch.bincount(data.edge_index[1], minlength=data.num_nodes)[global_ids]
+    if rate < 1.0:
+        from_outside = ~server.owned[global_ids[fields["edge_src"]]]
+        fields["edge_scale"] = torch.where(from_outside, 1.0 / rate, 1.0).double()
+    fields["replicated"] = int((~server.owned[global_ids[: fields["num_inner"]]]).sum())
+    return fields
 
 
 def carve_preloaded(data: GraphData, part: torch.Tensor, rank: int, world_size: int, ranks_per_server: int,
@@ -105,28 +135,7 @@ def carve_preloaded(data: GraphData, part: torch.Tensor, rank: int, world_size: 
     an ``edge_scale`` where the expansion was sampled, and ``replicated``: how many of its inner
     rows belong to other servers."""
     ranks = server_ranks(rank, world_size, ranks_per_server)
-    owned = (part >= ranks.start) & (part < ranks.stop)
-    kept = kept_edges(data, owned, rate, seed)
-    hop = expansion_hops(data, owned, hops, kept)
-    owner = assign_expansion(data, part, hop, kept, ranks)
-    inside = hop >= 0
-    ids = inside.nonzero().view(-1)
-    replica = inside & ~owned
-    server_graph = induced_subgraph(data, inside)
-    src, dst = data.edge_index
-    drop = ~kept[(inside[src] & inside[dst])]
-    server_graph.edge_index = server_graph.edge_index[:, ~drop]
-    for mask in ("train_mask", "val_mask", "test_mask"):
-        getattr(server_graph, mask)[replica[ids]] = False
-    fields = carve_part(server_graph, owner[ids], rank, world_size)
-    global_ids = ids[fields["global_ids"]]
-    fields["global_ids"] = global_ids
-    fields["in_degree"] = torch.bincount(dst, minlength=data.num_nodes)[global_ids]
-    if rate < 1.0:
-        from_outside = ~owned[global_ids[fields["edge_src"]]]
-        fields["edge_scale"] = torch.where(from_outside, 1.0 / rate, 1.0).double()
-    fields["replicated"] = int(replica[global_ids[: fields["num_inner"]]].sum())
-    return fields
+    return carve_rank(server_graph(data, part, ranks, hops, rate, seed), data, rank, world_size, rate)
 
 
 def preloaded_stats(data: GraphData, part: torch.Tensor, world_size: int, ranks_per_server: int, hops: int,
@@ -134,7 +143,10 @@ def preloaded_stats(data: GraphData, part: torch.Tensor, world_size: int, ranks_
     """Every rank's local graph under preloading as :func:`~gnntrain.data.partition.partition_stats`
     counts a part (inner rows with the replicated ones, halo rows, rows sent, in-edges), with
     ``replicated_nodes`` per rank: what the memory estimate reads."""
-    ranks = [carve_preloaded(data, part, r, world_size, ranks_per_server, hops, rate, seed) for r in range(world_size)]
+    ranks = []
+    for first in range(0, world_size, ranks_per_server):
+        server = server_graph(data, part, server_ranks(first, world_size, ranks_per_server), hops, rate, seed)
+        ranks += [carve_rank(server, data, r, world_size, rate) for r in server_ranks(first, world_size, ranks_per_server)]
     return {"parts": world_size, "inner_nodes": [r["num_inner"] for r in ranks],
             "boundary_nodes": [r["num_halo"] for r in ranks], "sent_rows": [sum(r["send_splits"]) for r in ranks],
             "inner_edges": [r["edge_src"].numel() for r in ranks], "replicated_nodes": [r["replicated"] for r in ranks]}

@@ -5,5 +5,6 @@ from gnntrain.repro.paper import Paper
 
 PAPERS: dict[str, Paper] = {paper.name: paper for paper in (pipegcn.PAPER, bns.PAPER, adaqp.PAPER, gnnpipe.PAPER,
                                                           hopgnn.PAPER, beyond.NEUTRONTP_PAPER, beyond.SANCUS_PAPER,
-                                                          beyond.SYLVIE_PAPER)}
+                                                          beyond.SYLVIE_PAPER, beyond.PIPEQS_PAPER,
+                                                          beyond.GRANNDIS_PAPER)}
 """Every paper, by the name ``make repro-<name>`` and ``python -m gnntrain.repro <name>`` take."""
