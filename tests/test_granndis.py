@@ -83,12 +83,16 @@ def test_each_server_holds_its_dependencies_and_reads_halos_only_from_itself() -
 
 def test_the_sample_keeps_rows_in_proportion_to_its_rate() -> None:
     """One hop: every outside source of a kept edge is replicated, so the replicated rows fall with
-    the rate (an outside vertex with k edges into the server is kept with 1 - (1 - rate)^k)."""
+    the rate (an outside vertex with k edges into the server is kept with 1 - (1 - rate)^k), and with
+    them the rows every exchange moves within a server (the predictor's test checks that these
+    counts are the meter's bytes)."""
     data = _graph()
     part = torch.arange(data.num_nodes) % 4
-    replicated = {rate: sum(preloaded_stats(data, part, 4, 2, hops=1, rate=rate)["replicated_nodes"])
-                  for rate in (1.0, 0.5, 0.1)}
+    stats = {rate: preloaded_stats(data, part, 4, 2, hops=1, rate=rate) for rate in (1.0, 0.5, 0.1)}
+    replicated = {rate: sum(s["replicated_nodes"]) for rate, s in stats.items()}
+    sent = {rate: sum(s["sent_rows"]) for rate, s in stats.items()}
     assert replicated[1.0] > replicated[0.5] > replicated[0.1] > 0
+    assert sent[1.0] > sent[0.5] > sent[0.1], "the rows a layer's exchange moves fall with the rate"
     fields = carve_preloaded(data, part, 0, 4, 2, hops=1, rate=0.5)
     from_outside = ~torch.isin(fields["global_ids"][fields["edge_src"]], (part < 2).nonzero().view(-1))
     assert torch.equal(fields["edge_scale"], torch.where(from_outside, 2.0, 1.0).double())
