@@ -19,7 +19,9 @@ from gnntrain.repro.archive import archived_files, extract_runs_archive, write_r
 
 ARCHIVES = sorted(CHECKOUT.glob("results/*/runs.tar.gz"))
 SLOW = {"hopgnn": "its Table 1 samples micrographs of 10 layers on the arxiv-sized graph again: minutes",
-        "gnnpipe": "19 s here, a twentieth of the fast suite's six minutes"}
+        "gnnpipe": "19 s here, a twentieth of the fast suite's six minutes",
+        "pipeqs": "11 s here: 8 ranks' traced runs, each replayed at 24 bandwidths",
+        "granndis": "9 s here: idem"}
 """Tables whose rebuild from their runs takes long, run with the slow tests."""
 
 
