@@ -13,9 +13,12 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
 * ``vanilla``: every exchange waited where it is posted; rows of ``train.dtype`` (or
   ``strategy.halo_dtype``'s 2 bytes).
 * ``pipegcn``: each exchange waited at the same point of the next epoch (stale by one epoch).
-* ``pipeqs``: ``pipegcn``'s at its starting width, without cache hits: the widths it raises and the
-  epochs it takes from its cache follow how fast the messages change, which no statistic of the
-  graph gives (as Sancus's skips), nor the change's all-reduce that comes with them.
+* ``pipeqs``: ``pipegcn``'s in its steady state, each exchange taken followed by its change's
+  all-reduce (``change``, 24 bytes): with ``assign=change`` at the top of its ladder, 32 bits (a
+  2-bit message's quantisation noise alone moves it by more than the threshold, so every measured
+  exchange steps the width up: measured, every cell of ``make predict-check`` reaches 32 bits by
+  its fifth epoch); its cache hits are not modelled (they follow how fast the messages change,
+  which no statistic of the graph gives, as Sancus's skips).
 * ``broadcast``, ``sancus``: every rank's inner rows to every peer per layer (:func:`broadcast`).
 * ``sylvie``: ``pipegcn``'s at ``strategy.bits`` (1 by default), every ``sync_every``-th epoch
   waiting for its exchanges where they are posted.
@@ -43,6 +46,7 @@ sent rows per exchange, small beside the layer).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Callable
 
 from gnntrain.cost.compute import Costs, StepSeconds
@@ -66,12 +70,13 @@ def _exchanges(costs: Costs) -> range:
 
 def halo_epoch(line: TraceBuilder, costs: Costs, rows: list[list[float]], row_bytes: RowBytes,
                steps: list[StepSeconds], state: dict | None = None, per_row: Callable[[int], float] | None = None,
-               fresh: bool = False) -> None:
+               fresh: bool = False, after_exchange: Callable[[], None] | None = None) -> None:
     """One epoch of full-graph training with halo exchanges (module docstring): ``rows[r][q]``
     rows from ``r`` to ``q``; ``steps`` each rank's step; ``state`` given: the exchanges are stale
     by one epoch (kept there from one epoch to the next), unless ``fresh``: then each waits for
     the one still in flight and for itself where it is posted; ``per_row(width)``: seconds of
-    coding per row sent and again per row received."""
+    coding per row sent and again per row received; ``after_exchange()`` written after each exchange
+    taken from the last epoch (stale ones, from the second epoch on)."""
     world, layers = len(rows), costs.layers
     backward_rows = [[rows[q][r] for q in range(world)] for r in range(world)]
     exchanged = set(_exchanges(costs))
@@ -83,6 +88,8 @@ def halo_epoch(line: TraceBuilder, costs: Costs, rows: list[list[float]], row_by
         ops = line.exchange(kind, [[n * row_bytes(width) for n in row] for row in sent])
         if state is not None and (kind, layer) in state:
             line.wait(state.pop((kind, layer)))
+            if after_exchange is not None:
+                after_exchange()
         if state is None or fresh:
             line.wait(ops)
         else:
@@ -111,12 +118,13 @@ def synchronous(config, shape: PartitionShape, costs: Costs, line: TraceBuilder,
 
 
 def stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict,
-          fresh: bool = False) -> None:
+          fresh: bool = False, after_exchange: Callable[[], None] | None = None) -> None:
     """``pipegcn``'s epoch: the exchanges of the last epoch waited, this epoch's posted (``fresh``:
-    waited where posted)."""
+    waited where posted); ``after_exchange`` written after each."""
     row_bytes = _plain_rows(config, costs) if config.bits == 32 else (
         lambda width: math.ceil(width * config.bits / 8) + 4)
-    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state, fresh=fresh)
+    halo_epoch(line, costs, [list(r) for r in shape.rows], row_bytes, _whole(shape, costs), state=state, fresh=fresh,
+               after_exchange=after_exchange)
 
 
 def bounded_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
@@ -124,9 +132,20 @@ def bounded_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilde
     stale(config, shape, costs, line, epoch, state, fresh=epoch % config.sync_every == 0)
 
 
+CHANGE_BYTES = 24
+"""PipeQS's change measure: three float64 values all-reduced per exchange it takes."""
+
+
 def cached_stale(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
-    """``pipeqs``'s epoch: ``pipegcn``'s at ``strategy.bits`` (fresh with ``strategy.pipeline=false``)."""
-    stale(config, shape, costs, line, epoch, state, fresh=not config.pipeline)
+    """``pipeqs``'s steady epoch (module docstring): ``pipegcn``'s at the top of its widths' ladder
+    (``assign=change``) or at ``strategy.bits`` (``fixed``), fresh with ``strategy.pipeline=false``,
+    each exchange it takes followed by its change's all-reduce where it measures one."""
+    from gnntrain.strategies.graph_parallel.bit_plans import ChangeDrivenBits
+
+    bits = ChangeDrivenBits.LADDER[-1] if config.assign == "change" else config.bits
+    measures = config.pipeline and (config.cache or config.assign == "change")
+    stale(replace(config, bits=bits), shape, costs, line, epoch, state, fresh=not config.pipeline,
+          after_exchange=(lambda: line.ring("change", CHANGE_BYTES)) if measures else None)
 
 
 def broadcast(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, epoch: int, state: dict) -> None:
