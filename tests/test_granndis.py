@@ -23,6 +23,7 @@ SMALL = ("dataset.num_nodes=400",)
 NODES = ("network=two_level", "cluster.world_size=4")
 
 
+@pytest.mark.slow
 def test_preloading_every_dependency_equals_single_process(tmp_path) -> None:
     single = trace_job(tmp_path, "single", *COMMON, *SMALL, "train.dtype=float64", "cluster.world_size=1",
                        worker=trace_full_batch)
@@ -35,6 +36,7 @@ def test_preloading_every_dependency_equals_single_process(tmp_path) -> None:
             assert_gradients_close(trace["grads"][epoch], single[0]["grads"][epoch], 1e-12, f"rank {rank}")
 
 
+@pytest.mark.slow
 def test_no_halo_crosses_servers_and_the_all_reduce_is_what_does(tmp_path) -> None:
     """Two nodes of two ranks: vanilla's halos cross between them, GraNNDis's do not; what crosses
     is each node's last rank passing its gradients on around the ring: 2 x the parameters' bytes."""

@@ -23,6 +23,7 @@ COMMON = ("model=sage", "model.layers=3", "model.hidden=16", "model.dropout=0.5"
           "cluster.world_size=2")
 
 
+@pytest.mark.slow
 def test_pipeqs_without_staleness_at_full_precision_is_vanilla(tmp_path) -> None:
     vanilla = trace_job(tmp_path, "vanilla", *COMMON, f"train.epochs={EPOCHS}", "train.dtype=float64",
                         worker=trace_full_batch)
@@ -78,6 +79,7 @@ def test_the_bytes_are_the_records_of_the_widths_it_assigned(tmp_path) -> None:
     assert any(e["halo_fwd"] != trace["expected"][0]["halo_fwd"] for e in trace["expected"]), "the widths moved"
 
 
+@pytest.mark.slow
 def test_the_cache_hits_are_reported_and_an_epoch_that_hits_sends_less(tmp_path) -> None:
     always = train_records(tmp_path / "always", *COMMON, "train.epochs=6", "strategy=pipeqs", "strategy.assign=fixed",
                            "strategy.bits=8", "strategy.threshold=1")
