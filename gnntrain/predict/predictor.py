@@ -74,11 +74,29 @@ def predicted(line: TraceBuilder, topology: Topology,
     return EpochTiming.mean(line.replayed(topology, progress)[1:]).scaled(line.repeats)
 
 
+def rank_stats(run: RootConfig, shape: PartitionShape) -> dict:
+    """What each rank of a graph-parallel method holds: its part's counts, or where the method has
+    a strategy class of its own (``Method.runs``: ``granndis``'s preloaded servers) that class's
+    :meth:`rank_stats` on the counted graph, rows scaled by the proxy's node ratio and edges by its
+    edge ratio."""
+    declared = method(run.strategy.name)
+    if declared.runs is None or shape.data is None:
+        return shape.stats()
+    from gnntrain.data.job import JobData
+
+    counted = declared.strategy.rank_stats(run, JobData(shape.data.facts(), {"parts": shape.parts}, False,
+                                                        data=shape.data, part=shape.part))
+    edge_ratio = shape.edges / shape.data.num_edges
+    return {**{key: [round(n * shape.scale) for n in counted[key]] for key in ("inner_nodes", "boundary_nodes",
+                                                                               "sent_rows")},
+            "inner_edges": [round(n * edge_ratio) for n in counted["inner_edges"]]}
+
+
 def peak_mb(run: RootConfig, shape: PartitionShape) -> list[float]:
     """Each rank's estimated peak (module docstring), MiB."""
     facts = shape.facts()
     if method(run.strategy.name).family.name == "graph_parallel":
-        return [e.total_mb for e in estimate_ranks(run, facts, shape.stats(), method(run.strategy.name).memory)]
+        return [e.total_mb for e in estimate_ranks(run, facts, rank_stats(run, shape), method(run.strategy.name).memory)]
     world, dtype = run.cluster.world_size, str(run.train.dtype)
     if method(run.strategy.name).family.name == "minibatch":
         rows = run.strategy.batch_size / world
