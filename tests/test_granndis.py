@@ -137,3 +137,16 @@ def test_the_predictor_posts_the_bytes_the_meter_counts(tmp_path) -> None:
     overrides = (*COMMON, *SMALL, *NODES, "strategy=granndis", "strategy.rate=0.5", "train.warmup_epochs=1")
     measured = {k: v for k, v in measured_bytes(train_records(tmp_path, *overrides)).items() if v}
     assert predicted_bytes(overrides) == pytest.approx(measured, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_the_predicted_peak_counts_the_replicated_rows() -> None:
+    from gnntrain.cost.shape import partition_shape
+    from gnntrain.predict.predictor import peak_mb, rank_stats
+
+    runs = {name: make_run("dataset=cora", *COMMON, *NODES, f"strategy={name}") for name in ("vanilla", "granndis")}
+    shapes = {name: partition_shape(run, 4) for name, run in runs.items()}
+    vanilla, granndis = (rank_stats(runs[n], shapes[n]) for n in ("vanilla", "granndis"))
+    assert all(g > v for g, v in zip(granndis["inner_nodes"], vanilla["inner_nodes"]))
+    assert all(g > v for g, v in zip(peak_mb(runs["granndis"], shapes["granndis"]),
+                                      peak_mb(runs["vanilla"], shapes["vanilla"])))
