@@ -150,3 +150,33 @@ def test_the_predicted_peak_counts_the_replicated_rows() -> None:
     assert all(g > v for g, v in zip(granndis["inner_nodes"], vanilla["inner_nodes"]))
     assert all(g > v for g, v in zip(peak_mb(runs["granndis"], shapes["granndis"]),
                                       peak_mb(runs["vanilla"], shapes["vanilla"])))
+
+
+@pytest.mark.slow
+def test_a_co_batch_of_every_neighbour_equals_single_process(tmp_path) -> None:
+    """Cooperative batching with a fanout above every degree: the co-batch is every training vertex's
+    whole dependency cone, so training equals single-process training (float64, dropout on), and
+    evaluation on the ranks' parts scores exactly as it does."""
+    single = trace_job(tmp_path, "single", *COMMON, *SMALL, "train.dtype=float64", "cluster.world_size=1",
+                       worker=trace_full_batch)
+    batch = trace_job(tmp_path, "cob", *COMMON, *SMALL, *NODES, "train.dtype=float64", "strategy=granndis",
+                      "strategy.fanout=100000", worker=trace_full_batch)
+    torch.testing.assert_close(torch.tensor(batch[0]["loss"]), torch.tensor(single[0]["loss"]), rtol=1e-12, atol=0)
+    for epoch in range(EPOCHS):
+        torch.testing.assert_close(batch[0]["counts"][epoch], single[0]["counts"][epoch], rtol=0, atol=0)
+        for rank, trace in enumerate(batch):
+            assert_gradients_close(trace["grads"][epoch], single[0]["grads"][epoch], 1e-12, f"rank {rank}")
+
+
+def test_a_co_batch_samples_its_seeds_dependencies_and_keeps_only_their_masks() -> None:
+    data = _graph()
+    part = torch.arange(data.num_nodes) % 4
+    whole = preloaded_stats(data, part, 4, 2, hops=2)
+    for fanout in (2, 1):
+        batch = preloaded_stats(data, part, 4, 2, hops=2, fanout=fanout)
+        assert sum(batch["inner_nodes"]) < sum(whole["inner_nodes"])
+    fields = carve_preloaded(data, part, 0, 4, 2, hops=2, fanout=2)
+    inner = fields["global_ids"][: fields["num_inner"]]
+    assert torch.equal(fields["train_mask"], data.train_mask[inner] & (part[inner] < 2))
+    assert not fields["val_mask"].any() and not fields["test_mask"].any()
+    assert (fields["edge_scale"] >= 1).all()

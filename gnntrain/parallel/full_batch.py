@@ -184,13 +184,22 @@ class FullBatchStep:
         return loss
 
     @torch.no_grad()
-    def local_outputs(self, halo: HaloSource) -> torch.Tensor:
-        """Model outputs (logits) for the inner nodes of the rank's local graph, in evaluation
-        mode; traffic recorded under ``eval_`` kinds."""
+    def local_outputs(self, halo: HaloSource, graph: LocalGraph | None = None) -> torch.Tensor:
+        """Model outputs (logits) for the inner nodes of the rank's local graph (or of ``graph``, a
+        graph it does not train on, from its raw rows), in evaluation mode; traffic recorded under
+        ``eval_`` kinds."""
         self.model.eval()
         with self.sync.meter.tagged("eval_"):
+            if graph is not None:
+                return self.model(graph.x, graph, halo)
             return self.model(self.model_input(), self.graph, halo)
 
-    def local_eval_counts(self, halo: HaloSource) -> torch.Tensor:
-        """Per split: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro."""
-        return score_counts(self.local_outputs(halo), self.y, list(self.masks.values()), self.multilabel)
+    def local_eval_counts(self, halo: HaloSource, graph: LocalGraph | None = None) -> torch.Tensor:
+        """Per split: (correct, total) for accuracy, or (2TP, 2TP+FP+FN) for F1-micro; on the
+        rank's local graph, or on ``graph`` with its own labels and masks."""
+        if graph is None:
+            y, masks = self.y, list(self.masks.values())
+        else:
+            y = graph.y.to(self.x.dtype) if self.multilabel else graph.y
+            masks = [getattr(graph, f"{split}_mask") for split in SPLITS]
+        return score_counts(self.local_outputs(halo, graph), y, masks, self.multilabel)

@@ -300,15 +300,20 @@ class GraNNDisConfig(HalfHalosConfig):
     """Hops of dependencies a server preloads: null, the model's layers (every dependency: no halo crosses servers); fewer truncates the expansion there, as the authors' artifact does."""
     rate: float = 1.0
     """Expansion-aware sampling: keep each in-edge from outside the server with this probability, weighted 1/rate, drawn once before training (1: keep all)."""
+    fanout: Optional[int] = None
+    """Cooperative batching: a server's ranks train one co-batch, its training vertices and up to fanout sampled in-neighbours per vertex and hop (null: full-batch preloading)."""
     seed: int = RUN_SEED
-    """Seed of the expansion's sample."""
+    """Seed of the expansion's and the co-batch's samples."""
 
 
 def validate_granndis(config: GraNNDisConfig) -> None:
-    """The hops at least one, the rate a probability above 0."""
+    """The hops at least one, the rate a probability above 0, the fanout at least one and not beside a rate."""
     if config.hops is not None:
         check("strategy.hops", config.hops, config.hops >= 1, ">= 1 or null")
     check("strategy.rate", config.rate, 0.0 < config.rate <= 1.0, "in (0, 1]")
+    if config.fanout is not None:
+        check("strategy.fanout", config.fanout, config.fanout >= 1, ">= 1 or null")
+        check("strategy.rate", config.rate, config.rate == 1.0, "1 with strategy.fanout (a co-batch samples its own)")
 
 
 register(Method("granndis", FAMILY, f"{PACKAGE}.synchronous:Synchronous", GraNNDisConfig, validate=validate_granndis,

@@ -30,7 +30,7 @@ divided evenly among the layers. ``model.precompute_first`` drops layer 0's exch
   their owner (``sample_index``, ``ceil(rows / 8)`` bytes).
 * ``granndis``: vanilla's on each rank's preloaded graph (:mod:`gnntrain.data.preloading`, carved
   from the partition's graph, a proxy's scaled): its step on its inner rows with the replicated
-  ones, its exchanges with the ranks of its server only.
+  ones (with ``strategy.fanout``, on its co-batch's), its exchanges with the ranks of its server only.
 * ``adaqp``: rows as AdaQP's records (``ceil(d b / 8) + 4`` bytes at ``b`` bits); the sender
   quantises, the receiver dequantises and traces each row (priced by the kernels they run). With
   ``assign=adaptive`` the epochs before the first assignment (every row at 8 bits): the widths the
@@ -181,7 +181,7 @@ def preloaded(config, shape: PartitionShape, costs: Costs, line: TraceBuilder, e
         run, parts = costs.run, shape.parts
         hops = config.hops if config.hops is not None else run.model.layers
         ranks = [carve_preloaded(shape.data, shape.part, r, parts, run.network.gpus_per_node or 1, hops, config.rate,
-                                 config.seed) for r in range(parts)]
+                                 config.seed, config.fanout) for r in range(parts)]
         edge_ratio = shape.edges / shape.data.num_edges
         rows = [[ranks[r]["send_splits"][q] * shape.scale for q in range(parts)] for r in range(parts)]
         steps = [costs.step(g["num_inner"] * shape.scale, g["num_halo"] * shape.scale, g["edge_src"].numel() * edge_ratio)
