@@ -111,6 +111,6 @@ class ServerPreloading(GraphParallel):
         return tallies
 
     def epoch_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        """The family's figures and ``replicated_rows``: the rows all ranks hold of other servers' vertices
-    (in the co-batch, with ``strategy.fanout``)."""
+        """The family's figures and ``replicated_rows``: the rows all ranks hold of other servers'
+        vertices (in the co-batch, with ``strategy.fanout``)."""
         return {**super().epoch_metrics(totals), "replicated_rows": totals["replicated_rows"]}
