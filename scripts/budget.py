@@ -17,12 +17,21 @@ INTERRUPT_GRACE_S = 20.0
 bench its last rows) before it is killed."""
 
 
+def _interruptible() -> None:
+    """In the command's process, before it starts: take SIGINT's default action back. A shell that
+    starts a job in the background without job control makes it ignore SIGINT, and the command
+    would inherit that and sit out the interrupt at its budget (then be killed
+    :data:`INTERRUPT_GRACE_S` later, its report unwritten)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Budgeted:
     """A command started in a process group of its own, to be waited for within a budget."""
 
     def __init__(self, command: list[str], env: dict | None = None) -> None:
         self.start = time.monotonic()
-        self.process = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True)
+        self.process = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
+                                        preexec_fn=_interruptible)
 
     def wait(self, budget_s: float) -> tuple[int | None, float]:
         """Wait until ``budget_s`` seconds after the start, then interrupt the group (SIGINT) and
