@@ -145,6 +145,18 @@ def assert_gradients_close(actual: dict[str, torch.Tensor], expected: dict[str, 
                                    msg=lambda m: f"gradient of {name}, {what}: {m}")
 
 
+def assert_same_traces(actual: list[dict], expected: list[dict], rtol: float, what: str = "") -> None:
+    """Two jobs traced by :func:`trace_full_batch` trained alike: the global losses to ``rtol``, the
+    evaluation counts exactly and every rank's gradients to ``rtol`` (against the expected job's
+    same rank, or its last where it has fewer, e.g. one process)."""
+    torch.testing.assert_close(torch.tensor(actual[0]["loss"]), torch.tensor(expected[0]["loss"]), rtol=rtol, atol=0)
+    for epoch in range(len(actual[0]["loss"])):
+        torch.testing.assert_close(actual[0]["counts"][epoch], expected[0]["counts"][epoch], rtol=0, atol=0)
+        for rank, trace in enumerate(actual):
+            assert_gradients_close(trace["grads"][epoch], expected[min(rank, len(expected) - 1)]["grads"][epoch], rtol,
+                                   f"{what}rank {rank}, epoch {epoch + 1}")
+
+
 def job_bytes(traces: list[dict], kind: str) -> int:
     return sum(t["bytes"].get(kind, 0) for t in traces)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import make_run, train_records
-from dist_helpers import assert_gradients_close, trace_full_batch, trace_job
+from dist_helpers import assert_same_traces, trace_full_batch, trace_job
 from gnntrain.data.graph_data import GraphData
 from gnntrain.data.preloading import carve_preloaded, preloaded_stats
 from gnntrain.data.synthetic import generate
@@ -29,11 +29,7 @@ def test_preloading_every_dependency_equals_single_process(tmp_path) -> None:
                        worker=trace_full_batch)
     preloaded = trace_job(tmp_path, "granndis", *COMMON, *SMALL, *NODES, "train.dtype=float64", "strategy=granndis",
                           worker=trace_full_batch)
-    torch.testing.assert_close(torch.tensor(preloaded[0]["loss"]), torch.tensor(single[0]["loss"]), rtol=1e-12, atol=0)
-    for epoch in range(EPOCHS):
-        torch.testing.assert_close(preloaded[0]["counts"][epoch], single[0]["counts"][epoch], rtol=0, atol=0)
-        for rank, trace in enumerate(preloaded):
-            assert_gradients_close(trace["grads"][epoch], single[0]["grads"][epoch], 1e-12, f"rank {rank}")
+    assert_same_traces(preloaded, single, 1e-12)
 
 
 @pytest.mark.slow
@@ -161,11 +157,7 @@ def test_a_co_batch_of_every_neighbour_equals_single_process(tmp_path) -> None:
                        worker=trace_full_batch)
     batch = trace_job(tmp_path, "cob", *COMMON, *SMALL, *NODES, "train.dtype=float64", "strategy=granndis",
                       "strategy.fanout=100000", worker=trace_full_batch)
-    torch.testing.assert_close(torch.tensor(batch[0]["loss"]), torch.tensor(single[0]["loss"]), rtol=1e-12, atol=0)
-    for epoch in range(EPOCHS):
-        torch.testing.assert_close(batch[0]["counts"][epoch], single[0]["counts"][epoch], rtol=0, atol=0)
-        for rank, trace in enumerate(batch):
-            assert_gradients_close(trace["grads"][epoch], single[0]["grads"][epoch], 1e-12, f"rank {rank}")
+    assert_same_traces(batch, single, 1e-12)
 
 
 def test_a_co_batch_samples_its_seeds_dependencies_and_keeps_only_their_masks() -> None:

@@ -5,10 +5,9 @@ its broadcast bytes fall as the threshold rises, counted, with the skips announc
 from __future__ import annotations
 
 import pytest
-import torch
 
 from conftest import make_run, train_records
-from dist_helpers import assert_gradients_close, trace_full_batch, trace_job
+from dist_helpers import assert_same_traces, trace_full_batch, trace_job
 from gnntrain.errors import ConfigError
 from gnntrain.job.validation import validate
 
@@ -17,23 +16,14 @@ COMMON = ("model=sage", "model.layers=3", "model.hidden=16", "model.dropout=0.5"
           f"train.epochs={EPOCHS}", "dataset.num_nodes=400", "seed=6")
 
 
-def _same(actual: list[dict], expected: list[dict], what: str) -> None:
-    torch.testing.assert_close(torch.tensor(actual[0]["loss"]), torch.tensor(expected[0]["loss"]), rtol=1e-9, atol=0)
-    for epoch in range(EPOCHS):
-        torch.testing.assert_close(actual[0]["counts"][epoch], expected[0]["counts"][epoch], rtol=0, atol=0)
-        for rank, trace in enumerate(actual):
-            assert_gradients_close(trace["grads"][epoch], expected[min(rank, len(expected) - 1)]["grads"][epoch], 1e-9,
-                                   f"{what}, rank {rank}, epoch {epoch + 1}")
-
-
 def test_broadcast_equals_single_process_and_sancus_at_zero_equals_broadcast(tmp_path) -> None:
     single = trace_job(tmp_path, "single", *COMMON, "cluster.world_size=1", worker=trace_full_batch)
     broadcast = trace_job(tmp_path, "broadcast", *COMMON, "strategy=broadcast", "cluster.world_size=3",
                           worker=trace_full_batch)
     sancus = trace_job(tmp_path, "sancus", *COMMON, "strategy=sancus", "strategy.threshold=0", "cluster.world_size=3",
                        worker=trace_full_batch)
-    _same(broadcast, single, "broadcast against one process")
-    _same(sancus, broadcast, "sancus at threshold 0 against broadcast")
+    assert_same_traces(broadcast, single, 1e-9, "broadcast against one process, ")
+    assert_same_traces(sancus, broadcast, 1e-9, "sancus at threshold 0 against broadcast, ")
     assert [t["bytes"] for t in sancus] == [t["bytes"] for t in broadcast]
     assert all("skip_flags" not in t["bytes"] for t in sancus)
 
