@@ -217,4 +217,6 @@ PAPER = Paper(
                 decides="AdaQP's widths are those its assigner picked under each round's headline link; at another "
                         "bandwidth it would pick others (more bits where the link is fast), so away from that link "
                         "the curve times the headline's widths, not the ones AdaQP would choose there."),
+    reference='Borui Wan, Juntao Zhao, Chuan Wu. "Adaptive Message Quantization and Parallelization for '
+              'Distributed Full-graph GNN Training." MLSys 2023. https://arxiv.org/abs/2306.01381',
 )

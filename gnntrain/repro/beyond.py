@@ -221,7 +221,7 @@ def tables(headline: Headline, title: str, accuracy: bool, runs: dict[str, list[
 
 
 def _paper(headline: Headline, title: str, speed: tuple[str, ...], accuracy: tuple[str, ...] | None,
-           curve_label: str, point: tuple[float, float, str] | None = None) -> Paper:
+           curve_label: str, reference: str, point: tuple[float, float, str] | None = None) -> Paper:
     """``point``: the paper's share and speed-up and where they are quoted from, where it gives both."""
     strategies = ",".join((headline.method, *headline.against))
     sweeps = {"speed": [*SPEED, *speed, f"strategy={strategies}"]}
@@ -233,17 +233,34 @@ def _paper(headline: Headline, title: str, speed: tuple[str, ...], accuracy: tup
                              ("speed", "speed"),
                              curve_label, *(point or (None, None, f"{headline.source} states its speed-ups "
                                                                       "without its baseline's communication share")),
-                             removes=True))
+                             removes=True),
+                 reference=reference)
 
 
-NEUTRONTP_PAPER = _paper(NEUTRONTP, "NeutronTP", (), None, "NeutronTP over vanilla, 4 workers")
+NEUTRONTP_PAPER = _paper(NEUTRONTP, "NeutronTP", (), None, "NeutronTP over vanilla, 4 workers",
+                         "Xin Ai, Hao Yuan, Zeyu Ling, Qiange Wang, Yanfeng Zhang, Zhenbo Fu, Chaoyi Chen, Yu Gu, Ge Yu. "
+                         "\"NeutronTP: Load-Balanced Distributed Full-Graph GNN Training with Tensor Parallelism.\" "
+                         "PVLDB 18(2): 173-186, 2024. https://doi.org/10.14778/3705829.3705837")
 """No accuracy runs: NeutronTP is exact against single-process training (tests/test_neutrontp.py)."""
-SANCUS_PAPER = _paper(SANCUS, "Sancus", (), (), "Sancus over broadcast, 4 workers")
-SYLVIE_PAPER = _paper(SYLVIE, "Sylvie", SAGE, (), "Sylvie over vanilla, 4 workers")
+SANCUS_PAPER = _paper(SANCUS, "Sancus", (), (), "Sancus over broadcast, 4 workers",
+                      "Jingshu Peng, Zhao Chen, Yingxia Shao, Yanyan Shen, Lei Chen, Jiannong Cao. \"Sancus: "
+                      "Staleness-Aware Communication-Avoiding Full-Graph Decentralized Training in Large-Scale Graph "
+                      "Neural Networks.\" PVLDB 15(9), 2022; extended abstract IJCAI 2023, "
+                      "https://doi.org/10.24963/ijcai.2023/724")
+SYLVIE_PAPER = _paper(SYLVIE, "Sylvie", SAGE, (), "Sylvie over vanilla, 4 workers",
+                      "Meng Zhang, Qinghao Hu, Peng Sun, Yonggang Wen, Tianwei Zhang. \"Boosting Distributed "
+                      "Full-graph GNN Training with Asynchronous One-bit Communication\" (Sylvie). arXiv preprint, "
+                      "2023. https://arxiv.org/abs/2303.01277v1")
 GRANNDIS_PAPER = _paper(GRANNDIS, "GraNNDis", (*TWO_NODES, *GRANNDIS_MODEL, f"network.calibrate_share={GRANNDIS_SHARE}"),
                         None, "GraNNDis over vanilla, 2 nodes x 4 workers",
+                        "Jaeyong Song, Hongsun Jang, Jaewon Jung, et al. \"GraNNDis: Fast Distributed Graph Neural "
+                        "Network Training Framework for Multi-Server Clusters.\" PACT 2024. "
+                        "https://arxiv.org/abs/2311.06837; artifact https://github.com/AIS-SNU/GraNNDis_Artifact",
                         (GRANNDIS_SHARE, 1.79, "GraNNDis artifact README, AE1, ogbn-arxiv: Opt_FB 9.85 s of 15.40 s "
                                                "communicating, FLX 1.79x"))
 """No accuracy runs: preloading every dependency is exact against single-process training
 (tests/test_granndis.py)."""
-PIPEQS_PAPER = _paper(PIPEQS, "PipeQS", (*TWO_NODES, *SAGE), (), "PipeQS over vanilla, 2 nodes x 4 workers")
+PIPEQS_PAPER = _paper(PIPEQS, "PipeQS", (*TWO_NODES, *SAGE), (), "PipeQS over vanilla, 2 nodes x 4 workers",
+                      "Wu et al. \"PipeQS: Pipeline-Based Adaptive Quantization and Staleness-Aware Distributed GNN "
+                      "Training System.\" ECML PKDD 2025. https://doi.org/10.1007/978-3-032-05981-9_31; code "
+                      "https://github.com/suupahako/PipeQS-code")

@@ -161,4 +161,7 @@ PAPER = Paper(
                 "BNS-GCN p=0.1 over p=1",
                 0.67, 3.92, "Reddit: share up to 67% (Fig. 5, Sec. 4.2); speed-up 0.777 / 0.198 s = 3.92x at 8 "
                             "partitions (Table 11, computed here)", removes=True),
+    reference='Cheng Wan, Youjie Li, Ang Li, Nam Sung Kim, Yingyan Lin. "BNS-GCN: Efficient Full-Graph Training '
+              'of Graph Convolutional Networks with Partition-Parallelism and Random Boundary Node Sampling." '
+              'MLSys 2022. https://arxiv.org/abs/2203.10983',
 )

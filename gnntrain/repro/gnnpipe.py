@@ -318,4 +318,7 @@ PAPER = Paper(
                 "GNNPipe (pipeline) over graph parallelism, GCN",
                 0.665, 2.03, "share 66.5% on average (Fig. 8, Sec. 4.6), speed-up 2.03x on average "
                              "(geometric mean, Sec. 4.2)", removes=True),
+    reference='Jingji Chen, Zhuoming Chen, Xuehai Qian. "GNNPipe: Accelerating Distributed Full-Graph GNN '
+              'Training with Pipelined Model Parallelism." arXiv preprint, 2023. '
+              'https://arxiv.org/abs/2308.10087',
 )

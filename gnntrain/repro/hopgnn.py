@@ -245,4 +245,7 @@ PAPER = Paper(
                 decides="HopGNN's merge count is the one its examination picked under each round's headline link; at "
                         "another bandwidth it might pick another, so away from that link the curve times the "
                         "headline's merges, not the ones HopGNN would choose there."),
+    reference='Weijian Chen, Shuibing He, Haoyang Qu, Xuechen Zhang. "HopGNN: Boosting Distributed GNN Training '
+              'Efficiency via Feature-Centric Model Migration." arXiv preprint, 2024. '
+              'https://arxiv.org/abs/2409.00657',
 )

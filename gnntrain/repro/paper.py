@@ -59,6 +59,9 @@ class Paper:
     the markdown of ``table.md``, figures written beside it."""
     curve: Curve
     """The headline speed-up over the baseline at many link speeds (:mod:`gnntrain.repro.replayed`)."""
+    reference: str
+    """The paper's full reference (authors, title, venue, year, link), which its table names once
+    and ``docs/reproducing.md``'s references list."""
     trusting: tuple[str, ...] = ()
     """Speed sweeps that run under the cached links as they are (``network.recheck=false``): each
     after the sweep of its round that re-checked the same links (its baseline's, earlier in

@@ -1,4 +1,4 @@
-"""PipeGCN (MLSys 2022): Table 4's throughput over vanilla at 2 and 4 partitions with each
+"""PipeGCN (ICLR 2022): Table 4's throughput over vanilla at 2 and 4 partitions with each
 setting's accounting, its accuracy (3 seeds) and Fig. 4's convergence, and the share curve of
 its 2-partition speed-up, replayed from one trace of each (``make repro-pipegcn``).
 
@@ -98,4 +98,7 @@ PAPER = Paper(
                 ("speed_2parts", "speed_2parts"),
                 "PipeGCN over vanilla, 2 partitions", 0.6583, 1.91,
                 "Reddit, 2 partitions: share 65.83% (Table 2), speed-up 1.91x (Table 4)"),
+    reference='Cheng Wan, Youjie Li, Cameron R. Wolfe, Anastasios Kyrillidis, Nam Sung Kim, Yingyan Lin. '
+              '"PipeGCN: Efficient Full-Graph Training of Graph Convolutional Networks with Pipelined Feature '
+              'Communication." ICLR 2022. https://arxiv.org/abs/2203.10428',
 )
