@@ -105,9 +105,12 @@ def test_a_replay_under_another_network_equals_a_rerun_there(traced: dict[str, P
 
 
 PRESETS = {
-    "measured_tcp_0g2": ("vanilla", 2, "modelled measured_tcp_0g2: 0.02 Gbit/s, 10.56 us, o 26/26 us"),
-    "eth25g": ("pipegcn", 2, "modelled eth25g: 0.02 Gbit/s, 10 us, o 3/3 us"),
-    "two_level": ("vanilla", 4, "modelled two_level: 0.02 Gbit/s, 20 us, o 3/3 us between nodes; 96 Gbit/s, 5 us within (2 workers per node)"),
+    "measured_tcp_0g2": ("vanilla", 2, "modelled link: 0.02 Gbit/s, 10.56 us latency, 26/26 us per message "
+                                       "(send/receive); from preset measured_tcp_0g2"),
+    "eth25g": ("pipegcn", 2, "modelled link: 0.02 Gbit/s, 10 us latency, 3/3 us per message (send/receive); from "
+                             "preset eth25g"),
+    "two_level": ("vanilla", 4, "modelled link: 0.02 Gbit/s, 20 us latency, 3/3 us per message (send/receive) between "
+                                "nodes; 96 Gbit/s, 5 us within (2 workers per node); from preset two_level"),
 }
 """Per cluster preset replay is checked under: the traced method, its ranks and what replay's
 console names the cluster by (two_level: its nodes of 2 ranks, the slow level between them)."""

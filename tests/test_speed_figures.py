@@ -5,6 +5,8 @@ baseline's reached share marked where it misses its calibration target."""
 
 from __future__ import annotations
 
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -43,8 +45,21 @@ def test_a_speedup_is_paired_by_round_with_its_interval() -> None:
     ratio = speedup(base, method, timed_from(base + method))
     assert ratio.values == pytest.approx([2.0, 2.2, 1.8]) and ratio.median == pytest.approx(2.0)
     low, high = ratio.bounds
-    assert low < 2.0 < high and high - low == pytest.approx(2 * 4.303 * 0.2 / 3**0.5, rel=1e-3)
+    logs = [math.log(v) for v in (2.0, 2.2, 1.8)]
+    half = 4.303 * statistics.stdev(logs) / 3**0.5
+    assert low < 2.0 < high and math.log(high / low) == pytest.approx(2 * half, rel=1e-3), "t-interval of the logs"
+    assert math.sqrt(low * high) == pytest.approx(math.exp(statistics.fmean(logs))), "centred on the geometric mean"
     assert str(ratio).startswith("2.00x [")
+
+
+def test_a_ratios_interval_never_reaches_zero_and_a_wide_one_is_marked() -> None:
+    """Three rounds of 0.2, 1.1 and 0.8: a linear t-interval would reach below zero; on the log
+    scale the interval stays positive, spans more than 2x, and says so."""
+    spread = Ratio([0.2, 1.1, 0.8])
+    low, high = spread.bounds
+    assert 0 < low < high and spread.wide and str(spread).endswith("(spans more than 2x: more rounds needed)")
+    assert not Ratio([1.5, 1.6, 1.55]).wide and "more rounds" not in str(Ratio([1.5, 1.6, 1.55]))
+    assert Ratio([2.0, 0.5]).bounds[0] == pytest.approx(1 / Ratio([2.0, 0.5]).bounds[1]), "r and 1/r alike"
 
 
 def test_a_target_is_met_only_where_the_whole_interval_is_past_it() -> None:

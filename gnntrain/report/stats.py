@@ -1,5 +1,7 @@
 """The statistics every table gives: a mean with its 95% Student-t interval (:func:`interval`),
-and a speed-up measured in interleaved rounds or paired seeds (:class:`Ratio`, :func:`paired_ratio`)."""
+and a speed-up measured in interleaved rounds or paired seeds (:class:`Ratio`, :func:`paired_ratio`),
+whose interval is taken on the log scale: a ratio's spread is multiplicative, and its interval
+never reaches 0."""
 
 from __future__ import annotations
 
@@ -29,6 +31,11 @@ def paired_ratio(base: list[dict], rows: list[dict], key: str) -> Ratio | None:
     return Ratio(ratios) if ratios else None
 
 
+WIDE = 2.0
+"""An interval whose upper end exceeds this multiple of its lower end decides little: more rounds
+are needed (:attr:`Ratio.wide`)."""
+
+
 @dataclass
 class Ratio:
     """A speed-up measured in several interleaved rounds: one ratio per round."""
@@ -41,9 +48,16 @@ class Ratio:
 
     @property
     def bounds(self) -> tuple[float, float] | None:
-        """The 95% Student-t interval of the ratios' mean (None with one round)."""
-        centre, half = interval(self.values)
-        return None if half is None else (centre - half, centre + half)
+        """The 95% interval of the ratios' geometric mean: the Student-t interval of the mean of
+        their logarithms, exponentiated (None with one round). A ratio ``r`` and ``1 / r`` are
+        equally far from 1 on this scale, and no end can be 0 or below."""
+        centre, half = interval([math.log(value) for value in self.values])
+        return None if half is None else (math.exp(centre - half), math.exp(centre + half))
+
+    @property
+    def wide(self) -> bool:
+        """Whether the interval spans more than a factor of :data:`WIDE`."""
+        return self.bounds is not None and self.bounds[1] > WIDE * self.bounds[0]
 
     def met(self, target: float) -> str:
         """``met`` where the interval lies at or above ``target``, ``missed`` where it lies below,
@@ -62,4 +76,5 @@ class Ratio:
     def __str__(self) -> str:
         if self.bounds is None:
             return f"{self.median:.2f}x (1 round)"
-        return f"{self.median:.2f}x [{self.bounds[0]:.2f}, {self.bounds[1]:.2f}]"
+        return (f"{self.median:.2f}x [{self.bounds[0]:.2f}, {self.bounds[1]:.2f}]"
+                + (f" (spans more than {WIDE:g}x: more rounds needed)" if self.wide else ""))

@@ -31,7 +31,7 @@ setting:
    machine falls on every strategy alike rather than on the one whose seeds it met.
 3. **Table**: per link and strategy, the training seconds and epochs to the target (mean and
    95% t-interval over the seeds that reached it, with how many did), the speed-up over vanilla
-   in time to the target (the median of its per-round ratios and the 95% interval of their mean,
+   in time to the target (the median of its per-round ratios and the 95% interval of their geometric mean (log scale),
    :class:`gnntrain.report.stats.Ratio`, over the rounds where both reached it), the best test score at the
    best validation epoch, MiB moved per training epoch, peak memory and the chosen setting, read by
    :mod:`gnntrain.report` from the runs' own records (the same rule as ``train.target``); a
@@ -59,7 +59,7 @@ from pathlib import Path
 import yaml
 
 from gnntrain.engine.summary import SUMMARY_FILE, RunSummary
-from gnntrain.report import about_line, group_rows, plot_accuracy_vs_time, write_csv
+from gnntrain.report import about_line, group_rows, network_label, plot_accuracy_vs_time, write_csv
 from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio, paired_ratio
 from gnntrain.repro import CHECKOUT, use_shared_data
@@ -438,7 +438,9 @@ def main() -> None:
     for link, runs in curves.items():
         if runs:
             plot_accuracy_vs_time([run for run, _ in runs], [name for _, name in runs], TARGET[args.scale],
-                                  out / f"accuracy_vs_time_{link}.png", log_time=True)
+                                  out / f"accuracy_vs_time_{link}.png", log_time=True,
+                                  title=f"make compare: every strategy's final runs, {link} link "
+                                        f"({network_label(runs[0][0].summary)})")
     text = table(groups, plan, [row for run_rows in finals.values() for row in run_rows])
     write_atomically(out / "table.md", text)
     write_manifest(out / "table.md", [run for link_runs in curves.values() for run, _ in link_runs])

@@ -29,6 +29,8 @@ where ours is above it, the table gives both methods' compute, which the bounds 
 
 from __future__ import annotations
 
+import textwrap
+
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
@@ -253,7 +255,7 @@ def replayed_section(curve: Curve, replayed: ReplayedCurve | None, out: Path) ->
             f"({replayed.rounds} rounds; virtual clock, {curve_setting(curve)}), timed again at {POINTS} link bandwidths, "
             f"from where the first round's baseline share is {HIGHEST_SHARE} (or the most any bandwidth gives it) to "
             f"the least; the speed-up is the method's replayed steady epoch over the baseline's under the same link, "
-            f"the median of the rounds [95% interval of their mean]; shares and bounds are means over the rounds."
+            f"the median of the rounds [95% interval of their geometric mean]; shares and bounds are means over the rounds."
             f"{' ' + curve.decides if curve.decides else ''}\n\n{markdown(rows)}\n"
             f"{paper_point(curve, points)}{above_bounds(curve, points)}\n"
             f"![replayed share curve](share_curve_replayed.png)\n")
@@ -335,7 +337,8 @@ def _plot(curve: Curve, points: list[RoundsPoint], path: Path) -> None:
     ax.set_ylim(0.5, max(2.5, top * 1.2))
     ax.set_xlabel("baseline communication share s (virtual clock)")
     ax.set_ylabel("speed-up over the baseline")
-    ax.set_title(f"{curve.label} (replayed)", fontsize="medium")
+    ax.set_title(f"{curve.label}, replayed on the virtual clock\n{textwrap.fill(curve_setting(curve), 70)}",
+                 fontsize="medium")
     ax.legend(fontsize="small", loc="upper left")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

@@ -11,7 +11,7 @@ training category: GNNPipe); hiding all of it could at best give ``1 / max(s, 1 
 Speed. Every speed figure compares systems over the same epochs of their runs: from the first
 epoch after every run's warm-up and examination epochs (:func:`timed_from`) to the last; each
 speed sweep runs three times in interleaved rounds (:mod:`gnntrain.repro.build`), and a speed-up is
-given as the median of its per-round ratios with the 95% Student-t interval of their mean
+given as the median of its per-round ratios with the 95% interval of their geometric mean (log scale)
 (:class:`~gnntrain.report.stats.Ratio`). A target counts as met only where the whole interval is past it.
 """
 
@@ -79,7 +79,7 @@ def timing_note(runs: list[Run], start: int) -> str:
     counted = f"{len(rounds)} interleaved round{'s' if len(rounds) > 1 else ''}"
     return (f"Speed: epochs {start}-{last} of every run (each run's warm-up and examination epochs fall before "
             f"them), {counted} (seeds {', '.join(str(x) for x in rounds)}); a speed-up is the median of its "
-            f"per-round ratios [95% interval of their mean].")
+            f"per-round ratios [95% interval of their geometric mean; one spanning more than 2x is marked].")
 
 
 def share_cell(runs: list[Run]) -> str:
@@ -125,35 +125,66 @@ def authors_settings(run: Run) -> str:
                       f"METIS {c.get('partition.objective', 'cut')} objective"])
 
 
+def figure_setting(run: Run) -> str:
+    """The line under a figure's title: the graph, the model, the workers and the clock its
+    times were read on."""
+    summary = run.summary
+    return (f"{summary.dataset} ({summary.num_nodes:,} nodes), {summary.model}, {summary.world_size} workers, "
+            f"{summary.clock} clock")
+
+
+def _titled(ax, title: str, setting: str) -> None:
+    ax.set_title(f"{title}\n{setting}", fontsize="medium")
+
+
 def curves(series: dict[str, Run | list[Run]], path: Path, title: str) -> None:
     """Validation accuracy per epoch, one line per label: a run's, or the mean of several runs'
-    (seeds) at the epochs they all evaluated."""
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    (seeds) at the epochs they all evaluated with a band of ± one standard deviation over them."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for label, runs in series.items():
         runs = runs if isinstance(runs, list) else [runs]
         scores = [{r.epoch: r.val_acc for r in run.records if r.val_acc is not None} for run in runs]
         epochs = sorted(set.intersection(*(set(s) for s in scores)))
-        ax.plot(epochs, [mean([s[e] * 100 for s in scores]) for e in epochs], label=label)
+        at = [[s[e] * 100 for s in scores] for e in epochs]
+        line, = ax.plot(epochs, [mean(v) for v in at], label=label + (f" (mean of {len(runs)})" if len(runs) > 1 else ""))
+        if len(runs) > 1:
+            ax.fill_between(epochs, [mean(v) - stdev(v) for v in at], [mean(v) + stdev(v) for v in at],
+                            color=line.get_color(), alpha=0.2, linewidth=0)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title(title)
-    ax.legend()
+    first = next(iter(series.values()))
+    _titled(ax, title + (" (bands: ± 1 sd over seeds)" if any(isinstance(r, list) and len(r) > 1
+                                                               for r in series.values()) else ""),
+            figure_setting(first[0] if isinstance(first, list) else first))
+    ax.legend(fontsize="small")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
-def bars(groups: dict[str, dict[str, float]], ylabel: str, path: Path, title: str) -> None:
-    """One cluster of bars per group (e.g. partitions), one bar per method."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+def per_round(runs: list[Run], start: int) -> Ratio:
+    """Each round's throughput (epochs per second from epoch ``start``) of ``runs``, one run per
+    round, as a :class:`~gnntrain.report.stats.Ratio` of the rounds: median and interval."""
+    return Ratio([1 / epoch_time(r, start) for r in runs])
+
+
+def bars(groups: dict[str, dict[str, Ratio]], ylabel: str, path: Path, title: str, setting: str) -> None:
+    """One cluster of bars per group (e.g. partitions), one bar per method: each the median of its
+    rounds with its 95% interval (:class:`~gnntrain.report.stats.Ratio`) as an error bar."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
     methods = list(dict.fromkeys(m for g in groups.values() for m in g))
     width = 0.8 / max(1, len(methods))
     for i, method in enumerate(methods):
         xs = [j + i * width for j, g in enumerate(groups.values()) if method in g]
-        ax.bar(xs, [g[method] for g in groups.values() if method in g], width, label=method)
+        values = [g[method] for g in groups.values() if method in g]
+        medians = [v.median for v in values]
+        spans = [v.bounds or (v.median, v.median) for v in values]
+        errors = [[max(0.0, m - low) for m, (low, _) in zip(medians, spans)],
+                  [max(0.0, high - m) for m, (_, high) in zip(medians, spans)]]
+        ax.bar(xs, medians, width, yerr=errors, capsize=3, label=method)
     ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(groups))], list(groups))
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _titled(ax, f"{title} (error bars: 95% interval of the rounds)", setting)
     ax.legend(fontsize="small")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

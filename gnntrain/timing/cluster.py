@@ -160,24 +160,30 @@ def link_overrides(info: dict) -> list[str]:
 
 def label(info: dict) -> str:
     """One line naming the network described by :func:`describe` (as ``summary.json`` keeps it),
-    for console headers, reports and tables; ``none`` on the real transport."""
+    for console headers, reports and tables; ``none`` on the real transport. A link is named by
+    what it is (bandwidth, latency, per-message host cost, each level's), then the preset it came
+    from, with the calibration that scaled it: a preset's name alone would promise the preset's
+    bandwidth, which a calibrated or overridden link no longer has."""
+    origin = "" if info.get("preset", "none") == "none" else f"; from preset {info['preset']}"
     if info.get("kernel"):
         rate = "unshaped" if info["bandwidth_gbps"] is None else f"{info['bandwidth_gbps']:.4g} Gbit/s"
         nodes = f", {info['gpus_per_node']} workers per node" if info.get("gpus_per_node") else ""
-        preset = "" if info["preset"] == "none" else f" ({info['preset']})"
-        return f"kernel-shaped links{preset}: {rate}, {info['latency_us']:g} us, loss {info['loss']:g}{nodes}"
+        return f"kernel-shaped links: {rate}, {info['latency_us']:g} us latency, loss {info['loss']:g}{nodes}{origin}"
     if not is_modelled(info):
         return "none"
     word = "modelled" if "modelled" in info else "emulated"
-    text = f"{word} {info['preset']}: {info['bandwidth_gbps']:.4g} Gbit/s, {info['latency_us']:g} us"
+    text = f"{word} link: {info['bandwidth_gbps']:.4g} Gbit/s, {info['latency_us']:g} us latency"
     if info.get("send_overhead_us") or info.get("recv_overhead_us"):
-        text += f", o {info['send_overhead_us']:g}/{info['recv_overhead_us']:g} us"
+        text += f", {info['send_overhead_us']:g}/{info['recv_overhead_us']:g} us per message (send/receive)"
     if info.get("gpus_per_node"):
         text += (f" between nodes; {info['intra_bandwidth_gbps']:.4g} Gbit/s, {info['intra_latency_us']:g} us "
                  f"within ({info['gpus_per_node']} workers per node)")
+    text += origin
     if info.get("calibration"):
         calibration = info["calibration"]
-        text += f"; calibrated to {calibration.get('against', 'vanilla')} communication share {calibration['share']:g}"
+        nominal = calibration.get("preset_bandwidth_gbps")
+        text += (f" ({nominal:.4g} Gbit/s)" if nominal else "") + (
+            f", scaled to {calibration.get('against', 'vanilla')}'s communication share {calibration['share']:g}")
         if "reached_share" in calibration:
             text += f" (reached {calibration['reached_share']:.2f})"
     return text
