@@ -183,7 +183,7 @@ def plot(rows: list[dict], path: Path) -> None:
            title="gnntrain-predict against the run (dashed: ±25%)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def proxy_rows() -> list[dict]:

@@ -161,7 +161,7 @@ def plot(rows: list[dict], path: Path) -> None:
                   rotation=90, fontsize=6)
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def main() -> None:

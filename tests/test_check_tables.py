@@ -171,3 +171,27 @@ def test_the_docs_may_quote_only_figures_a_table_gives() -> None:
     assert staleness.unquoted("p", table, docs) == ["1.52"]
     assert staleness.unquoted("q", table, docs) == ["7.77"]
     assert staleness.unquoted("r", table, docs) == []
+
+
+def test_tables_drawn_again_keep_their_builds_commit_and_add_their_own(tmp_path, monkeypatch) -> None:
+    """``--tables-only`` over a committed table keeps the build's header (the commit its runs ran
+    at) and adds the commit the tables were drawn at; a second drawing replaces the first's; a
+    build whose sweeps the paper no longer declares is refused."""
+    from gnntrain.errors import GnntrainError
+    from gnntrain.repro import build
+    from gnntrain.repro.staleness import rendered_again
+
+    monkeypatch.setattr(build, "git_commit", lambda: "bbbbbbb")
+    table = tmp_path / "table.md"
+    swept = "Sweeps: `gnntrain -m experiment=beyond_speed seed=0`"
+    table.write_text(f"Built by `make repro-x` (scale=small) at commit aaaaaaa on 2 CPU cores. {swept}. Wall time "
+                     "2.0 min.\n\n| a |\n|---|\n")
+    header = build.rendered_header(table, swept, "x")
+    assert built(header + "\n\n|") == ("aaaaaaa", "repro-x") and rendered_again(header) == "bbbbbbb"
+    table.write_text(header + "\n")
+    monkeypatch.setattr(build, "git_commit", lambda: "ccccccc")
+    again = build.rendered_header(table, swept, "x")
+    assert rendered_again(again) == "ccccccc" and again.count("rendered again") == 1
+    with pytest.raises(GnntrainError, match="other sweeps"):
+        build.rendered_header(table, "Sweeps: `gnntrain -m experiment=other seed=0`", "x")
+    assert rendered_again(table.read_text().replace("Tables rendered again", "")) is None

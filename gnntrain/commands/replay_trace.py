@@ -26,7 +26,8 @@ def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Trace
     for gbps in points:
         network = at_bandwidth(base_net, gbps)
         epoch = run.steady(run.under(network))
-        row = {"bandwidth_gbps": float(gbps), "epoch_s": epoch.epoch_time, "comm_share": epoch.share()}
+        row = {"bandwidth_gbps": float(gbps), "epoch_s": epoch.epoch_time, "comm_share": epoch.share(),
+               "exposed_share": epoch.exposed_time / epoch.epoch_time if epoch.epoch_time > 0 else 0.0}
         if baseline is not None:
             base = baseline.steady(baseline.under(network)).epoch_time
             row.update(baseline_epoch_s=base, speedup=base / row["epoch_s"])
@@ -47,9 +48,16 @@ def _plot(rows: list[dict], run: Traced, baseline: Traced | None, path: Path) ->
         times.plot(x, [r["baseline_epoch_s"] * 1e3 for r in rows], marker=".", label=baseline.summary.strategy)
     times.set(xscale="log", yscale="log", xlabel="link bandwidth (Gbit/s)", ylabel="epoch (ms, virtual clock)")
     times.legend()
-    shares.plot(x, [r["comm_share"] for r in rows], marker=".")
-    shares.set(xscale="log", xlabel="link bandwidth (Gbit/s)", ylabel=f"{run.summary.strategy} communication share",
+    shares.plot(x, [r["comm_share"] for r in rows], marker=".", label="halo exchanges (data): the papers' share")
+    shares.plot(x, [r["exposed_share"] for r in rows], marker=".", linestyle="--",
+                label="all training communication, waiting included")
+    shares.set(xscale="log", xlabel="link bandwidth (Gbit/s)", ylabel=f"{run.summary.strategy}: exposed share of epoch",
                ylim=(0, 1))
+    shares.legend(fontsize="small")
+    against = f" against {baseline.summary.strategy}" if baseline is not None else ""
+    fig.suptitle(f"{run.summary.strategy}{against} replayed across bandwidths\n{run.summary.dataset} "
+                 f"({run.summary.num_nodes:,} nodes), {run.summary.model}, {run.summary.world_size} workers, virtual "
+                 "clock", fontsize="medium")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
@@ -90,10 +98,11 @@ def replay(args: argparse.Namespace) -> None:
             rows = sweep(run, args.overrides, bandwidths(args.bandwidths), baseline)
             figures = {"sweep": rows}
             versus = f"  speed-up over {baseline.summary.strategy}" if baseline else ""
-            print(f"{'Gbit/s':>9}  {'epoch ms':>9}  {'comm share':>10}{versus}")
+            print(f"{'Gbit/s':>9}  {'epoch ms':>9}  {'comm share':>10}  {'exposed share':>13}{versus}")
             for row in rows:
                 extra = f"  {row['speedup']:>{len(versus) - 2}.3f}" if baseline else ""
-                print(f"{row['bandwidth_gbps']:>9.4g}  {row['epoch_s'] * 1e3:>9.3f}  {row['comm_share']:>10.3f}{extra}")
+                print(f"{row['bandwidth_gbps']:>9.4g}  {row['epoch_s'] * 1e3:>9.3f}  {row['comm_share']:>10.3f}  "
+                      f"{row['exposed_share']:>13.3f}{extra}")
             if args.plot is not None:
                 _plot(rows, run, baseline, args.plot)
                 print(f"plot: {args.plot}")

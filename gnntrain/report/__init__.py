@@ -29,6 +29,7 @@ import argparse
 import csv
 import io
 import json
+import textwrap
 from pathlib import Path
 
 from gnntrain.timing import cluster as network
@@ -404,19 +405,32 @@ def plot_curves(runs: list[Run], labels: list[str], settings: list[str], seeds: 
         ax.set_xlabel("epoch")
         ax.set_title(title)
     fig.legend(*axes[1].get_legend_handles_labels(), loc="outside right upper", fontsize="small")
-    save_figure(fig, path, dpi=110, bbox_inches="tight")
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
+PANEL_SERIES = 6
+"""The most groups one panel of :func:`plot_accuracy_vs_time` draws: more are split into small
+multiples, so that every line can be told from the others."""
+
+
 def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | None, path: Path,
-                          log_time: bool = False) -> None:
+                          log_time: bool = False, title: str | None = None) -> None:
     """Validation score against training seconds (on a log axis with ``log_time``), one line per
-    run, one colour per group; the legend right of the panel."""
+    run, one colour per group, the legend right of the panel; more than :data:`PANEL_SERIES` groups
+    are drawn as small multiples sharing their axes, :data:`PANEL_SERIES` groups (in order) to a
+    panel, each with its legend. ``title``: the figure's,
+    above its setting (the default names the clock the runs' seconds are read on)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     names = list(dict.fromkeys(groups))
-    palette = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    colours = {group: palette(i % palette.N) for i, group in enumerate(names)}
+    panels = [names[i:i + PANEL_SERIES] for i in range(0, len(names), PANEL_SERIES)] or [[]]
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.8 * rows), sharex=True, sharey=True,
+                             layout="constrained", squeeze=False)
+    palette = plt.get_cmap("tab10")
+    colours = {group: palette(i % PANEL_SERIES) for panel in panels for i, group in enumerate(panel)}
+    where = {group: axes.flat[i] for i, panel in enumerate(panels) for group in panel}
     labelled = set()
     for run, group in zip(runs, groups):
         seconds, points = 0.0, []
@@ -424,17 +438,28 @@ def plot_accuracy_vs_time(runs: list[Run], groups: list[str], target: float | No
             seconds += r.epoch_time
             if r.val_acc is not None:
                 points.append((seconds, r.val_acc))
-        ax.plot(*zip(*points) if points else ([], []), color=colours[group], alpha=0.8,
-                label=None if group in labelled else group)
+        where[group].plot(*zip(*points) if points else ([], []), color=colours[group], alpha=0.8,
+                          label=None if group in labelled else group)
         labelled.add(group)
-    if target is not None:
-        ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4g}")
-    if log_time:
-        ax.set_xscale("log")
-    ax.set_xlabel("training time (s)")
-    ax.set_ylabel("validation score")
-    fig.legend(loc="outside right upper", fontsize="small")
-    save_figure(fig, path, dpi=110, bbox_inches="tight")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes.flat[:len(panels)]:
+        if target is not None:
+            ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:.4g}")
+        if log_time:
+            ax.set_xscale("log")
+        if len(panels) > 1:
+            ax.legend(fontsize="x-small", loc="lower right")
+    if len(panels) == 1:
+        fig.legend(loc="outside right upper", fontsize="small")
+    for ax in axes[-1]:
+        ax.set_xlabel("training time (s)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation score")
+    clocks = sorted({run.summary.clock for run in runs})
+    heading = textwrap.fill(title or "validation score against training time", 40 * columns + 20)
+    fig.suptitle(f"{heading}\n{', '.join(clocks) or 'no'} clock; one line per run", fontsize="medium")
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

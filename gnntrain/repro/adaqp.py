@@ -21,7 +21,7 @@ from gnntrain.report.runs import Run, one_clock
 from gnntrain.repro.accounting import account, accounting_table
 from gnntrain.repro.paper import Curve, Paper
 from gnntrain.repro.tables import (
-    bars, epoch_time, fmt, mean_sd, setting_line, share_cell, speedup, test_score, timed_from, timing_note,
+    bars, epoch_time, figure_setting, fmt, mean_sd, per_round, setting_line, share_cell, speedup, test_score, timed_from, timing_note,
 )
 
 SPEED = ["experiment=adaqp_table4"]
@@ -100,9 +100,10 @@ def adaqp(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
     cora = _by_method([r for name, rs in runs.items() if name.startswith("cora") for r in rs])
     start = timed_from([r for by in speed.values() for rs in by.values() for r in rs])
     text = "".join(_adaqp_speed(workers, by, start) for workers, by in speed.items())
-    bars({f"{w} workers": {m: 1 / _epoch(rs, start) for m, rs in by.items()} for w, by in speed.items()},
+    bars({f"{w} workers": {m: per_round(rs, start) for m, rs in by.items()} for w, by in speed.items()},
          "epochs / s (median of the rounds)", out / "throughput.png",
-         "AdaQP Tables 4 and 9 in shape: throughput, assignment included")
+         "AdaQP Tables 4 and 9 in shape: throughput, assignment included",
+         figure_setting(next(iter(next(iter(speed.values())).values()))[0]).replace(" 2 workers,", ""))
     return text + "![throughput](throughput.png)\n\n" + _adaqp_accuracy(speed, cora, start)
 
 

@@ -30,10 +30,11 @@ from statistics import mean, median
 
 from gnntrain.report import markdown
 from gnntrain.report.runs import Run, one_clock
+from gnntrain.report.stats import Ratio
 from gnntrain.repro.accounting import accounting_table
 from gnntrain.repro.paper import Curve, Paper
 from gnntrain.repro.tables import (
-    bars, epoch_time, fmt, mean_sd, scores, select, setting_line, share_cell, speedup, timed_from, timing_note,
+    bars, epoch_time, figure_setting, fmt, mean_sd, per_round, scores, select, setting_line, share_cell, speedup, timed_from, timing_note,
 )
 
 SPEED = ("experiment=beyond_speed",)
@@ -152,7 +153,7 @@ def _own_figures(strategy: str, runs: list[Run], start: int) -> dict[str, str]:
     return {"cache hits / epoch": fmt(average("cache_hits"), ".2f"), "mean bits": fmt(average("mean_bits"), ".1f")}
 
 
-def speed_table(headline: Headline, runs: list[Run]) -> tuple[str, dict[str, float]]:
+def speed_table(headline: Headline, runs: list[Run]) -> tuple[str, dict[str, Ratio]]:
     """The headline's rows: every strategy's throughput, its ratio over each compared system
     with its interval, traffic and the parts of its epoch; the verdict against the claim."""
     start = timed_from(runs)
@@ -189,7 +190,7 @@ def speed_table(headline: Headline, runs: list[Run]) -> tuple[str, dict[str, flo
             f"all-reduces apart). Timed on the {one_clock(runs)} clock. {timing_note(runs, start)}\n\n"
             f"{markdown(rows)}\nIn shape: " + "; ".join(verdicts) + ".\n\n"
             + accounting_table({_label(s): rs for s, rs in by.items()}, start))
-    throughput = {_label(s): 1 / median(epoch_time(r, start) for r in rs) for s, rs in by.items()}
+    throughput = {_label(s): per_round(rs, start) for s, rs in by.items()}
     return text, throughput
 
 
@@ -211,7 +212,7 @@ def tables(headline: Headline, title: str, accuracy: bool, runs: dict[str, list[
     speed_text, throughput = speed_table(headline, runs["speed"])
     workers = runs["speed"][0].config["cluster.world_size"]
     bars({f"{workers} workers": throughput}, "epochs / s (median of the rounds)", out / "throughput.png",
-         f"{title} in shape: throughput")
+         f"{title} in shape: throughput", figure_setting(runs["speed"][0]))
     text = (f"## {title}: the headline in shape\n\nThe paper: \"{headline.quote}\" ({headline.source})."
             + (f" Its traffic: {headline.bytes_claim}." if headline.bytes_claim else "")
             + f"\n\n{speed_text}\n![throughput](throughput.png)\n")

@@ -27,7 +27,7 @@ from gnntrain.repro.accounting import account, accounting_table  # noqa: E402
 from gnntrain.repro.paper import Curve, Paper  # noqa: E402
 from gnntrain.storage.files import save_figure  # noqa: E402
 from gnntrain.repro.tables import (  # noqa: E402
-    curves, epoch_time, fmt, mean_sd, select, setting_line, share_cell, speedup, test_score, timed_from,
+    curves, epoch_time, figure_setting, fmt, mean_sd, select, setting_line, share_cell, speedup, test_score, timed_from,
     timing_note,
 )
 
@@ -175,7 +175,7 @@ def _gnnpipe_time(runs: list[Run], out: Path) -> str:
             else:
                 for stage, parts in enumerate(stage_parts(run)):
                     breakdown[f"{model} {name} stage {stage}"] = parts
-    _stacked(breakdown, out / "breakdown.png")
+    _stacked(breakdown, out / "breakdown.png", figure_setting(runs[0]))
     first = runs[0].config
     return (f"## GNNPipe Table 3 / Fig. 8: epoch time on deep models\n\nSetting: {setting_line(runs[0], model=False)} "
             f"(each model's links calibrated to its own graph-parallel run, so the bandwidth differs per model), "
@@ -214,7 +214,7 @@ def _gnnpipe_verdict(model: str, speed: Ratio, compute: dict[str, float], stages
     return line
 
 
-def _stacked(parts: dict[str, dict[str, float]], path: Path) -> None:
+def _stacked(parts: dict[str, dict[str, float]], path: Path, setting: str) -> None:
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(parts)), 4.5))
     bottom = [0.0] * len(parts)
     for key in ("compute", "communication", "bubble"):
@@ -223,7 +223,7 @@ def _stacked(parts: dict[str, dict[str, float]], path: Path) -> None:
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(parts)), list(parts), rotation=30, ha="right", fontsize="small")
     ax.set_ylabel("s per epoch")
-    ax.set_title("GNNPipe Fig. 8 in shape: epoch time breakdown per stage")
+    ax.set_title(f"GNNPipe Fig. 8 in shape: epoch time breakdown per stage\n{setting}", fontsize="medium")
     ax.legend(fontsize="small")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

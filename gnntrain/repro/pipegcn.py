@@ -16,8 +16,8 @@ from gnntrain.report.runs import Run, one_clock
 from gnntrain.repro.accounting import account, accounting_table
 from gnntrain.repro.paper import Curve, Paper
 from gnntrain.repro.tables import (
-    authors_settings, bars, curves, epoch_time, fmt, mean_sd, scores, select, setting_line, share, share_cell,
-    speedup, timed_from, timing_note,
+    authors_settings, bars, curves, epoch_time, figure_setting, fmt, mean_sd, scores, select, setting_line, share, share_cell,
+    per_round, speedup, timed_from, timing_note,
 )
 
 PIPEGCN_PAPER = {2: "1.91x", 4: "2.12x"}
@@ -55,9 +55,9 @@ def pipegcn(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
                      "share of bound": fmt(ratio.median / bound * 100, ".0f", "%"),
                      "bound, all-reduce on the link": fmt(base.shared_link_bound, ".2f", "x"),
                      "paper (Reddit, Table 4)": PIPEGCN_PAPER.get(parts, "-")})
-        groups[f"{parts} partitions"] = {"vanilla": 1 / median(epoch_time(r, start) for r in vanilla),
-                                         "PipeGCN": 1 / median(epoch_time(r, start) for r in pipe)}
-    bars(groups, "epochs / s (median of the rounds)", out / "throughput.png", "PipeGCN Table 4 in shape: throughput")
+        groups[f"{parts} partitions"] = {"vanilla": per_round(vanilla, start), "PipeGCN": per_round(pipe, start)}
+    bars(groups, "epochs / s (median of the rounds)", out / "throughput.png", "PipeGCN Table 4 in shape: throughput",
+         figure_setting(speed[0]))
     accuracy = _pipegcn_accuracy(runs, speed, scale)
     curves({label: found for label, found in accuracy.items() if found}, out / "convergence.png",
            "PipeGCN Fig. 4 in shape: convergence (mean over seeds)")

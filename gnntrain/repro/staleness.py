@@ -22,6 +22,11 @@ with (``hydra_plugins``). And it is checked against what ``docs/reproducing.md``
 paragraph "What `results/<name>/` shows" may quote only figures the table gives
 (:func:`unquoted`; a sentence about an earlier build, which names it so, is left out).
 
+A table rendered again from its committed runs (``python -m gnntrain.repro <paper> --tables-only``,
+after a change to how tables are drawn) keeps its build's header and adds "Tables rendered again
+from these runs at commit <sha>": its runs' parts (``files``, ``conf`` and what is around them)
+are then checked against the build's commit, its ``build`` list against the rendering's.
+
 A table without the list, or a list without an entry (runs recorded before it), measures the
 whole of that part: the package (``gnntrain/``), the configs (``conf/``), every table script
 (:data:`BUILD`). Python files are compared
@@ -67,6 +72,8 @@ BUILT_AT = re.compile(r"at commit ([0-9a-f]{7,40}(?:\+changes)?)")
 UNCOMMITTED = "+changes"
 """What a header's commit ends with where the build ran code not committed (:func:`gnntrain.repro.jobs.git_commit`)."""
 BUILT_BY = re.compile(r"Built by `make ([\w-]+)`")
+RENDERED_AT = re.compile(r"Tables rendered again from these runs at commit ([0-9a-f]{7,40}(?:\+changes)?)")
+"""What a header adds where its tables were drawn again from the build's runs, at a later commit."""
 
 
 def tables(repo: Path = CHECKOUT) -> list[Path]:
@@ -122,10 +129,17 @@ def write_manifest(table: Path, runs: list[Run], others: frozenset[str] = frozen
 def measured(table: Path) -> tuple[str, ...]:
     """The paths whose code a table measures: the lists beside it (:func:`write_manifest`), the
     whole of a part it does not list."""
+    runs, build = measured_parts(table)
+    return (*build, *runs)
+
+
+def measured_parts(table: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What a table's runs executed and composed (``files``, ``conf``), and the reproduction's
+    modules its tables were drawn with (``build``): :func:`measured` in its two parts."""
     path = manifest(table)
     lists = json.loads(path.read_text()) if path.exists() else {}
     build = lists.get("build", lists.get("scripts", BUILD))
-    return (*build, *lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",)))
+    return (*lists.get("conf", ("conf",)), *lists.get("files", ("gnntrain",))), tuple(build)
 
 
 def make_rule(makefile: str, target: str) -> str:
@@ -175,6 +189,13 @@ def built(text: str) -> tuple[str | None, str | None]:
     return (commit.group(1) if commit else None), (target.group(1) if target else None)
 
 
+def rendered_again(text: str) -> str | None:
+    """The commit a table's tables were drawn again at from its build's runs (its header's
+    :data:`RENDERED_AT`); None where they are the build's own."""
+    found = RENDERED_AT.search(text.split("\n|", 1)[0])
+    return found.group(1) if found else None
+
+
 def git(*args: str, repo: Path = CHECKOUT) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
 
@@ -220,6 +241,10 @@ def changed_code(commit: str, paths: tuple[str, ...], repo: Path = CHECKOUT, tar
             != normalised(name, _show("HEAD", name, repo), target)]
 
 
+def _drawn(commit: str, drawn: str) -> str:
+    return "" if drawn == commit else f", its tables drawn again at {drawn}"
+
+
 def main() -> int:
     stale = 0
     for table in tables():
@@ -230,18 +255,21 @@ def main() -> int:
             print(f"{name}: names no commit it was built at; rebuild it: {rebuild}")
             stale += 1
             continue
-        if commit.endswith(UNCOMMITTED):
-            print(f"{name}: built at {commit}: from code never committed, which no check can read; rebuild it: "
-                  f"{rebuild}")
+        drawn = rendered_again(table.read_text()) or commit
+        if commit.endswith(UNCOMMITTED) or drawn.endswith(UNCOMMITTED):
+            print(f"{name}: built at {commit}, drawn at {drawn}: from code never committed, which no check can "
+                  f"read; rebuild it: {rebuild}")
             stale += 1
             continue
-        changed = changed_code(commit, (*measured(table), *AROUND), target=target)
+        runs, build = measured_parts(table)
+        changed = [*changed_code(commit, (*runs, *AROUND), target=target), *changed_code(drawn, build)]
         misquoted = unquoted(table.parent.name, table.read_text(), (CHECKOUT / DOCS).read_text())
         if changed:
             shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
-            print(f"{name}: stale: built at {commit}; code changed since in {shown} (rebuild: {rebuild})")
+            print(f"{name}: stale: built at {commit}{_drawn(commit, drawn)}; code changed since in {shown} "
+                  f"(rebuild: {rebuild})")
         else:
-            print(f"{name}: built at {commit}; the code it measures is unchanged")
+            print(f"{name}: built at {commit}{_drawn(commit, drawn)}; the code it measures is unchanged")
         if misquoted:
             print(f"{name}: {DOCS} quotes {', '.join(misquoted)} of it, which the table does not give")
         stale += bool(changed or misquoted)

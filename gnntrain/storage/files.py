@@ -58,9 +58,11 @@ def figure_format(path: Path) -> str:
 def save_figure(figure: Any, path: Path, **savefig: Any) -> None:
     """Write a matplotlib ``figure`` to ``path`` as :func:`write_atomically` writes (a link at
     ``path`` is replaced, not followed) in :func:`figure_format`'s format, to ``path`` itself
-    (not to ``path.png``)."""
+    (not to ``path.png``), its bounding box fitted to what it draws (``bbox_inches="tight"``,
+    unless ``savefig`` says otherwise), so that no title, label or bar is cut at an edge."""
     fmt = figure_format(path)
-    write_atomically(path, lambda f: figure.savefig(f, format=fmt, **savefig))
+    options = {"bbox_inches": "tight", **savefig}
+    write_atomically(path, lambda f: figure.savefig(f, format=fmt, **options))
 
 
 def open_regular(path: Path, follow_links: bool = True) -> BinaryIO:
