@@ -186,12 +186,13 @@ def test_tables_drawn_again_keep_their_builds_commit_and_add_their_own(tmp_path,
     swept = "Sweeps: `gnntrain -m experiment=beyond_speed seed=0`"
     table.write_text(f"Built by `make repro-x` (scale=small) at commit aaaaaaa on 2 CPU cores. {swept}. Wall time "
                      "2.0 min.\n\n| a |\n|---|\n")
-    header = build.rendered_header(table, swept, "x")
+    declared = ["`gnntrain -m experiment=beyond_speed seed=0"]
+    header = build.rendered_header(table, swept, declared, "x")
     assert built(header + "\n\n|") == ("aaaaaaa", "repro-x") and rendered_again(header) == "bbbbbbb"
     table.write_text(header + "\n")
     monkeypatch.setattr(build, "git_commit", lambda: "ccccccc")
-    again = build.rendered_header(table, swept, "x")
+    again = build.rendered_header(table, swept, declared, "x")
     assert rendered_again(again) == "ccccccc" and again.count("rendered again") == 1
     with pytest.raises(GnntrainError, match="other sweeps"):
-        build.rendered_header(table, "Sweeps: `gnntrain -m experiment=other seed=0`", "x")
+        build.rendered_header(table, swept, ["`gnntrain -m experiment=other seed=0"], "x")
     assert rendered_again(table.read_text().replace("Tables rendered again", "")) is None

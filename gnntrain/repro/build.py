@@ -138,19 +138,20 @@ def link_taken(sweep: Sweep, source: str | None, runs_root: Path) -> list[str]:
                      f"{runs_root / source}; run it too (--only {source},{sweep.name.split('/')[0]})")
 
 
-def rendered_header(table: Path, swept: str, paper: str) -> str:
+def rendered_header(table: Path, swept: str, declared: list[str], paper: str) -> str:
     """The header of a table drawn again from its build's runs (``--tables-only``): the build's
     own, which names the commit its runs ran at, with the commit the tables are drawn at added
     (:mod:`gnntrain.repro.staleness` checks each part against its own); where no earlier table
     is there, one that names only the drawing. A build whose sweeps the paper no longer declares
-    is refused: its runs are not what the tables now say they are."""
+    (``declared``: each sweep's command as the paper declares it, a link taken from another
+    sweep's runs aside) is refused: its runs are not what the tables now say they are."""
     drawn = (f"Tables rendered again from these runs at commit {git_commit()} (`python -m gnntrain.repro {paper} "
              "--tables-only`).")
     first = table.read_text().split("\n", 1)[0] if table.is_file() else ""
     if not first.startswith("Built by"):
         return f"Rendered by `python -m gnntrain.repro {paper} --tables-only` from runs built elsewhere. {swept}. {drawn}"
     kept = RENDERED_AGAIN.sub("", first).rstrip()
-    if swept not in kept:
+    if not all(command in kept for command in declared):
         raise GnntrainError(f"{table}: its build ran other sweeps than {paper} declares now; valid: rebuild it "
                             f"(make repro-{paper}) rather than drawing its tables again")
     return f"{kept} {drawn}"
@@ -215,7 +216,8 @@ def main() -> None:
         write_atomically(out / "runs.md", markdown(rows))
         elapsed = time.perf_counter() - start
         swept = "Sweeps: " + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
-        header = (rendered_header(out / "table.md", swept, args.paper) if args.tables_only else
+        declared = [f"`gnntrain -m {' '.join(sweep.overrides)}" for sweep in plan]
+        header = (rendered_header(out / "table.md", swept, declared, args.paper) if args.tables_only else
                   f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
                   f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
                   f"metrics.jsonl (all runs: runs.csv). {swept}. Wall time {elapsed / 60:.1f} min.")
