@@ -211,9 +211,6 @@ def main() -> None:
         rows = timed_rows(every, runs_root)
         traced = traced_runs(paper.curve, paper.sweeps, runs_root, REPEATS)
         replayed = replayed_curve(traced)  # read, and checked, before anything is written
-        out.mkdir(parents=True, exist_ok=True)
-        write_csv(rows, out / "runs.csv")
-        write_atomically(out / "runs.md", markdown(rows))
         elapsed = time.perf_counter() - start
         swept = "Sweeps: " + "; ".join(f"`gnntrain -m {' '.join(o)}`" for o in sweeps.values())
         declared = [f"`gnntrain -m {' '.join(sweep.overrides)}" for sweep in plan]
@@ -221,6 +218,9 @@ def main() -> None:
                   f"Built by `make repro-{args.paper}` (scale={args.scale}) at commit {git_commit()} on "
                   f"{os.cpu_count()} CPU cores; every figure below is read from the runs' summary.json / "
                   f"metrics.jsonl (all runs: runs.csv). {swept}. Wall time {elapsed / 60:.1f} min.")
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(rows, out / "runs.csv")
+        write_atomically(out / "runs.md", markdown(rows))
         text = (f"Paper: {paper.reference}\n\n" + paper.tables(runs, out, args.scale) + "\n"
                 + replayed_section(paper.curve, replayed, out))
         write_atomically(out / "table.md", f"{header}\n\n{text}")
