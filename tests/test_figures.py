@@ -117,6 +117,7 @@ def test_the_stage_breakdown_keeps_every_bar(drawn: list, tmp_path: Path) -> Non
     ax = fig.axes[0]
     left, right = ax.get_xlim()
     assert left < -0.4 and right > len(parts) - 0.6, "no bar cut at either end"
+    assert ax.get_ylim()[1] > 1.6, "nor at the top"
     assert [t.get_text() for t in ax.get_xticklabels()] == list(parts)
 
 

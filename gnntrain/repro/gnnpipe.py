@@ -175,7 +175,7 @@ def _gnnpipe_time(runs: list[Run], out: Path) -> str:
             else:
                 for stage, parts in enumerate(stage_parts(run)):
                     breakdown[f"{model} {name} stage {stage}"] = parts
-    _stacked(breakdown, out / "breakdown.png", figure_setting(runs[0]))
+    _stacked(breakdown, out / "breakdown.png", figure_setting(runs[0], model=False))
     first = runs[0].config
     return (f"## GNNPipe Table 3 / Fig. 8: epoch time on deep models\n\nSetting: {setting_line(runs[0], model=False)} "
             f"(each model's links calibrated to its own graph-parallel run, so the bandwidth differs per model), "
@@ -223,8 +223,9 @@ def _stacked(parts: dict[str, dict[str, float]], path: Path, setting: str) -> No
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(parts)), list(parts), rotation=30, ha="right", fontsize="small")
     ax.set_ylabel("s per epoch")
+    ax.set_ylim(0, max(bottom) * 1.08)
     ax.set_title(f"GNNPipe Fig. 8 in shape: epoch time breakdown per stage\n{setting}", fontsize="medium")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -125,12 +125,12 @@ def authors_settings(run: Run) -> str:
                       f"METIS {c.get('partition.objective', 'cut')} objective"])
 
 
-def figure_setting(run: Run) -> str:
-    """The line under a figure's title: the graph, the model, the workers and the clock its
-    times were read on."""
+def figure_setting(run: Run, model: bool = True) -> str:
+    """The line under a figure's title: the graph, the model (where one model is drawn), the
+    workers and the clock its times were read on."""
     summary = run.summary
-    return (f"{summary.dataset} ({summary.num_nodes:,} nodes), {summary.model}, {summary.world_size} workers, "
-            f"{summary.clock} clock")
+    return (f"{summary.dataset} ({summary.num_nodes:,} nodes), " + (f"{summary.model}, " if model else "")
+            + f"{summary.world_size} workers, {summary.clock} clock")
 
 
 def _titled(ax, title: str, setting: str) -> None:
