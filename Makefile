@@ -41,6 +41,7 @@ bench: install
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_adaqp.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_speed.py
 	WANDB_MODE=disabled $(BIN)/python scripts/bench_parted.py
+	WANDB_MODE=disabled $(BIN)/python scripts/bench_trace.py
 
 # The links the virtual clock's validation runs on, measured and written as network presets
 # (conf/network/measured_*.yaml: ping-pong and streams over torch.distributed; the kernel-shaped

@@ -154,6 +154,27 @@ def test_the_trace_opens_in_perfetto_as_one_track_per_rank(traced: dict[str, Pat
     assert all(e["dur"] >= 0 for e in spans)
 
 
+def test_every_compute_span_is_named_by_layer_direction_and_phase(traced: dict[str, Path], tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A 2-layer model's trace names its forward and backward compute per layer and, inside them,
+    the halo exchange's packing; GNNPipe's names the chunk a stage computes; replay's text gives
+    the compute per phase."""
+    out = tmp_path / "trace.json"
+    replay_main([str(traced["vanilla"]), "--chrome", str(out)])
+    names = {e["name"] for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert {"forward layer 0", "forward layer 1", "backward layer 0", "backward layer 1",
+            "forward layer 0: halo pack", "forward layer 1: halo pack", "backward layer 1: halo unpack"} <= names
+    assert "backward layer 0: halo unpack" not in names, "the features' halo carries no gradient back"
+    replay_main([str(traced["gnnpipe"]), "--chrome", str(out)])
+    names = {e["name"] for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert any(n.startswith("chunk ") and ": forward layer" in n for n in names)
+    assert any(n.startswith("chunk ") and ": backward layer" in n for n in names)
+    capsys.readouterr()
+    replay_main([str(traced["vanilla"])])
+    printed = capsys.readouterr().out
+    assert "compute by phase" in printed and "backward layer 1" in printed
+
+
 def test_a_bandwidth_sweep_gives_a_dense_curve_with_the_share_at_each_point(traced: dict[str, Path],
                                                                             tmp_path: Path) -> None:
     out = tmp_path / "sweep.json"

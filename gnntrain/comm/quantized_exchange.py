@@ -20,6 +20,7 @@ import torch
 
 from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.quantize import FULL, WIDTHS, dequantize, quantize, record_bytes
+from gnntrain.timing.clock import phase
 
 ALL_WIDTHS = (*WIDTHS, FULL)
 
@@ -114,9 +115,11 @@ def start_quantized(comm: Communicator, rows: torch.Tensor, plan: BitPlan, layer
     dim = rows.shape[1]
 
     def receive(buffer: torch.Tensor) -> torch.Tensor:
-        received = decode(buffer, recv, dim).to(rows.dtype)
-        plan.observe(layer, direction, received)
+        with phase("dequantize"):
+            received = decode(buffer, recv, dim).to(rows.dtype)
+            plan.observe(layer, direction, received)
         return received
 
-    return comm.all_to_all_start(encode(rows, send, generator), send.byte_splits(dim), recv.byte_splits(dim), kind,
-                                 decode=receive)
+    with phase("quantize"):
+        payload = encode(rows, send, generator)
+    return comm.all_to_all_start(payload, send.byte_splits(dim), recv.byte_splits(dim), kind, decode=receive)

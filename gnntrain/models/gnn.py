@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gnntrain.rng import keyed
-from gnntrain.timing.clock import phase
+from gnntrain.timing.clock import naming, phase, relabel
 from gnntrain.data.aggregation import MEAN, Aggregation
 from gnntrain.config.schema import ModelConfig
 from gnntrain.data.local_graph import LocalGraph
@@ -299,8 +299,15 @@ class Block:
 
     def __call__(self, h: torch.Tensor, extra: Extra, graph: LocalGraph,
                  halo: HaloSource) -> tuple[torch.Tensor, Extra]:
-        with phase("forward map" if self.layer is None else f"forward layer {self.layer}"):
-            return self.run(h, extra, graph, halo)
+        """The block's step, its compute traced as ``forward layer <i>`` (``forward map``) and, where
+        a traced rank names its spans, its backward as ``backward layer <i>`` from the moment
+        autograd reaches the block's output."""
+        what = "map" if self.layer is None else f"layer {self.layer}"
+        with phase(f"forward {what}"):
+            h, extra = self.run(h, extra, graph, halo)
+        if h.requires_grad and naming():
+            h.register_hook(lambda grad: relabel(f"backward {what}"))
+        return h, extra
 
     def parameters(self) -> Iterator[nn.Parameter]:
         for module in self.modules:

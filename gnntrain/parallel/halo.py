@@ -23,6 +23,7 @@ from gnntrain.comm.communicator import Communicator, InFlight
 from gnntrain.comm.half_precision import start_half
 from gnntrain.comm.quantized_exchange import BitPlan, start_quantized
 from gnntrain.data.local_graph import LocalGraph
+from gnntrain.timing.clock import phase
 
 
 class HaloExchange:
@@ -45,7 +46,9 @@ class HaloExchange:
         return _Exchange.apply(h, self, layer)
 
     def start_forward(self, h: torch.Tensor, layer: int) -> InFlight:
-        return self._start(h.detach()[self.send_index], layer, "fwd", self.send_splits, self.recv_splits, "halo_fwd")
+        with phase("halo pack"):
+            rows = h.detach()[self.send_index]
+        return self._start(rows, layer, "fwd", self.send_splits, self.recv_splits, "halo_fwd")
 
     def start_backward(self, grad_halo: torch.Tensor, layer: int) -> InFlight:
         return self._start(grad_halo.contiguous(), layer, "bwd", self.recv_splits, self.send_splits, "halo_bwd")
@@ -60,8 +63,9 @@ class HaloExchange:
 
     def gradient_of_sent_rows(self, grad_sent: torch.Tensor) -> torch.Tensor:
         """Sum the gradients that came back for the sent rows into an ``[inner, width]`` gradient."""
-        grad = grad_sent.new_zeros(self.num_inner, grad_sent.shape[1])
-        return grad.index_add_(0, self.send_index, grad_sent)
+        with phase("halo unpack"):
+            grad = grad_sent.new_zeros(self.num_inner, grad_sent.shape[1])
+            return grad.index_add_(0, self.send_index, grad_sent)
 
 
 class _Exchange(torch.autograd.Function):

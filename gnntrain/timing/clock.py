@@ -148,6 +148,19 @@ def phase(name: str) -> contextlib.AbstractContextManager:
     return _named(name) if _NAMER else _UNNAMED
 
 
+def naming() -> bool:
+    """Whether a traced rank names its compute spans (so hooks that name them are worth adding)."""
+    return bool(_NAMER)
+
+
+def relabel(name: str) -> None:
+    """The open phase is ``name`` from now on (the compute so far keeps its old name), where a
+    traced rank names its spans: a backward pass has one phase, ``backward``, and autograd's hooks
+    name its layers as it reaches them."""
+    if _NAMER:
+        _NAMER[0].relabel(name)
+
+
 class WallRank:
     """A rank on the wall clock, as the epoch loop sees it: the questions a
     :class:`~gnntrain.timing.virtual_rank.VirtualRank` answers, answered for the real transport."""

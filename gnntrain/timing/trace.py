@@ -299,6 +299,18 @@ def read(path: Path) -> dict[int, list[Event]]:
     return dict(sorted(ranks.items()))
 
 
+def phase_times(ranks: dict[int, list[Event]]) -> dict[str, float]:
+    """Seconds of compute per epoch in each named phase (a span's name), mean over the ranks,
+    the largest first: where an epoch's compute goes."""
+    totals: dict[str, float] = defaultdict(float)
+    for trace in ranks.values():
+        epochs = max(1, sum(isinstance(event, EpochWindow) for event in trace))
+        for event in trace:
+            if isinstance(event, Span):
+                totals[event.name] += (event.end - event.start) / epochs / len(ranks)
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
 def chrome(ranks: dict[int, list[Event]]) -> dict:
     """The trace in the Trace Event Format (microseconds): one track per rank, its named compute
     spans, its epochs and its waits, and every operation as a span from its post to its

@@ -56,12 +56,21 @@ class VirtualRank:
         self.last = max(self.last, at)
 
     def enter(self, name: str) -> None:
+        """Open the phase ``name``, inside the open one (``forward layer 1: halo pack``)."""
         self._span_until(self.clock.mark())
-        self.phases.append(name)
+        self.phases.append(f"{self.phases[-1]}: {name}" if self.phases else name)
 
     def exit(self) -> None:
         self._span_until(self.clock.mark())
         self.phases.pop()
+
+    def relabel(self, name: str) -> None:
+        """From now on the open phase is ``name`` (inside its parent): autograd names a backward
+        pass's layers this way, as it reaches each (:func:`gnntrain.timing.clock.relabel`)."""
+        if not self.phases:
+            return
+        self._span_until(self.clock.mark())
+        self.phases[-1] = f"{self.phases[-2]}: {name}" if len(self.phases) > 1 else name
 
     def post(self, op: VirtualOp) -> int:
         """Spend the host's cost of sending ``op``'s messages (its clock advances by it) and

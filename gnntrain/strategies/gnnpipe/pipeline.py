@@ -211,7 +211,8 @@ class GNNPipe(Strategy):
             view = self.chunks.views[k]
             inputs = self._receive_input(view.rows, True)
             halo = ChunkHalo(self.chunks, k, self.tables, self.exchanges[k])
-            h, extra = self._stage_forward(*inputs, view.graph, halo)
+            with phase(f"chunk {k}"):
+                h, extra = self._stage_forward(*inputs, view.graph, halo)
             if self.last:
                 rows = view.rows
                 outputs = [loss_share(h, self.y[rows], self.train_rows[k], self.num_train, self.multilabel)]
@@ -219,16 +220,16 @@ class GNNPipe(Strategy):
             else:
                 outputs = self.link.outgoing.pack(h, extra)
                 self.link.send(True, outputs)
-            passes.append((view, inputs, outputs, halo))
+            passes.append((k, view, inputs, outputs, halo))
 
-        for view, inputs, outputs, halo in reversed(passes):
+        for k, view, inputs, outputs, halo in reversed(passes):
             if self.last:
                 grads = [torch.ones_like(outputs[0])]
             else:
                 grads = self.link.receive(False, self.link.outgoing.buffers(view.rows.numel(), self.graph.x))
             roots, root_grads = halo.backward_roots()
             tensors = [(t, g) for t, g in zip(outputs + roots, grads + root_grads) if t.requires_grad]
-            with phase("backward"):
+            with phase(f"chunk {k}"), phase("backward"):
                 torch.autograd.backward([t for t, _ in tensors], [g for _, g in tensors])
             if not self.first:
                 h_in, extra_in = inputs
