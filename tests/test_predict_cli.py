@@ -158,6 +158,18 @@ def test_bad_input_ends_in_one_line(args: list[str], line: str, capsys: pytest.C
     assert ended.value.code == 2 and err[-1].startswith(line) and len(err) == 1, err
 
 
+def test_a_dataset_not_here_is_never_downloaded_and_the_statistics_route_is_offered(
+        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GNNTRAIN_DATA", str(tmp_path / "empty"))
+    with pytest.raises(SystemExit) as ended:
+        main(["dataset=ogbn-products", "strategy=vanilla", "cluster.world_size=2", "network=eth10g"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code != 0 and len(err) == 1, err
+    assert "(dataset.download=false)" in err[0], "a prediction downloads nothing"
+    assert err[0].endswith("drop dataset=ogbn-products and give --nodes N --edges E --features F --classes C "
+                           "(directed edges; docs/usage.md shows ogbn-products' as an example)")
+
+
 @pytest.mark.slow
 def test_sigterm_while_profiling_ends_it_in_one_line(tmp_path: Path) -> None:
     import os

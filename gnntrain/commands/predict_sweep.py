@@ -18,7 +18,7 @@ import torch
 
 from gnntrain.config.typed import plain
 from gnntrain.data.phases import phase
-from gnntrain.errors import ConfigError, GnntrainError, command_errors, interrupt
+from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, command_errors, interrupt
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
 from gnntrain.job.step_profile import step_fit
@@ -69,13 +69,27 @@ def graph_overrides(args: argparse.Namespace) -> list[str]:
 
 
 def shape_for(run, args: argparse.Namespace, cache: dict) -> PartitionShape:
-    """The run's partition shape, scaled from the proxy to ``--nodes`` where given."""
+    """The run's partition shape, scaled from the proxy to ``--nodes`` where given. A dataset
+    whose files are not here is refused in one line that offers the route without them: its
+    statistics, ``--nodes --edges --features --classes``."""
     parts = method(run.strategy.name).strategy.layout(run, run.cluster.world_size).parts
     key = (json.dumps(plain(run.dataset), sort_keys=True, default=str), run.partition.method, parts, run.seed)
     if key not in cache:
-        cache[key] = (proxy_shape(run, parts, args.nodes, args.edges) if args.nodes is not None
-                      and args.nodes > run.dataset.num_nodes else partition_shape(run, parts))
+        try:
+            cache[key] = (proxy_shape(run, parts, args.nodes, args.edges) if args.nodes is not None
+                          and args.nodes > run.dataset.num_nodes else partition_shape(run, parts))
+        except DatasetUnavailable as exc:
+            raise DatasetUnavailable(
+                f"{exc}; or predict without its files, from its statistics: drop dataset={run.dataset.name} and give "
+                "--nodes N --edges E --features F --classes C (directed edges; docs/usage.md shows ogbn-products' "
+                "as an example)") from None
     return cache[key]
+
+
+def without_download(overrides: list[str]) -> list[str]:
+    """The override that keeps a prediction from downloading a dataset (it answers before any
+    training, from the files that are here or from a graph's statistics), unless the user set it."""
+    return [] if any(o.lstrip("+~").startswith("dataset.download=") for o in overrides) else ["dataset.download=false"]
 
 
 def _varying(settings: list[list[str]]) -> set[str]:
@@ -199,7 +213,7 @@ def predict(args: argparse.Namespace) -> None:
             return
         started = time.perf_counter()
         points = bandwidths(args.bandwidths)
-        settings = jobs(list(args.overrides) + graph_overrides(args))
+        settings = jobs(list(args.overrides) + graph_overrides(args) + without_download(list(args.overrides)))
         shapes: dict = {}
         profiled = args.compute == "profiled" and args.device == "cpu"
         results, curves = [], {}

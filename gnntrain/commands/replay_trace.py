@@ -15,6 +15,7 @@ from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.job.api import network_of
 from gnntrain.report.traced import Traced
 from gnntrain.timing import trace
+from gnntrain.data.phases import phase
 from gnntrain.storage.files import figure_format, save_figure, write_atomically
 
 
@@ -23,16 +24,23 @@ def sweep(run: Traced, overrides: list[str], points: np.ndarray, baseline: Trace
     scaled alike where the network has two: the intra-node link keeps its ratio to the other)."""
     rows = []
     base_net = network_of(run.summary.network, overrides)
-    for gbps in points:
-        network = at_bandwidth(base_net, gbps)
-        epoch = run.steady(run.under(network))
-        row = {"bandwidth_gbps": float(gbps), "epoch_s": epoch.epoch_time, "comm_share": epoch.share(),
-               "exposed_share": epoch.exposed_time / epoch.epoch_time if epoch.epoch_time > 0 else 0.0}
-        if baseline is not None:
-            base = baseline.steady(baseline.under(network)).epoch_time
-            row.update(baseline_epoch_s=base, speedup=base / row["epoch_s"])
-        rows.append(row)
+    with phase(f"replay {run.summary.strategy} at {len(points)} bandwidths", total=len(points)) as shown:
+        for gbps in points:
+            rows.append(_point(run, base_net, float(gbps), baseline))
+            shown.advance()
     return rows
+
+
+def _point(run: Traced, base_net, gbps: float, baseline: Traced | None) -> dict:
+    """The run (and the baseline) replayed at ``gbps``."""
+    network = at_bandwidth(base_net, gbps)
+    epoch = run.steady(run.under(network))
+    row = {"bandwidth_gbps": gbps, "epoch_s": epoch.epoch_time, "comm_share": epoch.share(),
+           "exposed_share": epoch.exposed_time / epoch.epoch_time if epoch.epoch_time > 0 else 0.0}
+    if baseline is not None:
+        base = baseline.steady(baseline.under(network)).epoch_time
+        row.update(baseline_epoch_s=base, speedup=base / row["epoch_s"])
+    return row
 
 
 def _plot(rows: list[dict], run: Traced, baseline: Traced | None, path: Path) -> None:
@@ -93,6 +101,11 @@ def replay(args: argparse.Namespace) -> None:
             print(f"{run.run_dir} ({run.summary.strategy}, virtual clock)")
             print(f"  as run,   {label(run.summary.network)}: {as_run.breakdown()}")
             print(f"  replayed, {label(describe(network))}: {replayed.breakdown()}")
+            phases = trace.phase_times(run.ranks)
+            if phases:
+                print("  compute by phase (ms per epoch, mean over ranks; every epoch the trace holds): "
+                      + ", ".join(f"{name} {seconds * 1e3:.2f}" for name, seconds in phases.items()))
+                figures["compute_by_phase_s"] = phases
         else:
             baseline = Traced(args.baseline) if args.baseline is not None else None
             rows = sweep(run, args.overrides, bandwidths(args.bandwidths), baseline)

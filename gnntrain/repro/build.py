@@ -38,7 +38,7 @@ from gnntrain.repro.archive import write_runs_archive
 from gnntrain.repro.jobs import git_commit
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
-from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
+from gnntrain.repro.plan import Countdown, Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.replayed import SEPARATE, TRACING, replayed_curve, replayed_section, traced_runs
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.storage.files import write_atomically
@@ -172,6 +172,7 @@ def main() -> None:
                                                      "the others' existing runs")
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
                                                              "recorded runs suggest; start nothing")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines (sweeps done, jobs left, estimate)")
     parser.add_argument("--runs", type=Path, default=None, help="the folder of the runs (default: "
                                                                 "multirun/repro/<paper>/<scale>), e.g. a committed "
                                                                 "runs.tar.gz unpacked")
@@ -196,10 +197,11 @@ def main() -> None:
             return
         start = time.perf_counter()
         sweeps = {}
+        countdown = Countdown(plan, args.quiet) if any(sweep.skipped is None for sweep in plan) else None
         for sweep in plan:
             sweeps[sweep.name] = [*sweep.overrides, *link_taken(sweep, link_source(paper, sweep.name), runs_root)]
             if sweep.skipped is None:
-                launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True)
+                launch(sweep.name, sweeps[sweep.name], runs_root / sweep.name, check=True, countdown=countdown)
         read = [*paper.sweeps, *SEPARATE]
         runs: dict[str, list[Run]] = {name: find_runs(runs_root / name) for name in read if (runs_root / name).is_dir()}
         missing = [name for name in paper.sweeps if not runs.get(name)]

@@ -64,7 +64,7 @@ from gnntrain.report.runs import Run, find_runs, same_clock
 from gnntrain.report.stats import Ratio, paired_ratio
 from gnntrain.repro import CHECKOUT, use_shared_data
 from gnntrain.repro.jobs import git_commit
-from gnntrain.repro.plan import Sweep, dry_run, expand, launch, timed_rows
+from gnntrain.repro.plan import Countdown, Sweep, dry_run, expand, launch, timed_rows
 from gnntrain.repro.staleness import write_manifest
 from gnntrain.strategies import method
 from gnntrain.storage.files import write_atomically
@@ -154,6 +154,8 @@ class Plan:
     """Rerun sweeps that already completed."""
     read_only: bool = False
     """Run nothing: read the runs there are."""
+    countdown: Countdown | None = None
+    """The build's progress lines (:class:`~gnntrain.repro.plan.Countdown`)."""
 
     def preset(self) -> str:
         return f"experiment=compare_{self.scale}"
@@ -184,7 +186,7 @@ def run_sweep(plan: Plan, sweep: Sweep) -> None:
     overrides), unless it is :func:`skipped`."""
     if skipped(plan, sweep) is None:
         shutil.rmtree(plan.root / sweep.name, ignore_errors=True)
-        launch(sweep.name, sweep.overrides, plan.root / sweep.name, check=False)
+        launch(sweep.name, sweep.overrides, plan.root / sweep.name, check=False, countdown=plan.countdown)
 
 
 def tune_sweeps(plan: Plan, strategy: str, link: str) -> list[tuple[list[str], Sweep]]:
@@ -393,6 +395,7 @@ def main() -> None:
     parser.add_argument("--scale", choices=["small", "paper"], default="small")
     parser.add_argument("--strategies", nargs="+", choices=STRATEGIES, default=STRATEGIES)
     parser.add_argument("--fresh", action="store_true", help="rerun sweeps that already completed")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines (sweeps done, jobs left, estimate)")
     parser.add_argument("--table", action="store_true", help="only rebuild the table from the runs there are")
     parser.add_argument("--dry-run", action="store_true", help="list the sweeps, their jobs and the wall time the "
                                                              "recorded runs suggest; start nothing")
@@ -405,6 +408,8 @@ def main() -> None:
         print(dry_run(f"make compare (scale={args.scale})", planned(plan, args.strategies), plan.root,
                       out / "runs.csv"))
         return
+    if not args.table:
+        plan.countdown = Countdown([s for s in planned(plan, args.strategies) if skipped(plan, s) is None], args.quiet)
     out.mkdir(parents=True, exist_ok=True)
     groups, rows, settings, grids = [], [], {}, {}
     for strategy in args.strategies:

@@ -76,16 +76,50 @@ def shown(overrides: list[str], out: Path) -> str:
     return " ".join(["gnntrain -m", *overrides, f"hydra.sweep.dir={in_checkout(out)}"])
 
 
-def launch(name: str, overrides: list[str], out: Path, check: bool) -> None:
+class Countdown:
+    """A build's progress, one line as each sweep starts: the sweeps and jobs done of all it
+    plans, the time since it began and an estimate of what is left (the mean job so far times
+    the jobs left; a build that adds sweeps as it goes, as ``make compare`` does, grows its total).
+    The line goes wherever the build's output goes: a batch job's log is where its progress is
+    read; ``quiet`` prints none."""
+
+    def __init__(self, sweeps: list[Sweep], quiet: bool = False) -> None:
+        planned = [sweep for sweep in sweeps if sweep.skipped is None]
+        self.sweeps, self.total = len(planned), sum(len(expand(sweep.overrides)) for sweep in planned)
+        self.started, self.jobs, self.quiet = 0, 0, quiet
+        self.begun = time.perf_counter()
+
+    def start(self, jobs: int) -> str | None:
+        """The line for a sweep of ``jobs`` jobs starting (None when quiet)."""
+        self.started += 1
+        self.sweeps, self.total = max(self.sweeps, self.started), max(self.total, self.jobs + jobs)
+        if self.quiet:
+            return None
+        elapsed = time.perf_counter() - self.begun
+        left = (f", about {elapsed / self.jobs * (self.total - self.jobs) / 60:.1f} min left" if self.jobs else "")
+        return (f"[sweep {self.started}/{self.sweeps}, {self.jobs}/{self.total} jobs done, "
+                f"{elapsed / 60:.1f} min{left}]")
+
+    def finish(self, jobs: int) -> None:
+        self.jobs += jobs
+
+
+def launch(name: str, overrides: list[str], out: Path, check: bool, countdown: Countdown | None = None) -> None:
     """Run the sweep into ``out`` (emptied first; W&B disabled unless ``WANDB_MODE`` says
-    otherwise), printing its command and the seconds it took; with ``check`` a sweep with a
-    failed job raises."""
+    otherwise), printing its command (after the ``countdown``'s line) and the seconds it took;
+    with ``check`` a sweep with a failed job raises."""
     if out.exists():
         shutil.rmtree(out)
-    print(f"== {name}: {shown(overrides, out)}", flush=True)
+    jobs = len(expand(overrides)) if countdown is not None else 0
+    line = countdown.start(jobs) if countdown is not None else None
+    print(f"== {name}: {shown(overrides, out)}" + (f" {line}" if line else ""), flush=True)
     start = time.perf_counter()
     env = {**os.environ, "WANDB_MODE": os.environ.get("WANDB_MODE", "disabled")}
-    subprocess.run(command(overrides, out), check=check, env=env, cwd=CHECKOUT)
+    try:
+        subprocess.run(command(overrides, out), check=check, env=env, cwd=CHECKOUT)
+    finally:
+        if countdown is not None:
+            countdown.finish(jobs)
     print(f"== {name}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
