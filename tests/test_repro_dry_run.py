@@ -213,3 +213,22 @@ def test_on_the_virtual_clock_only_round_0_rechecks_a_link() -> None:
     assert all("network.recheck=false" in small[f"speed_2parts/repeat{r}"] for r in range(1, build.REPEATS))
     paper = {s.name: s.overrides for s in build.planned(PAPERS["pipegcn"], "paper", None, False)}
     assert not any("network.recheck=false" in paper[f"speed_2parts/repeat{r}"] for r in range(build.REPEATS))
+
+
+def test_a_build_counts_its_sweeps_and_jobs_and_estimates_what_is_left(monkeypatch) -> None:
+    from gnntrain.repro import plan as plan_module
+    from gnntrain.repro.plan import Countdown, Sweep
+
+    sweeps = [Sweep("a", ["strategy=vanilla,pipegcn"]), Sweep("b", ["strategy=bns"]),
+              Sweep("c", ["strategy=adaqp"], skipped="--only")]
+    countdown = Countdown(sweeps)
+    now = countdown.begun
+    monkeypatch.setattr(plan_module.time, "perf_counter", lambda: now)
+    assert countdown.start(2) == "[sweep 1/2, 0/3 jobs done, 0.0 min]"
+    countdown.finish(2)
+    now += 60
+    assert countdown.start(1) == "[sweep 2/2, 2/3 jobs done, 1.0 min, about 0.5 min left]"
+    countdown.finish(1)
+    now += 60
+    assert countdown.start(4) == "[sweep 3/3, 3/7 jobs done, 2.0 min, about 2.7 min left]", "a sweep found late"
+    assert Countdown(sweeps, quiet=True).start(2) is None
