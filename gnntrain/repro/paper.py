@@ -68,3 +68,7 @@ class Paper:
     :attr:`speed`), so that the systems a ratio compares share one link in every round."""
     same_link: dict[str, str] = field(default_factory=dict)
     """Sweeps run under exactly the (calibrated) link of another sweep's runs, passed as numbers."""
+    claim: tuple[str, float] | None = None
+    """Where the curve gives no paper point (:attr:`Curve.paper_speedup`): the paper's headline in
+    words and the least speed-up over the curve's baseline it implies (1: not slower, for an "up
+    to" claim), as the scoreboard (:mod:`gnntrain.repro.scoreboard`) judges ours against it."""

@@ -20,7 +20,8 @@ its header names (its recipe and the variables the recipe reads, :func:`make_rul
 target's edit leaves it fresh) and the sweeper plugin every ``gnntrain -m`` composes its jobs
 with (``hydra_plugins``). And it is checked against what ``docs/reproducing.md`` says of it: the
 paragraph "What `results/<name>/` shows" may quote only figures the table gives
-(:func:`unquoted`; a sentence about an earlier build, which names it so, is left out).
+(:func:`unquoted`; a sentence about an earlier build, which names it so, is left out), and the
+page's scoreboard must be what the committed runs say (:mod:`gnntrain.repro.scoreboard`).
 
 A table rendered again from its committed runs (``python -m gnntrain.repro <paper> --tables-only``,
 after a change to how tables are drawn) keeps its build's header and adds "Tables rendered again
@@ -273,6 +274,13 @@ def main() -> int:
         if misquoted:
             print(f"{name}: {DOCS} quotes {', '.join(misquoted)} of it, which the table does not give")
         stale += bool(changed or misquoted)
+    from gnntrain.repro import scoreboard  # imported here: it imports the build, which imports this checker
+
+    if scoreboard.differs():
+        print(f"{DOCS}: the scoreboard differs from the committed runs; write it: python -m gnntrain.repro.scoreboard")
+        stale += 1
+    else:
+        print(f"{DOCS}: the scoreboard matches the committed runs")
     return 1 if stale else 0
 
 
