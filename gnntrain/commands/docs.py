@@ -198,7 +198,17 @@ def results() -> str:
              "every evaluated epoch, checkpointed epoch and the last), `summary.json` (the setting, the",
              "partition, the best scores and the means over the steady epochs) and, where",
              "W&B is on, `wandb/` (the same records). Times are seconds, max over ranks; bytes are payload",
-             "bytes sent, summed over ranks.", "", "## Per-epoch record", "", "| field | description |", "|---|---|"]
+             "bytes sent, summed over ranks.", "", "## Units", "",
+             "One system throughout. Files a program reads (`metrics.jsonl`, `summary.json`, traces, the predictor's",
+             "and replay's `--json`) hold base units: seconds and bytes; a key that holds another unit names it",
+             "(`_ms`, `_mb` and `_mib` hold mebibytes, 2^20 bytes: `peak_mem_mb`; `_gbps` holds Gbit/s, 10^9 bits",
+             "a second). What a person reads (the console, `report.md`, the CSVs of `gnntrain-report` and of the",
+             "tables, the tables and the figures) shows times in ms (s for a job's wall time and above a minute's",
+             "worth), sizes in MiB and GiB (binary, 2^20 and 2^30 bytes) and link speeds in Gbit/s, each column",
+             "or axis naming its unit. A column's numbers share one format, never exponent notation: in",
+             "`gnntrain-report`'s tables as many decimals as give the column's largest number 4 significant",
+             "digits; in the papers' tables each column's fixed decimals or significant digits.",
+             "", "## Per-epoch record", "", "| field | description |", "|---|---|"]
     for f in dataclasses.fields(EpochRecord):
         lines.append(f"| `{f.name}` | {markdown(docs.get(f.name, '')).replace('|', chr(92) + '|')} |")
     lines += ["", "## Traffic kinds and their categories", "", markdown(inspect.cleandoc(kinds.__doc__ or "")), "",

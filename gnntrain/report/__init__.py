@@ -29,6 +29,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -312,12 +313,26 @@ def with_intervals(groups: list[dict]) -> list[dict]:
 NOT_REACHED = dict.fromkeys(TO_TARGET, "not reached")
 
 
-def _cell(value, column: str = "") -> str:
+def _cell(value, column: str = "", decimals: int | None = None) -> str:
+    """One cell: a float at ``decimals`` (its column's, :func:`column_decimals`; else 4
+    significant digits), never in exponent notation."""
     if value is None:
         return NOT_REACHED.get(column, "-")
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.{column_decimals([value]) if decimals is None else decimals}f}"
     return str(value)
+
+
+SIGNIFICANT = 4
+"""The significant digits a column's largest number is shown with."""
+
+
+def column_decimals(values: list) -> int:
+    """The decimals one column's floats are all shown with: enough for :data:`SIGNIFICANT`
+    significant digits of the largest, at most 8 (so ``23780.4`` and ``946.9`` read ``23780`` and
+    ``947``, ``2.35`` and ``0.2546`` read ``2.350`` and ``0.255``), never exponent notation."""
+    largest = max((abs(v) for v in values if isinstance(v, float) and math.isfinite(v) and v != 0), default=1.0)
+    return max(0, min(8, SIGNIFICANT - 1 - math.floor(math.log10(largest))))
 
 
 def selected(rows: list[dict], columns: list[str]) -> list[dict]:
@@ -335,9 +350,11 @@ def measured(rows: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
+    """The rows as a markdown table, each column's floats in one format (:func:`column_decimals`)."""
     columns = list(dict.fromkeys(k for row in rows for k in row))
+    decimals = {c: column_decimals([row.get(c) for row in rows]) for c in columns}
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(row.get(c), c) for c in columns) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row.get(c), c, decimals[c]) for c in columns) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ given as the median of its per-round ratios with the 95% interval of their geome
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from statistics import mean, stdev
 from typing import Callable
@@ -105,7 +106,15 @@ def test_score(run: Run | None) -> float | None:
 
 
 def fmt(value: float | None, spec: str = ".3g", suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
+    """``value`` as ``spec`` says, ``-`` for None; a ``g`` spec's significant digits are kept
+    without exponent notation (``23780`` for 23,780.4 at ``.3g``, ``0.0000221``), as every table
+    of gnntrain writes its numbers."""
+    if value is None:
+        return "-"
+    if spec.endswith("g") and spec.startswith(".") and value != 0 and math.isfinite(value):
+        digits = int(spec[1:-1] or 6)
+        return f"{value:.{max(0, digits - 1 - math.floor(math.log10(abs(value))))}f}{suffix}"
+    return f"{value:{spec}}{suffix}"
 
 
 def setting_line(run: Run, model: bool = True, network: bool = True) -> str:
