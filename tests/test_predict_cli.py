@@ -21,7 +21,8 @@ def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.
     main(["strategy=vanilla,pipegcn,minibatch", *SETTING, "--plot", str(tmp_path / "p.png"),
           "--json", str(tmp_path / "p.json"), "--bandwidths", "0.5:50:3", "--compute", "counted"])
     out = capsys.readouterr().out
-    assert "gnntrain-predict: setting 2/3: strategy=pipegcn" in out, "progress, one line per setting"
+    assert re.search(r"gnntrain-predict: setting 2/3: strategy=pipegcn \(\d+ s so far, about \d+ s left\)", out), \
+        "progress, one line per setting, with what is left"
     assert "gnntrain-predict: 2 ranks, 1 per node; device cpu" in out and "compute counted" in out
     for name in ("vanilla", "pipegcn", "minibatch"):
         assert f"  {name}: exposed ms: " in out
@@ -34,6 +35,13 @@ def test_a_sweep_is_predicted_ranked_and_plotted(tmp_path: Path, capsys: pytest.
     slow, fast = figures["curves"]["vanilla"][0][1], figures["curves"]["vanilla"][-1][1]
     assert slow > fast
     assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_quiet_gives_the_answer_alone(capsys: pytest.CaptureFixture) -> None:
+    main(["strategy=vanilla,pipegcn", *SETTING, "--compute", "counted", "--quiet"])
+    captured = capsys.readouterr()
+    assert "predicted fastest:" in captured.out
+    assert "setting 1/2" not in captured.out and "gnntrain: " not in captured.out + captured.err, "no progress"
 
 
 def test_a_plot_is_written_only_where_asked_and_never_through_a_link(tmp_path: Path,

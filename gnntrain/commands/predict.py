@@ -45,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
                              "and fitted, cached; counted: kernel counts priced by the device profile alone (what "
                              "a device not at hand gets)")
     parser.add_argument("--reprofile", action="store_true", help="measure the step profiles again, not from the cache")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress (settings, profiled proxies, bars, estimates): the answer alone")
     parser.add_argument("--node-memory-gib", type=float, default=None, help="memory of a node (default: the device's)")
     parser.add_argument("--bandwidths", default="0.1:100:13", help="LO:HI:N Gbit/s for the plot (default 0.1:100:13)")
     parser.add_argument("--plot", type=Path, default=None,

@@ -8,6 +8,7 @@ import argparse
 import itertools
 import json
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 
 from gnntrain.config.typed import plain
-from gnntrain.data.phases import phase
+from gnntrain.data.phases import left, note, phase, quiet
 from gnntrain.errors import ConfigError, DatasetUnavailable, GnntrainError, command_errors, interrupt
 from gnntrain.job import api
 from gnntrain.job.memory import available_mb
@@ -206,74 +207,84 @@ def predict(args: argparse.Namespace) -> None:
     """Predict every setting ``args`` sweeps and print (and write) the figures."""
     with command_errors("gnntrain-predict"):
         signal.signal(signal.SIGTERM, interrupt)  # a stop ends it in one line; profiling runs stop their workers
-        if args.measure_profile:
-            run = api.check(api.compose(list(args.overrides)))
-            device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
-            print(f"profile of {device}: {save(measure(device))} (--device {saved_name(device)})")
-            return
-        started = time.perf_counter()
-        points = bandwidths(args.bandwidths)
-        settings = jobs(list(args.overrides) + graph_overrides(args) + without_download(list(args.overrides)))
-        shapes: dict = {}
-        profiled = args.compute == "profiled" and args.device == "cpu"
-        results, curves = [], {}
-        varying = _varying(settings)
-        refused = []
-        for done, overrides in enumerate(settings):
-            if len(settings) > 1:  # each setting may take seconds (a dataset to build, steps to profile)
-                print(f"gnntrain-predict: setting {done + 1}/{len(settings)}: "
-                      f"{' '.join(o for o in overrides if o in varying) or '(defaults)'}", flush=True)
-            try:
-                run = api.check(api.compose(overrides))
-                profile = profile_for(args.device, run.partition.cache_dir)
-                shape = shape_for(run, args, shapes)
-                fitted = (step_fit(overrides, run, shape, profile, args.reprofile) if profiled else None)
-                with pricing(run, f"{EPOCHS} epochs written", EPOCHS) as advance:
-                    line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores),
-                                   step_fit=fitted, on_epoch=advance)
-            except ConfigError as exc:
-                if len(settings) == 1:
-                    raise
-                refused.append(f"{' '.join(o for o in overrides if o in varying)}: not predicted: {exc}")
-                continue
-            setting = " ".join(o for o in overrides if o in varying and not o.startswith("strategy="))
-            curved = run.network.bandwidth_gbps is not None and (args.plot is not None or args.json is not None)
-            networks = [run.network, *(at_bandwidth(run.network, g) for g in points if curved)]
-            with pricing(run, f"{line.events} events replayed on {len(networks)} network(s)",
-                         line.events * len(networks)) as advance:
-                timings = [predicted(line, Topology.of(network), advance) for network in networks]
-            results.append(Predicted(setting, run.strategy.name, timings[0], peak_mb(run, shape)))
-            if curved:
-                label = " ".join(o.split("=", 1)[1] if o.startswith("strategy=") else o
-                                 for o in overrides if o in varying)
-                curves[label or run.strategy.name] = [(float(g), t.epoch_time) for g, t in zip(points, timings[1:])]
-        if not results:
-            raise ConfigError(f"none of the {len(settings)} settings can be predicted: {'; '.join(refused)}")
-        ranks_per_node = run.network.gpus_per_node or 1
-        node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
-            available_mb() if args.device == "cpu" else profile.memory_gib * 1024)
-        ranks = ("ranks as each setting says" if any(o.startswith("cluster.world_size=") for o in varying)
-                 else f"{run.cluster.world_size} ranks")
-        compute = ("compute from each method's steps profiled here" if profiled else
-                   f"compute counted, priced by the {args.device} profile ({profile.source})"
-                   + ("" if args.device == "cpu" else "; no step of a method profiled on it"))
-        where = (f"{ranks}, {ranks_per_node} per node; device {args.device}"
-                 f"{f' ({args.cores} core(s) per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
-                 f"; {compute}"
-                 + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
-                    f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
-        print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")
-        print(stated_error() if profiled else "stated error: predict-check publishes the profiled compute's only; "
-              "counted compute was a median 23% low there before steps were profiled")
-        for setting, group in itertools.groupby(sorted(results, key=lambda r: r.setting), key=lambda r: r.setting):
-            print(table(setting or "(defaults)", list(group), ranks_per_node, node_mb))
-        for line_refused in refused:
-            print(f"\n{line_refused}")
-        if curves and args.plot is not None:
-            _plot(curves, args.plot, where)
-            print(f"\nplot of the epoch against the link bandwidth: {args.plot}")
-        if args.json is not None:
-            write_atomically(args.json, json.dumps({"cluster": where, "predictions": [
-                p.to_dict() for p in results], "curves": curves}, indent=1))
-        print(f"predicted in {time.perf_counter() - started:.1f} s")
+        with quiet(args.quiet):
+            _predict(args)
+
+
+def _predict(args: argparse.Namespace) -> None:
+    """:func:`predict`'s work, inside its errors' handling."""
+    if args.measure_profile:
+        run = api.check(api.compose(list(args.overrides)))
+        device = torch.device("cuda", 0) if run.cluster.device == "cuda" else torch.device("cpu")
+        with phase(f"measure the device profile of {device} (micro-benchmarks)"):
+            measured = measure(device)
+        print(f"profile of {device}: {save(measured)} (--device {saved_name(device)})")
+        return
+    started = time.perf_counter()
+    points = bandwidths(args.bandwidths)
+    settings = jobs(list(args.overrides) + graph_overrides(args) + without_download(list(args.overrides)))
+    shapes: dict = {}
+    profiled = args.compute == "profiled" and args.device == "cpu"
+    results, curves = [], {}
+    varying = _varying(settings)
+    refused = []
+    for done, overrides in enumerate(settings):
+        if len(settings) > 1:  # each setting may take seconds (a dataset to build, steps to profile)
+            elapsed = time.perf_counter() - started
+            note(f"gnntrain-predict: setting {done + 1}/{len(settings)}: "
+                 f"{' '.join(o for o in overrides if o in varying) or '(defaults)'} ({elapsed:.0f} s so far"
+                 f"{left(elapsed, done, len(settings))})", sys.stdout)
+        try:
+            run = api.check(api.compose(overrides))
+            profile = profile_for(args.device, run.partition.cache_dir)
+            shape = shape_for(run, args, shapes)
+            fitted = (step_fit(overrides, run, shape, profile, args.reprofile) if profiled else None)
+            with pricing(run, f"{EPOCHS} epochs written", EPOCHS) as advance:
+                line = written(run, shape, Costs(run, shape.features, shape.classes, profile, args.cores),
+                               step_fit=fitted, on_epoch=advance)
+        except ConfigError as exc:
+            if len(settings) == 1:
+                raise
+            refused.append(f"{' '.join(o for o in overrides if o in varying)}: not predicted: {exc}")
+            continue
+        setting = " ".join(o for o in overrides if o in varying and not o.startswith("strategy="))
+        curved = run.network.bandwidth_gbps is not None and (args.plot is not None or args.json is not None)
+        networks = [run.network, *(at_bandwidth(run.network, g) for g in points if curved)]
+        with pricing(run, f"{line.events} events replayed on {len(networks)} network(s)",
+                     line.events * len(networks)) as advance:
+            timings = [predicted(line, Topology.of(network), advance) for network in networks]
+        results.append(Predicted(setting, run.strategy.name, timings[0], peak_mb(run, shape)))
+        if curved:
+            label = " ".join(o.split("=", 1)[1] if o.startswith("strategy=") else o
+                             for o in overrides if o in varying)
+            curves[label or run.strategy.name] = [(float(g), t.epoch_time) for g, t in zip(points, timings[1:])]
+    if not results:
+        raise ConfigError(f"none of the {len(settings)} settings can be predicted: {'; '.join(refused)}")
+    ranks_per_node = run.network.gpus_per_node or 1
+    node_mb = args.node_memory_gib * 1024 if args.node_memory_gib else (
+        available_mb() if args.device == "cpu" else profile.memory_gib * 1024)
+    ranks = ("ranks as each setting says" if any(o.startswith("cluster.world_size=") for o in varying)
+             else f"{run.cluster.world_size} ranks")
+    compute = ("compute from each method's steps profiled here" if profiled else
+               f"compute counted, priced by the {args.device} profile ({profile.source})"
+               + ("" if args.device == "cpu" else "; no step of a method profiled on it"))
+    where = (f"{ranks}, {ranks_per_node} per node; device {args.device}"
+             f"{f' ({args.cores} core(s) per rank)' if args.device == 'cpu' else ''}; {node_mb / 1024:.1f} GiB per node"
+             f"; {compute}"
+             + (f"; graph of {args.nodes} nodes, {args.edges} edges through a proxy of "
+                f"{min(args.proxy_nodes, args.nodes)}" if args.nodes else ""))
+    print(f"gnntrain-predict: {where}; epochs on the virtual clock, means over ranks")
+    print(stated_error() if profiled else "stated error: predict-check publishes the profiled compute's only; "
+          "counted compute was a median 23% low there before steps were profiled")
+    for setting, group in itertools.groupby(sorted(results, key=lambda r: r.setting), key=lambda r: r.setting):
+        print(table(setting or "(defaults)", list(group), ranks_per_node, node_mb))
+    for line_refused in refused:
+        print(f"\n{line_refused}")
+    if curves and args.plot is not None:
+        _plot(curves, args.plot, where)
+        print(f"\nplot of the epoch against the link bandwidth: {args.plot}")
+    if args.json is not None:
+        write_atomically(args.json, json.dumps({"cluster": where, "predictions": [
+            p.to_dict() for p in results], "curves": curves}, indent=1))
+    print(f"predicted in {time.perf_counter() - started:.1f} s")
 

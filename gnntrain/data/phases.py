@@ -9,6 +9,11 @@ stdout (beside the epochs' progress; stderr is for errors and warnings) naming t
 
 Under torchrun or submitit the line names the rank, so a job's log shows which process did each
 phase (a job prepares its data once per node, :mod:`gnntrain.job.launch.data`).
+
+The long commands' steps (a prediction's settings and profiled proxies, a build's sweeps) say
+what is done and what is left in one line each (:func:`note`), also in a log, where a batch job's
+progress is read; the live bar is the terminal's alone. A command's ``--quiet`` silences both
+(:func:`quiet`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,36 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+_QUIET: list[bool] = [False]
+
+
+@contextmanager
+def quiet(on: bool = True) -> Iterator[None]:
+    """This process's progress (bars, phase lines and :func:`note`) silenced inside the block
+    where ``on``: a command's ``--quiet``."""
+    before, _QUIET[0] = _QUIET[0], on
+    try:
+        yield
+    finally:
+        _QUIET[0] = before
+
+
+def note(text: str, stream=None) -> None:
+    """One progress line (what is done, what is left) on ``stream`` (stderr by default), unless
+    :func:`quiet`."""
+    if not _QUIET[0]:
+        print(text, file=stream or sys.stderr, flush=True)
+
+
+def left(elapsed: float, done: float, total: float) -> str:
+    """``, about N s left`` (or min) at the rate so far; empty before any is done."""
+    if done <= 0 or total <= done:
+        return ""
+    seconds = elapsed / done * (total - done)
+    return f", about {seconds:.0f} s left" if seconds < 120 else f", about {seconds / 60:.1f} min left"
 
 
 def peak_rss_gib() -> float:
@@ -49,10 +83,11 @@ def phase(name: str, total: int | None = None) -> Iterator[Phase]:
     line; a phase that fails prints no line (the error says what happened)."""
     progress = None
     task = None
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and not _QUIET[0]:
         columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
         if total is not None:
             columns[2:2] = [BarColumn(), MofNCompleteColumn()]
+            columns.append(TimeRemainingColumn())
         progress = Progress(*columns, transient=True)
         task = progress.add_task(name, total=total)
         progress.start()
@@ -62,5 +97,6 @@ def phase(name: str, total: int | None = None) -> Iterator[Phase]:
     finally:
         if progress is not None:
             progress.stop()
-    print(f"gnntrain{_who()}: {name}: {time.perf_counter() - start:.1f} s, peak {peak_rss_gib():.2f} GiB",
-          flush=True)
+    if not _QUIET[0]:
+        print(f"gnntrain{_who()}: {name}: {time.perf_counter() - start:.1f} s, peak {peak_rss_gib():.2f} GiB",
+              flush=True)

@@ -15,12 +15,14 @@ import contextlib
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from gnntrain.config.schema import RootConfig
 from gnntrain.cost.compute import Costs
 from gnntrain.cost.profile import DeviceProfile
+from gnntrain.data.phases import left, note
 from gnntrain.errors import ConfigError, WorkerFailed
 from gnntrain.cost.shape import DEGREE_TOLERANCE, PartitionShape, partition_shape
 from gnntrain.job import api
@@ -111,9 +113,10 @@ def step_fit(overrides: list[str], run: RootConfig, shape: PartitionShape, profi
         return load(path)
     samples: list[Sample] = []
     refused = []
+    started = time.perf_counter()
     for done, nodes in enumerate(PROXY_NODES):
-        print(f"gnntrain-predict: profiling {run.strategy.name}'s steps on proxy {done + 1}/{len(PROXY_NODES)} "
-              f"({nodes} nodes)", file=sys.stderr, flush=True)
+        note(f"gnntrain-predict: profiling {run.strategy.name}'s steps on proxy {done + 1}/{len(PROXY_NODES)} "
+             f"({nodes} nodes{left(time.perf_counter() - started, sum(PROXY_NODES[:done]), sum(PROXY_NODES))})")
         try:
             samples += samples_on(_kept(overrides) + [f"cluster.world_size={key['world']}"], shape, nodes, profile)
         except ConfigError as exc:

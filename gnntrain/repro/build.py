@@ -27,6 +27,7 @@ import re
 import time
 from pathlib import Path
 
+from gnntrain.data.phases import quiet
 from gnntrain.errors import GnntrainError, command_errors
 from gnntrain.timing.cluster import link_overrides
 from gnntrain.job.api import compose
@@ -177,7 +178,7 @@ def main() -> None:
                                                                 "multirun/repro/<paper>/<scale>), e.g. a committed "
                                                                 "runs.tar.gz unpacked")
     args = parser.parse_args()
-    with command_errors("python -m gnntrain.repro"):
+    with command_errors("python -m gnntrain.repro"), quiet(args.quiet):
         use_shared_data()
         only = args.only.split(",") if args.only else None
         paper = PAPERS[args.paper]
