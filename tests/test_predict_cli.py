@@ -166,6 +166,7 @@ def test_bad_input_ends_in_one_line(args: list[str], line: str, capsys: pytest.C
     assert ended.value.code == 2 and err[-1].startswith(line) and len(err) == 1, err
 
 
+@pytest.mark.slow  # 8 s here: OGB's import and its dataset's probe
 def test_a_dataset_not_here_is_never_downloaded_and_the_statistics_route_is_offered(
         capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GNNTRAIN_DATA", str(tmp_path / "empty"))
