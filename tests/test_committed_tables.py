@@ -21,7 +21,9 @@ ARCHIVES = sorted(CHECKOUT.glob("results/*/runs.tar.gz"))
 SLOW = {"hopgnn": "its Table 1 samples micrographs of 10 layers on the arxiv-sized graph again: minutes",
         "gnnpipe": "19 s here, a twentieth of the fast suite's six minutes",
         "pipeqs": "11 s here: 8 ranks' traced runs, each replayed at 24 bandwidths",
-        "granndis": "9 s here: idem"}
+        "granndis": "9 s here: idem",
+        "bns": "9 s here: 4 speed sweeps' runs and the share curve replayed",
+        "adaqp": "7 s here: idem, at two device settings"}
 """Tables whose rebuild from their runs takes long, run with the slow tests."""
 
 
