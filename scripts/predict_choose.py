@@ -22,8 +22,9 @@ them). HopGNN runs without merging and GNNPipe where it has a layer per stage, a
 predict-check. A method a setting refuses (GNNPipe's 4 stages on 2 layers, a mini-batch larger
 than the training nodes) is left out of that setting, on both sides.
 
-Usage: ``python scripts/predict_choose.py [--settings N] [--no-kernel] [--resume]`` (``--resume``
-keeps the settings ``--out`` already holds). The kernel-shaped links carry no added latency
+Usage: ``python scripts/predict_choose.py [--settings N] [--no-kernel] [--resume] [--plot-only]``
+(``--resume`` keeps the settings ``--out`` already holds; ``--plot-only`` draws the figure again
+from them and runs nothing). The kernel-shaped links carry no added latency
 (``network.latency_us=0``: netem is missing from some kernels, this host's among them), as the
 presets describing them were measured.
 """
@@ -155,7 +156,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax.axhline(TARGETS["worst_regret"], color="grey", ls="--", lw=0.8, label="worst-case target 1.25")
     ax.axhline(1.0, color="grey", lw=0.5)
     ax.set(yscale="log", xlabel="setting", ylabel="measured epoch / measured best",
-           title="The predictor's pick against the measured best, per setting")
+           title="The predictor's pick against the measured best, per setting\n(epochs on the virtual clock; the /tcp settings on kernel-shaped TCP, the wall clock)")
     ax.set_xticks(list(x), [f"{r['nodes'] // 1000}k/{r['ranks']}/{r['bandwidth_gbps']:g}G/{r['model'][:4]}"
                             + ("/tcp" if r["link"].startswith("kernel") else "") for r in rows],
                   rotation=90, fontsize=6)
@@ -171,7 +172,11 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="*", default=None)
     parser.add_argument("--out", type=Path, default=RESULTS / "predict_choose.json")
     parser.add_argument("--resume", action="store_true", help="keep the settings --out holds, run the others")
+    parser.add_argument("--plot-only", action="store_true", help="draw the figure again from --out's rows; run nothing")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text())["rows"], args.out.with_suffix(".png"))
+        return
     strategies = args.strategies or sorted(METHODS)
     settings = [(size, ranks, gbps, model, False) for size, ranks, gbps, model in
                 itertools.product(SIZES, RANKS, LINKS_GBPS, MODELS)]

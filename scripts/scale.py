@@ -19,7 +19,8 @@ Each cost is also divided by the step's directed edges; ``growth`` is that cost 
 largest step over the smallest (target <= 1.3). Results: ``results/scale.json`` and
 ``results/scale.png`` (each cost per edge against graph size), each step with the commit it was
 measured on. Usage: ``python scripts/scale.py [--nodes 100000 300000 1000000 2450000] [--epochs
-3] [--update]`` (``--update`` measures only the steps named and keeps the file's others).
+3] [--update] [--plot-only]`` (``--update`` measures only the steps named and keeps the file's
+others; ``--plot-only`` draws ``results/scale.png`` again from the file and measures nothing).
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ def plot(steps: list[dict], path: Path) -> None:
         ax.set_ylabel(f"{title} per directed edge")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    fig.suptitle("How each cost grows with the graph, per directed edge: synthetic graphs from "
+                 f"{steps[0]['nodes']:,} to {steps[-1]['nodes']:,} nodes, this machine (times on the wall clock)",
+                 fontsize="medium")
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
 
@@ -154,10 +158,15 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "scale.json")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="draw results/scale.png again from --out's steps; measure nothing")
     parser.add_argument("--update", action="store_true",
                         help="measure only the steps of --nodes and keep the other steps of --out (each step "
                              "names the commit it was measured on)")
     args = parser.parse_args()
+    if args.plot_only:
+        plot(json.loads(args.out.read_text())["steps"], args.out.with_suffix(".png"))
+        return
     start = time.perf_counter()
     previous = json.loads(args.out.read_text()) if args.update and args.out.exists() else {"steps": []}
     steps = [{"commit": previous["commit"], **step} for step in previous["steps"] if step["nodes"] not in args.nodes]
