@@ -21,7 +21,7 @@ from gnntrain.repro.accounting import accounting_table  # noqa: E402
 from gnntrain.repro.paper import Curve, Paper  # noqa: E402
 from gnntrain.storage.files import save_figure  # noqa: E402
 from gnntrain.repro.tables import (  # noqa: E402
-    authors_settings, epoch_time, figure_setting, fmt, mean_sd, scores, select, setting_line, share, share_cell, speedup,
+    authors_settings, epoch_time, error_bars, figure_setting, fmt, mean_sd, scores, select, setting_line, share, share_cell, speedup,
     timed_from, timing_note,
 )
 
@@ -83,10 +83,7 @@ def bns(runs: dict[str, list[Run]], out: Path, scale: str) -> str:
     axes[0].bar(labels, [rs[0].summary.mean_comm_bytes_per_epoch / 2**20 for rs in runs_by_p])
     axes[0].set_ylabel("MiB sent per epoch")
     times = [Ratio([epoch_time(r, start) * 1e3 for r in rs]) for rs in runs_by_p]
-    spans = [t.bounds or (t.median, t.median) for t in times]
-    axes[1].bar(labels, [t.median for t in times], capsize=3,
-                yerr=[[max(0.0, t.median - low) for t, (low, _) in zip(times, spans)],
-                      [max(0.0, high - t.median) for t, (_, high) in zip(times, spans)]])
+    axes[1].bar(labels, [t.median for t in times], capsize=3, yerr=error_bars(times))
     axes[1].set_ylabel("epoch time (ms, median of the rounds, 95% interval)")
     for ax in axes:
         ax.set_xlabel("boundary-node sampling rate p")

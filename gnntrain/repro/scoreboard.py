@@ -38,7 +38,7 @@ from gnntrain.repro.build import REPEATS
 from gnntrain.repro.paper import Paper
 from gnntrain.repro.papers import PAPERS
 from gnntrain.repro.replayed import traced_jobs
-from gnntrain.repro.tables import share, speedup, timed_from
+from gnntrain.repro.tables import error_bars, share, speedup, timed_from
 from gnntrain.storage.files import save_figure, write_atomically
 
 DOCS = CHECKOUT / "docs" / "reproducing.md"
@@ -128,10 +128,7 @@ def plot(rows: list[Score], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.6))
     ys = list(range(len(rows)))[::-1]
-    medians = [s.ours.median for s in rows]
-    spans = [s.ours.bounds or (s.ours.median, s.ours.median) for s in rows]
-    ax.errorbar(medians, ys, xerr=[[max(0.0, m - lo) for m, (lo, _) in zip(medians, spans)],
-                                   [max(0.0, hi - m) for m, (_, hi) in zip(medians, spans)]],
+    ax.errorbar([s.ours.median for s in rows], ys, xerr=error_bars([s.ours for s in rows]),
                 fmt="o", capsize=3, label="ours: median, 95% interval")
     ax.plot([s.claimed for s in rows], ys, "*", markersize=11, label="the paper's claim (its least, for an 'up to')")
     ax.axvline(1.0, color="grey", linewidth=0.8)

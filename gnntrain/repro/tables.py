@@ -177,6 +177,15 @@ def per_round(runs: list[Run], start: int) -> Ratio:
     return Ratio([1 / epoch_time(r, start) for r in runs])
 
 
+def error_bars(values: list[Ratio]) -> list[list[float]]:
+    """Matplotlib's ``yerr``/``xerr`` for ``values`` drawn at their medians: how far each one's
+    95% interval reaches below and above it (0 with one round, or where the median lies outside
+    the interval of the geometric mean)."""
+    spans = [v.bounds or (v.median, v.median) for v in values]
+    return [[max(0.0, v.median - low) for v, (low, _) in zip(values, spans)],
+            [max(0.0, high - v.median) for v, (_, high) in zip(values, spans)]]
+
+
 def bars(groups: dict[str, dict[str, Ratio]], ylabel: str, path: Path, title: str, setting: str) -> None:
     """One cluster of bars per group (e.g. partitions), one bar per method: each the median of its
     rounds with its 95% interval (:class:`~gnntrain.report.stats.Ratio`) as an error bar."""
@@ -186,11 +195,7 @@ def bars(groups: dict[str, dict[str, Ratio]], ylabel: str, path: Path, title: st
     for i, method in enumerate(methods):
         xs = [j + i * width for j, g in enumerate(groups.values()) if method in g]
         values = [g[method] for g in groups.values() if method in g]
-        medians = [v.median for v in values]
-        spans = [v.bounds or (v.median, v.median) for v in values]
-        errors = [[max(0.0, m - low) for m, (low, _) in zip(medians, spans)],
-                  [max(0.0, high - m) for m, (_, high) in zip(medians, spans)]]
-        ax.bar(xs, medians, width, yerr=errors, capsize=3, label=method)
+        ax.bar(xs, [v.median for v in values], width, yerr=error_bars(values), capsize=3, label=method)
     ax.set_xticks([j + width * (len(methods) - 1) / 2 for j in range(len(groups))], list(groups))
     ax.set_ylabel(ylabel)
     _titled(ax, f"{title} (error bars: 95% interval of the rounds)", setting)
